@@ -1,0 +1,225 @@
+//! The SSP2 error catalog (§10) and the protocol crate's error type.
+//!
+//! Every code the project produces is an [`ErrorCode`]; its `category`,
+//! `retryable` flag and `recommendedAction` are fixed by the §10.2 table and
+//! live here only. [`ProtocolError`] is the one error type of this crate: a
+//! catalog code plus a human-readable message (§10.1 `message`, never parsed).
+
+use std::fmt;
+
+/// §10.1 `category`: the coarse class a client handles generically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    NotFound,
+    Forbidden,
+    InvalidRequest,
+    Internal,
+    AuthRequired,
+    SchemaMismatch,
+    Conflict,
+    ResetRequired,
+    ScopeRevoked,
+    RateLimited,
+}
+
+impl Category {
+    /// The wire spelling, e.g. `"invalid-request"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::NotFound => "not-found",
+            Category::Forbidden => "forbidden",
+            Category::InvalidRequest => "invalid-request",
+            Category::Internal => "internal",
+            Category::AuthRequired => "auth-required",
+            Category::SchemaMismatch => "schema-mismatch",
+            Category::Conflict => "conflict",
+            Category::ResetRequired => "reset-required",
+            Category::ScopeRevoked => "scope-revoked",
+            Category::RateLimited => "rate-limited",
+        }
+    }
+}
+
+/// §10.1 `recommendedAction`: the client-runtime action verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecommendedAction {
+    RefreshAuth,
+    CheckPermissions,
+    FixRequest,
+    ResetClientId,
+    RegenerateClient,
+    UpgradeClient,
+    ResolveConflict,
+    Rebootstrap,
+    ForceResync,
+    RetryLater,
+    SplitBatch,
+    InspectServer,
+}
+
+impl RecommendedAction {
+    /// The wire spelling, e.g. `"fixRequest"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecommendedAction::RefreshAuth => "refreshAuth",
+            RecommendedAction::CheckPermissions => "checkPermissions",
+            RecommendedAction::FixRequest => "fixRequest",
+            RecommendedAction::ResetClientId => "resetClientId",
+            RecommendedAction::RegenerateClient => "regenerateClient",
+            RecommendedAction::UpgradeClient => "upgradeClient",
+            RecommendedAction::ResolveConflict => "resolveConflict",
+            RecommendedAction::Rebootstrap => "rebootstrap",
+            RecommendedAction::ForceResync => "forceResync",
+            RecommendedAction::RetryLater => "retryLater",
+            RecommendedAction::SplitBatch => "splitBatch",
+            RecommendedAction::InspectServer => "inspectServer",
+        }
+    }
+}
+
+macro_rules! catalog {
+    ($( $variant:ident = $code:literal, $cat:ident, $retry:literal, $action:ident; )*) => {
+        /// Every code of the §10.2 catalog (wire versions 1 and 2).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode { $( $variant, )* }
+
+        impl ErrorCode {
+            /// All catalog codes, in §10.2 table order.
+            pub const ALL: &'static [ErrorCode] = &[ $( ErrorCode::$variant, )* ];
+
+            /// The stable wire identifier, e.g. `"sync.invalid_request"`.
+            pub fn as_str(self) -> &'static str {
+                match self { $( ErrorCode::$variant => $code, )* }
+            }
+
+            /// §10.2 category of this code.
+            pub fn category(self) -> Category {
+                match self { $( ErrorCode::$variant => Category::$cat, )* }
+            }
+
+            /// §10.2: may the same request succeed later unchanged?
+            pub fn retryable(self) -> bool {
+                match self { $( ErrorCode::$variant => $retry, )* }
+            }
+
+            /// §10.2 recommended client action.
+            pub fn recommended_action(self) -> RecommendedAction {
+                match self { $( ErrorCode::$variant => RecommendedAction::$action, )* }
+            }
+
+            /// Looks a wire identifier up in the catalog; `None` for host codes
+            /// and anything else outside §10.2.
+            pub fn parse(code: &str) -> Option<ErrorCode> {
+                match code { $( $code => Some(ErrorCode::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+catalog! {
+    OperationUnknown = "operation.unknown", NotFound, false, RegenerateClient;
+    OperationForbidden = "operation.forbidden", Forbidden, false, CheckPermissions;
+    OperationInvalidRequest = "operation.invalid_request", InvalidRequest, false, FixRequest;
+    OperationResultTooLarge = "operation.result_too_large", InvalidRequest, false, FixRequest;
+    OperationStorageUnsupported = "operation.storage_unsupported", Internal, false, InspectServer;
+    OperationQueryFailed = "operation.query_failed", Internal, false, InspectServer;
+    OperationExecutionFailed = "operation.execution_failed", Internal, false, InspectServer;
+    AuthRequired = "sync.auth_required", AuthRequired, true, RefreshAuth;
+    AuthLeaseRequired = "sync.auth_lease_required", AuthRequired, true, RefreshAuth;
+    AuthLeaseRevoked = "sync.auth_lease_revoked", AuthRequired, true, RefreshAuth;
+    Forbidden = "sync.forbidden", Forbidden, false, CheckPermissions;
+    InvalidRequest = "sync.invalid_request", InvalidRequest, false, FixRequest;
+    InvalidClientId = "sync.invalid_client_id", InvalidRequest, false, ResetClientId;
+    InvalidSubscription = "sync.invalid_subscription", InvalidRequest, false, FixRequest;
+    EmptyCommit = "sync.empty_commit", InvalidRequest, false, FixRequest;
+    UnknownTable = "sync.unknown_table", SchemaMismatch, false, RegenerateClient;
+    RowMissing = "sync.row_missing", NotFound, false, ForceResync;
+    VersionConflict = "sync.version_conflict", Conflict, false, ResolveConflict;
+    ConstraintViolation = "sync.constraint_violation", InvalidRequest, false, FixRequest;
+    MissingScopes = "sync.missing_scopes", Internal, false, InspectServer;
+    CrdtMergeFailed = "sync.crdt_merge_failed", Internal, false, InspectServer;
+    IdempotencyCacheMiss = "sync.idempotency_cache_miss", Internal, true, RetryLater;
+    TooManyOperations = "sync.too_many_operations", InvalidRequest, false, SplitBatch;
+    NotFound = "sync.not_found", NotFound, false, ForceResync;
+    SegmentExpired = "sync.segment_expired", NotFound, true, RetryLater;
+    CursorExpired = "sync.cursor_expired", ResetRequired, false, Rebootstrap;
+    ScopeRevoked = "sync.scope_revoked", ScopeRevoked, false, CheckPermissions;
+    RateLimited = "sync.rate_limited", RateLimited, true, RetryLater;
+    SchemaMismatch = "sync.schema_mismatch", SchemaMismatch, false, RegenerateClient;
+    ClientSchemaUnsupported = "sync.client_schema_unsupported", SchemaMismatch, false, UpgradeClient;
+    ClientWireUnsupported = "sync.client_wire_unsupported", SchemaMismatch, false, UpgradeClient;
+    WebsocketConnectionLimit = "sync.websocket_connection_limit", RateLimited, true, RetryLater;
+    BlobNotFound = "blob.not_found", NotFound, false, FixRequest;
+    BlobForbidden = "blob.forbidden", Forbidden, false, CheckPermissions;
+    BlobHashMismatch = "blob.hash_mismatch", InvalidRequest, false, FixRequest;
+    BlobTooLarge = "blob.too_large", InvalidRequest, false, FixRequest;
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The protocol crate's error: a §10.2 code and a human-readable message.
+///
+/// `Display` renders `"<code>: <message>"`, the form the extension puts at
+/// the start of a Postgres error message (`sync.invalid_request: …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ProtocolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ProtocolError { code, message: message.into() }
+    }
+
+    /// Shorthand for the most common decode error, `sync.invalid_request`.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ProtocolError::new(ErrorCode::InvalidRequest, message)
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Result alias used across the protocol crate.
+pub type Result<T, E = ProtocolError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_parse() {
+        for &code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+        }
+        assert_eq!(ErrorCode::parse("app.custom"), None);
+    }
+
+    #[test]
+    fn catalog_metadata_matches_spec_rows() {
+        let c = ErrorCode::TooManyOperations;
+        assert_eq!(c.category().as_str(), "invalid-request");
+        assert!(!c.retryable());
+        assert_eq!(c.recommended_action().as_str(), "splitBatch");
+        let c = ErrorCode::SegmentExpired;
+        assert_eq!(c.category().as_str(), "not-found");
+        assert!(c.retryable());
+        assert_eq!(ErrorCode::ALL.len(), 36);
+    }
+
+    #[test]
+    fn display_starts_with_code() {
+        let e = ProtocolError::invalid("bad magic");
+        assert_eq!(e.to_string(), "sync.invalid_request: bad magic");
+    }
+}

@@ -1,0 +1,12 @@
+//! `syncular-protocol`: the SSP2 wire protocol (SPEC.md, release 0.15.48,
+//! wire versions 1 and 2) with no Postgres dependency.
+//!
+//! Layers, bottom up: [`primitives`] (canonical fixed-width encodings),
+//! [`errors`] (the §10 catalog), then the message codec, row codec, SSG2
+//! segments, canonical JSON and scope digest built on them. Every decoder
+//! returns `Result<_, ProtocolError>` and never panics on any input.
+
+pub mod errors;
+pub mod primitives;
+
+pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};
