@@ -10,3 +10,5 @@ pub mod errors;
 pub mod primitives;
 
 pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};
+pub mod row_codec;
+pub mod segment;

@@ -1,0 +1,664 @@
+//! The §2.4 row codec: one row of a synced table as a null bitmap followed by
+//! the non-null values, positionally in schema-IR declaration order.
+//!
+//! Shapes:
+//! - [`ColumnType`]: the eight wire type tags (1 `string` … 8 `crdt`).
+//! - [`TableLayout`]: the ordered column list (name, tag, nullable) a codec
+//!   is driven by; built from the schema IR ([`crate::schema_ir`]) or from an
+//!   SSG2 column table ([`crate::segment`]).
+//! - [`RowValue`] / [`Row`]: a decoded row, `None` = SQL NULL.
+//!
+//! Every decode failure — truncation, a null bit on a non-nullable column, a
+//! set padding bit, a non-bool byte, an `i64` outside ±(2^53−1), malformed
+//! UTF-8, a `json` value that does not parse, a `blob_ref` that violates the
+//! §5.9.1 shape, trailing bytes — is `sync.invalid_request` (the "row-codec
+//! violations" of §5.2's closed list). Decoders never panic on any input.
+
+use crate::errors::{ErrorCode, ProtocolError, Result};
+use crate::primitives::{validate_json, Reader, Writer, MAX_SAFE_INTEGER};
+use serde_json::Value;
+
+/// A §2.4 column type; the discriminant is the wire tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ColumnType {
+    /// Tag 1: `str`.
+    String = 1,
+    /// Tag 2: `i64` within ±(2^53−1).
+    Integer = 2,
+    /// Tag 3: `f64` (any IEEE-754 bit pattern).
+    Float = 3,
+    /// Tag 4: `bool` byte (0x00 / 0x01).
+    Boolean = 4,
+    /// Tag 5: `str` holding one JSON document, kept byte-for-byte.
+    Json = 5,
+    /// Tag 6: `bytes`.
+    Bytes = 6,
+    /// Tag 7: `str` holding a canonical BlobRef document (§5.9.1).
+    BlobRef = 7,
+    /// Tag 8: `bytes` holding an opaque CRDT update/state (§5.10).
+    Crdt = 8,
+}
+
+impl ColumnType {
+    /// All eight types in tag order.
+    pub const ALL: [ColumnType; 8] = [
+        ColumnType::String,
+        ColumnType::Integer,
+        ColumnType::Float,
+        ColumnType::Boolean,
+        ColumnType::Json,
+        ColumnType::Bytes,
+        ColumnType::BlobRef,
+        ColumnType::Crdt,
+    ];
+
+    /// The wire tag (1–8).
+    pub fn tag(self) -> u8 {
+        self as u8
+    }
+
+    /// The type for a wire tag; `None` for any other byte.
+    pub fn from_tag(tag: u8) -> Option<ColumnType> {
+        match tag {
+            1..=8 => Some(ColumnType::ALL[usize::from(tag) - 1]),
+            _ => None,
+        }
+    }
+
+    /// The IR / §11.1 name (`"string"`, …, `"blob_ref"`, `"crdt"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnType::String => "string",
+            ColumnType::Integer => "integer",
+            ColumnType::Float => "float",
+            ColumnType::Boolean => "boolean",
+            ColumnType::Json => "json",
+            ColumnType::Bytes => "bytes",
+            ColumnType::BlobRef => "blob_ref",
+            ColumnType::Crdt => "crdt",
+        }
+    }
+
+    /// The type for an IR name; `None` for anything outside the eight names.
+    pub fn from_name(name: &str) -> Option<ColumnType> {
+        ColumnType::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// One column of a [`TableLayout`]: what the wire carries about it (§5.2
+/// column record: name, type tag, nullable flag).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ColumnLayout {
+    pub name: String,
+    pub ty: ColumnType,
+    pub nullable: bool,
+}
+
+impl ColumnLayout {
+    pub fn new(name: impl Into<String>, ty: ColumnType, nullable: bool) -> Self {
+        ColumnLayout { name: name.into(), ty, nullable }
+    }
+}
+
+/// The positional column list a row codec is driven by, in schema-IR
+/// declaration order (§2.4). Two layouts are equal iff order, names, types
+/// and nullability all match — exactly the §5.2 column-table comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct TableLayout {
+    pub columns: Vec<ColumnLayout>,
+}
+
+impl TableLayout {
+    pub fn new(columns: Vec<ColumnLayout>) -> Self {
+        TableLayout { columns }
+    }
+
+    /// Number of columns.
+    pub fn len(&self) -> usize {
+        self.columns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    /// Position of the column called `name` (names are unique in a valid IR).
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// Null-bitmap size in bytes: `ceil(columnCount / 8)`.
+    pub fn bitmap_len(&self) -> usize {
+        self.columns.len().div_ceil(8)
+    }
+}
+
+/// A non-NULL column value. `Json` and `BlobRef` hold the raw JSON text
+/// exactly as it was on the wire (never re-serialized).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowValue {
+    String(String),
+    Integer(i64),
+    Float(f64),
+    Boolean(bool),
+    Json(String),
+    Bytes(Vec<u8>),
+    BlobRef(String),
+    Crdt(Vec<u8>),
+}
+
+/// One decoded row: one slot per layout column, `None` = NULL.
+pub type Row = Vec<Option<RowValue>>;
+
+impl RowValue {
+    /// The column type this value encodes as.
+    pub fn column_type(&self) -> ColumnType {
+        match self {
+            RowValue::String(_) => ColumnType::String,
+            RowValue::Integer(_) => ColumnType::Integer,
+            RowValue::Float(_) => ColumnType::Float,
+            RowValue::Boolean(_) => ColumnType::Boolean,
+            RowValue::Json(_) => ColumnType::Json,
+            RowValue::Bytes(_) => ColumnType::Bytes,
+            RowValue::BlobRef(_) => ColumnType::BlobRef,
+            RowValue::Crdt(_) => ColumnType::Crdt,
+        }
+    }
+
+    /// The text of a `string` value (e.g. a primary key or scope column).
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            RowValue::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// §11.1 rendering of one value: strings and numbers as JSON, `bytes` and
+    /// `crdt` as standard base64, `json` / `blob_ref` embedded parsed (rule 7),
+    /// non-finite floats as `null` (rule 10). A `json` text serde_json cannot
+    /// represent (a lone surrogate escape, which RFC 8259 admits) renders as
+    /// its raw string.
+    pub fn render(&self) -> Value {
+        match self {
+            RowValue::String(s) => Value::String(s.clone()),
+            RowValue::Integer(v) => Value::from(*v),
+            RowValue::Float(v) => serde_json::Number::from_f64(*v).map_or(Value::Null, Value::Number),
+            RowValue::Boolean(v) => Value::Bool(*v),
+            RowValue::Json(j) | RowValue::BlobRef(j) => {
+                serde_json::from_str(j).unwrap_or_else(|_| Value::String(j.clone()))
+            }
+            RowValue::Bytes(b) | RowValue::Crdt(b) => Value::String(base64_encode(b)),
+        }
+    }
+
+    /// Inverse of [`RowValue::render`] for a column of type `ty`: JSON
+    /// strings for `string`, integers within ±(2^53−1) for `integer`, any
+    /// number for `float`, base64 for `bytes`/`crdt`, any JSON (serialized
+    /// compactly) for `json`, a §5.9.1 object for `blob_ref`.
+    /// Errors: `sync.invalid_request` naming the column.
+    pub fn from_json(ty: ColumnType, v: &Value, column: &str) -> Result<RowValue> {
+        let bad = |want: &str| {
+            ProtocolError::invalid(format!("column {column:?}: expected {want}, got {v}"))
+        };
+        Ok(match ty {
+            ColumnType::String => RowValue::String(v.as_str().ok_or_else(|| bad("a string"))?.to_owned()),
+            ColumnType::Integer => {
+                let n = v.as_i64().ok_or_else(|| bad("an integer"))?;
+                if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n) {
+                    return Err(bad("an integer within ±(2^53−1)"));
+                }
+                RowValue::Integer(n)
+            }
+            ColumnType::Float => RowValue::Float(v.as_f64().ok_or_else(|| bad("a number"))?),
+            ColumnType::Boolean => RowValue::Boolean(v.as_bool().ok_or_else(|| bad("a boolean"))?),
+            ColumnType::Json => RowValue::Json(v.to_string()),
+            ColumnType::BlobRef => {
+                let text = v.to_string();
+                validate_blob_ref(&text, column)?;
+                RowValue::BlobRef(text)
+            }
+            ColumnType::Bytes | ColumnType::Crdt => {
+                let s = v.as_str().ok_or_else(|| bad("a base64 string"))?;
+                let b = base64_decode(s).ok_or_else(|| bad("standard base64"))?;
+                if ty == ColumnType::Bytes {
+                    RowValue::Bytes(b)
+                } else {
+                    RowValue::Crdt(b)
+                }
+            }
+        })
+    }
+}
+
+/// Standard (padded) base64, the §11.1 rule-4 form.
+pub fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Decodes standard padded base64; `None` on any malformed input.
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+/// Checks a `blob_ref` text against the canonical BlobRef shape (§5.9.1):
+/// a JSON object whose keys are a subset of `blobId`, `byteLength`,
+/// `mediaType`, `name` in exactly that order, each at most once; `blobId` =
+/// `"sha256:"` + 64 lowercase hex (required); `byteLength` an integer in
+/// 0..=2^53−1 (required); `mediaType` / `name` strings when present.
+/// Errors: `sync.invalid_request`.
+pub fn validate_blob_ref(text: &str, what: &str) -> Result<()> {
+    const KEYS: [&str; 4] = ["blobId", "byteLength", "mediaType", "name"];
+    let bad = |why: &str| ProtocolError::invalid(format!("{what}: blob_ref {why} (§5.9.1)"));
+    // Walk the raw object entry by entry so duplicate keys are seen (a map
+    // would silently collapse them).
+    struct Entries(Vec<(String, Value)>);
+    impl<'de> serde::Deserialize<'de> for Entries {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Entries;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> std::result::Result<Entries, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some((k, v)) = m.next_entry::<String, Value>()? {
+                        if out.len() >= 4 {
+                            return Err(serde::de::Error::custom("too many keys"));
+                        }
+                        out.push((k, v));
+                    }
+                    Ok(Entries(out))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+    let Entries(entries) = match serde_json::from_str::<Entries>(text) {
+        Ok(e) => e,
+        Err(_) => {
+            validate_json(text, what)?;
+            return Err(bad("is not a JSON object with at most the four known keys"));
+        }
+    };
+    let mut next = 0usize;
+    let (mut has_id, mut has_len) = (false, false);
+    for (k, v) in &entries {
+        let pos = KEYS
+            .iter()
+            .position(|c| c == k)
+            .ok_or_else(|| bad(&format!("has unknown key {k:?}")))?;
+        if pos < next {
+            return Err(bad("keys are duplicated or not in canonical order"));
+        }
+        next = pos + 1;
+        match pos {
+            0 => {
+                let ok = v.as_str().is_some_and(|s| {
+                    s.strip_prefix("sha256:").is_some_and(|h| {
+                        h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                    })
+                });
+                if !ok {
+                    return Err(bad("blobId must be \"sha256:<64 lowercase hex>\""));
+                }
+                has_id = true;
+            }
+            1 => {
+                let ok = match v {
+                    Value::Number(n) => n.as_u64().is_some_and(|n| n <= MAX_SAFE_INTEGER as u64)
+                        || n.as_i64() == Some(0),
+                    _ => false,
+                };
+                if !ok {
+                    return Err(bad("byteLength must be an integer in 0..=2^53−1"));
+                }
+                has_len = true;
+            }
+            _ => {
+                if !v.is_string() {
+                    return Err(bad(&format!("{k} must be a string")));
+                }
+            }
+        }
+    }
+    if !has_id {
+        return Err(bad("is missing blobId"));
+    }
+    if !has_len {
+        return Err(bad("is missing byteLength"));
+    }
+    Ok(())
+}
+
+fn read_bitmap<'a>(r: &mut Reader<'a>, layout: &TableLayout) -> Result<&'a [u8]> {
+    let n = layout.columns.len();
+    let bitmap = r.take(layout.bitmap_len(), "row null bitmap")?;
+    if n % 8 != 0 {
+        let last = bitmap[bitmap.len() - 1];
+        if last >> (n % 8) != 0 {
+            return Err(ProtocolError::invalid(
+                "row null bitmap has a set padding bit (§2.4)",
+            ));
+        }
+    }
+    Ok(bitmap)
+}
+
+#[inline]
+fn is_null(bitmap: &[u8], i: usize, col: &ColumnLayout) -> Result<bool> {
+    if bitmap[i / 8] & (1 << (i % 8)) == 0 {
+        return Ok(false);
+    }
+    if !col.nullable {
+        return Err(ProtocolError::invalid(format!(
+            "null bit set for non-nullable column {:?} (§2.4)",
+            col.name
+        )));
+    }
+    Ok(true)
+}
+
+fn read_value(r: &mut Reader<'_>, col: &ColumnLayout) -> Result<RowValue> {
+    let what = col.name.as_str();
+    Ok(match col.ty {
+        ColumnType::String => RowValue::String(r.str(what)?.to_owned()),
+        ColumnType::Integer => RowValue::Integer(r.i64(what)?),
+        ColumnType::Float => RowValue::Float(r.f64(what)?),
+        ColumnType::Boolean => RowValue::Boolean(r.bool(what)?),
+        ColumnType::Json => RowValue::Json(r.json(what)?.to_owned()),
+        ColumnType::Bytes => RowValue::Bytes(r.bytes(what)?.to_vec()),
+        ColumnType::BlobRef => {
+            let s = r.str(what)?;
+            validate_blob_ref(s, what)?;
+            RowValue::BlobRef(s.to_owned())
+        }
+        ColumnType::Crdt => RowValue::Crdt(r.bytes(what)?.to_vec()),
+    })
+}
+
+fn skip_value(r: &mut Reader<'_>, col: &ColumnLayout) -> Result<()> {
+    let what = col.name.as_str();
+    match col.ty {
+        ColumnType::String => {
+            r.str(what)?;
+        }
+        ColumnType::Integer => {
+            r.i64(what)?;
+        }
+        ColumnType::Float => {
+            r.take(8, what)?;
+        }
+        ColumnType::Boolean => {
+            r.bool(what)?;
+        }
+        ColumnType::Json => {
+            r.json(what)?;
+        }
+        ColumnType::Bytes | ColumnType::Crdt => {
+            r.bytes(what)?;
+        }
+        ColumnType::BlobRef => validate_blob_ref(r.str(what)?, what)?,
+    }
+    Ok(())
+}
+
+/// Reads one row at the reader's position (a row record inside a segment
+/// block or a frame). Errors: `sync.invalid_request` (§2.4).
+pub fn read_row(r: &mut Reader<'_>, layout: &TableLayout) -> Result<Row> {
+    let bitmap = read_bitmap(r, layout)?;
+    let mut row = Vec::with_capacity(layout.columns.len());
+    for (i, col) in layout.columns.iter().enumerate() {
+        if is_null(bitmap, i, col)? {
+            row.push(None);
+        } else {
+            row.push(Some(read_value(r, col)?));
+        }
+    }
+    Ok(row)
+}
+
+/// Validates one row at the reader's position without allocating values.
+/// Accepts exactly what [`read_row`] accepts.
+pub fn skip_row(r: &mut Reader<'_>, layout: &TableLayout) -> Result<()> {
+    let bitmap = read_bitmap(r, layout)?;
+    for (i, col) in layout.columns.iter().enumerate() {
+        if !is_null(bitmap, i, col)? {
+            skip_value(r, col)?;
+        }
+    }
+    Ok(())
+}
+
+/// Decodes a whole row payload (a `COMMIT` change `row`, a push `payload`, a
+/// conflict `serverRow`): the row must consume every byte.
+/// Errors: `sync.invalid_request` (§2.4).
+pub fn decode_row(layout: &TableLayout, payload: &[u8]) -> Result<Row> {
+    let mut r = Reader::new(payload);
+    let row = read_row(&mut r, layout)?;
+    r.finish("row payload")?;
+    Ok(row)
+}
+
+/// Fast check that `payload` is exactly one canonical row for `layout`
+/// (same acceptance as [`decode_row`], no value allocations).
+/// Errors: `sync.invalid_request` (§2.4).
+pub fn validate_row(layout: &TableLayout, payload: &[u8]) -> Result<()> {
+    let mut r = Reader::new(payload);
+    skip_row(&mut r, layout)?;
+    r.finish("row payload")
+}
+
+/// Every check [`write_row`] makes on one value before anything is written.
+fn check_value(v: &RowValue, what: &str) -> Result<()> {
+    let len_ok = |n: usize| {
+        if u32::try_from(n).is_ok() {
+            Ok(())
+        } else {
+            Err(ProtocolError::invalid(format!("{what}: length {n} exceeds u32")))
+        }
+    };
+    match v {
+        RowValue::String(s) => len_ok(s.len()),
+        RowValue::Integer(n) if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(n) => Err(
+            ProtocolError::invalid(format!("{what}: {n} is outside ±(2^53−1)")),
+        ),
+        RowValue::Json(j) => {
+            len_ok(j.len())?;
+            validate_json(j, what)
+        }
+        RowValue::BlobRef(j) => {
+            len_ok(j.len())?;
+            validate_blob_ref(j, what)
+        }
+        RowValue::Bytes(b) | RowValue::Crdt(b) => len_ok(b.len()),
+        _ => Ok(()),
+    }
+}
+
+/// Appends one canonical row to `w`; on error nothing is appended. `row` must have one slot per layout
+/// column, each `None` (only for nullable columns) or a value of the column's
+/// type; `json` / `blob_ref` texts are validated so the encoder never emits
+/// bytes its decoder rejects; integers must be within ±(2^53−1).
+/// Errors: `sync.invalid_request` naming the offending column.
+pub fn write_row(w: &mut Writer, layout: &TableLayout, row: &[Option<RowValue>]) -> Result<()> {
+    write_row_after(w, layout, &[], row)
+}
+
+/// [`write_row`] that, once every check passed, first appends `lead` (e.g. a
+/// segment record's `serverVersion`), so a failed row leaves `w` untouched.
+pub(crate) fn write_row_after(
+    w: &mut Writer,
+    layout: &TableLayout,
+    lead: &[u8],
+    row: &[Option<RowValue>],
+) -> Result<()> {
+    if row.len() != layout.columns.len() {
+        return Err(ProtocolError::invalid(format!(
+            "row has {} value(s), layout has {} column(s)",
+            row.len(),
+            layout.columns.len()
+        )));
+    }
+    let mut bitmap = [0u8; 32];
+    let blen = layout.bitmap_len();
+    let mut heap;
+    let bits: &mut [u8] = if blen <= bitmap.len() {
+        &mut bitmap[..blen]
+    } else {
+        heap = vec![0u8; blen];
+        &mut heap
+    };
+    for (i, (v, col)) in row.iter().zip(&layout.columns).enumerate() {
+        match v {
+            None if !col.nullable => {
+                return Err(ProtocolError::invalid(format!(
+                    "NULL for non-nullable column {:?}",
+                    col.name
+                )))
+            }
+            None => bits[i / 8] |= 1 << (i % 8),
+            Some(v) if v.column_type() != col.ty => {
+                return Err(ProtocolError::invalid(format!(
+                    "column {:?} is {}, value is {}",
+                    col.name,
+                    col.ty.name(),
+                    v.column_type().name()
+                )))
+            }
+            Some(v) => check_value(v, &col.name)?,
+        }
+    }
+    w.raw(lead);
+    w.raw(bits);
+    for (v, col) in row.iter().zip(&layout.columns) {
+        let what = col.name.as_str();
+        match v {
+            None => {}
+            Some(RowValue::String(s)) => w.str(s, what)?,
+            Some(RowValue::Integer(n)) => w.i64(*n, what)?,
+            Some(RowValue::Float(f)) => w.f64(*f),
+            Some(RowValue::Boolean(b)) => w.bool(*b),
+            Some(RowValue::Json(j)) | Some(RowValue::BlobRef(j)) => w.str(j, what)?,
+            Some(RowValue::Bytes(b)) | Some(RowValue::Crdt(b)) => w.bytes(b, what)?,
+        }
+    }
+    Ok(())
+}
+
+/// Encodes one row as a standalone payload. See [`write_row`].
+pub fn encode_row(layout: &TableLayout, row: &[Option<RowValue>]) -> Result<Vec<u8>> {
+    let mut w = Writer::with_capacity(64);
+    write_row(&mut w, layout, row)?;
+    Ok(w.into_vec())
+}
+
+/// Extracts the value of column `index` from a row payload, validating the
+/// columns before it and the whole payload (so a malformed row never yields
+/// a value). `None` = NULL. Errors: `sync.invalid_request`; an index past the
+/// layout is `sync.invalid_request` too.
+pub fn column_value_at(layout: &TableLayout, payload: &[u8], index: usize) -> Result<Option<RowValue>> {
+    if index >= layout.columns.len() {
+        return Err(ProtocolError::invalid(format!(
+            "column index {index} outside a {}-column layout",
+            layout.columns.len()
+        )));
+    }
+    let mut r = Reader::new(payload);
+    let bitmap = read_bitmap(&mut r, layout)?;
+    let mut out = None;
+    for (i, col) in layout.columns.iter().enumerate() {
+        if is_null(bitmap, i, col)? {
+            continue;
+        }
+        if i == index {
+            out = Some(read_value(&mut r, col)?);
+        } else {
+            skip_value(&mut r, col)?;
+        }
+    }
+    r.finish("row payload")?;
+    Ok(out)
+}
+
+/// Extracts the value of the column called `name` (primary key, scope
+/// columns) from a row payload. `None` = NULL. Errors: `sync.invalid_request`
+/// for a malformed payload or a name not in the layout.
+pub fn column_value(layout: &TableLayout, payload: &[u8], name: &str) -> Result<Option<RowValue>> {
+    let index = layout
+        .index_of(name)
+        .ok_or_else(|| ProtocolError::invalid(format!("no column {name:?} in the layout")))?;
+    column_value_at(layout, payload, index)
+}
+
+/// Re-encodes a payload written for `old` as one for `new`, where `new` is
+/// `old` plus appended nullable columns (the only schema migration that keeps
+/// existing payloads meaningful): the appended columns become NULL. Values
+/// are copied byte-for-byte after validation; only the bitmap is rebuilt.
+/// Errors: `sync.schema_mismatch` when `new` is not an append-only nullable
+/// extension of `old`; `sync.invalid_request` for a malformed payload.
+pub fn append_null_columns(old: &TableLayout, new: &TableLayout, payload: &[u8]) -> Result<Vec<u8>> {
+    let n_old = old.columns.len();
+    if new.columns.len() < n_old
+        || new.columns[..n_old] != old.columns[..]
+        || new.columns[n_old..].iter().any(|c| !c.nullable)
+    {
+        return Err(ProtocolError::new(
+            ErrorCode::SchemaMismatch,
+            "new layout is not the old one plus appended nullable columns",
+        ));
+    }
+    let mut r = Reader::new(payload);
+    let old_bitmap = read_bitmap(&mut r, old)?;
+    let values_start = r.position();
+    for (i, col) in old.columns.iter().enumerate() {
+        if !is_null(old_bitmap, i, col)? {
+            skip_value(&mut r, col)?;
+        }
+    }
+    r.finish("row payload")?;
+    let mut bitmap = vec![0u8; new.bitmap_len()];
+    bitmap[..old_bitmap.len()].copy_from_slice(old_bitmap);
+    for i in n_old..new.columns.len() {
+        bitmap[i / 8] |= 1 << (i % 8);
+    }
+    let mut out = bitmap;
+    out.extend_from_slice(&payload[values_start..]);
+    Ok(out)
+}
+
+/// §11.1 rendering of a row as a `{name: value}` object in layout order
+/// (NULL → `null`).
+pub fn render_row(layout: &TableLayout, row: &[Option<RowValue>]) -> Value {
+    let mut m = serde_json::Map::with_capacity(row.len());
+    for (col, v) in layout.columns.iter().zip(row) {
+        m.insert(col.name.clone(), v.as_ref().map_or(Value::Null, RowValue::render));
+    }
+    Value::Object(m)
+}
+
+/// Builds a row from a `{name: value}` JSON object (the inverse of
+/// [`render_row`]); a missing key or JSON `null` is NULL, unknown keys are
+/// rejected. Errors: `sync.invalid_request` naming the column.
+pub fn row_from_json(layout: &TableLayout, obj: &Value) -> Result<Row> {
+    let map = obj
+        .as_object()
+        .ok_or_else(|| ProtocolError::invalid("row values must be a JSON object"))?;
+    if let Some(k) = map.keys().find(|k| layout.index_of(k).is_none()) {
+        return Err(ProtocolError::invalid(format!("unknown column {k:?}")));
+    }
+    layout
+        .columns
+        .iter()
+        .map(|col| match map.get(&col.name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => RowValue::from_json(col.ty, v, &col.name).map(Some),
+        })
+        .collect()
+}
