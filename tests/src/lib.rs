@@ -1,0 +1,38 @@
+//! Out-of-process integration harness for the syncular extension: a real
+//! Postgres server (started by `scripts/test`, DSN in `SYNCULAR_TEST_DSN`),
+//! several connections, the real `syncular-client` over a SQL transport.
+//! pgrx-free: it talks to the server only through the `postgres` crate.
+
+use postgres::{Client, NoTls};
+
+/// Environment variable holding the libpq-style DSN of the test server.
+pub const DSN_ENV: &str = "SYNCULAR_TEST_DSN";
+
+/// The test server's DSN from `SYNCULAR_TEST_DSN`.
+///
+/// Panics with a pointer to `scripts/test` when the variable is unset (the
+/// integration tests need a running server with the extension installed).
+pub fn dsn() -> String {
+    std::env::var(DSN_ENV).unwrap_or_else(|_| {
+        panic!("{DSN_ENV} is not set: run the integration tests through scripts/test (it starts a server)")
+    })
+}
+
+/// Opens a new connection to the test server (no TLS: loopback only).
+///
+/// Panics when the connection fails (a test without a server cannot proceed).
+pub fn connect() -> Client {
+    connect_to(&dsn())
+}
+
+/// Opens a new connection to `dsn` (no TLS: loopback only).
+///
+/// Panics when the connection fails.
+pub fn connect_to(dsn: &str) -> Client {
+    Client::connect(dsn, NoTls).unwrap_or_else(|e| panic!("cannot connect to {dsn}: {e}"))
+}
+
+pub mod fixtures;
+pub mod notify;
+pub mod transport;
+pub mod wire;

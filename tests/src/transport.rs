@@ -1,0 +1,155 @@
+//! A `syncular_client::Transport` that carries every sync round through
+//! `SELECT syncular.sync(partition, actor_id, request, allowed_scopes)` on one
+//! Postgres connection — the SQL-API binding of the §1.1 request/response
+//! round (the extension is the server; no HTTP in between).
+//!
+//! Request-level failures arrive as Postgres errors whose message starts with
+//! the SSP2 code (`sync.invalid_request: …`); they are handed to the client as
+//! a [`TransportError`] carrying that code, exactly as an HTTP binding hands
+//! over the §10.1 JSON body. Segment download, blobs and realtime are not
+//! served by this transport (no stored segments yet): those calls fail loud.
+
+use postgres::Client;
+use serde_json::Value;
+use syncular_client::{SegmentRequest, Transport, TransportError};
+
+/// One `syncular.sync` call as SQL: `$1` partition (text), `$2` actor id
+/// (text), `$3` SSP2 request (bytea), `$4` allowed-scopes map (jsonb, may be NULL).
+pub const SYNC_SQL: &str = "SELECT syncular.sync($1::text, $2::text, $3::bytea, $4::jsonb)";
+
+/// Split a Postgres error into (`sync.*` code, full message). Errors that do
+/// not come from the server with an SSP2 prefix (connection loss, I/O) map to
+/// `transport.postgres` so the client treats them as a failed round.
+pub fn error_code_and_message(error: &postgres::Error) -> (String, String) {
+    match error.as_db_error() {
+        Some(db) => {
+            let message = db.message().to_owned();
+            let code = message
+                .split_once(':')
+                .map(|(head, _)| head)
+                .filter(|head| head.contains('.') && !head.contains(' '))
+                .unwrap_or("transport.postgres")
+                .to_owned();
+            (code, message)
+        }
+        None => ("transport.postgres".to_owned(), error.to_string()),
+    }
+}
+
+/// Calls `syncular.sync` once and returns the response bytes.
+///
+/// Errors: the Postgres error of the call (its message starts with the SSP2
+/// code for request-level failures).
+pub fn call_sync(
+    conn: &mut Client,
+    partition: &str,
+    actor_id: &str,
+    request: &[u8],
+    allowed_scopes: Option<&Value>,
+) -> Result<Vec<u8>, postgres::Error> {
+    let row = conn.query_one(SYNC_SQL, &[&partition, &actor_id, &request, &allowed_scopes])?;
+    row.try_get::<_, Vec<u8>>(0)
+}
+
+/// The SQL-API transport: one connection, one partition, one actor and the
+/// allowed-scopes map the "gateway" resolved for that actor (`None` = let the
+/// registered resolver decide).
+pub struct PgTransport {
+    conn: Client,
+    partition: String,
+    actor_id: String,
+    allowed_scopes: Option<Value>,
+    /// Bytes of the last request sent and response received (for logging).
+    pub last_exchange: Option<(Vec<u8>, Vec<u8>)>,
+    /// Number of `syncular.sync` calls made through this transport.
+    pub rounds: u64,
+}
+
+impl PgTransport {
+    /// Wraps an open connection. `allowed_scopes` is the §3.2 allowed map
+    /// (`{"variable": ["value", …]}`, `"*"` = any value).
+    pub fn new(
+        conn: Client,
+        partition: impl Into<String>,
+        actor_id: impl Into<String>,
+        allowed_scopes: Option<Value>,
+    ) -> Self {
+        PgTransport {
+            conn,
+            partition: partition.into(),
+            actor_id: actor_id.into(),
+            allowed_scopes,
+            last_exchange: None,
+            rounds: 0,
+        }
+    }
+
+    /// The underlying connection (for assertions made with plain SQL).
+    pub fn connection(&mut self) -> &mut Client {
+        &mut self.conn
+    }
+
+    /// Replaces the allowed-scopes map used for the following rounds.
+    pub fn set_allowed_scopes(&mut self, allowed_scopes: Option<Value>) {
+        self.allowed_scopes = allowed_scopes;
+    }
+
+    fn round(&mut self, request: &[u8]) -> Result<Vec<u8>, TransportError> {
+        self.rounds += 1;
+        match call_sync(
+            &mut self.conn,
+            &self.partition,
+            &self.actor_id,
+            request,
+            self.allowed_scopes.as_ref(),
+        ) {
+            Ok(response) => {
+                self.last_exchange = Some((request.to_vec(), response.clone()));
+                Ok(response)
+            }
+            Err(error) => {
+                let (code, message) = error_code_and_message(&error);
+                Err(TransportError::new(code, message))
+            }
+        }
+    }
+}
+
+impl Transport for PgTransport {
+    fn sync(&mut self, request: &[u8]) -> Result<Vec<u8>, TransportError> {
+        self.round(request)
+    }
+
+    fn realtime_sync(&mut self, request: &[u8]) -> Result<Vec<u8>, TransportError> {
+        // No socket: a realtime round is the same request/response round.
+        self.round(request)
+    }
+
+    fn download_segment(&mut self, request: &SegmentRequest) -> Result<Vec<u8>, TransportError> {
+        Err(TransportError::new(
+            "sync.not_found",
+            format!(
+                "the SQL transport serves no stored segments (segment {} of table {})",
+                request.segment_id, request.table
+            ),
+        ))
+    }
+
+    fn realtime_connect(&mut self) -> Result<(), TransportError> {
+        Err(TransportError::new(
+            "transport.realtime_unsupported",
+            "the SQL transport has no realtime socket; use LISTEN syncular_commit",
+        ))
+    }
+
+    fn realtime_send(&mut self, _text: &str) -> Result<(), TransportError> {
+        Err(TransportError::new(
+            "transport.realtime_unsupported",
+            "the SQL transport has no realtime socket",
+        ))
+    }
+
+    fn realtime_close(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
+}
