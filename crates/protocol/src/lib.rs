@@ -12,3 +12,4 @@ pub mod primitives;
 pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};
 pub mod row_codec;
 pub mod segment;
+pub mod schema_ir;
