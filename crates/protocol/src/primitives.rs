@@ -245,6 +245,28 @@ impl Writer {
         self.buf
     }
 
+    /// Empties the buffer, keeping its allocation (streaming encoders reuse
+    /// one scratch writer per frame).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
+    /// Overwrites the 4 bytes at `at` with `v` (LE) — used to back-patch a
+    /// frame length after its payload was written. `at + 4` must not exceed
+    /// [`Writer::len`]; an offset past the end is an encoder error.
+    pub fn patch_u32(&mut self, at: usize, v: u32) -> Result<()> {
+        match self.buf.get_mut(at..at.saturating_add(4)) {
+            Some(slot) if at.checked_add(4).is_some() => {
+                slot.copy_from_slice(&v.to_le_bytes());
+                Ok(())
+            }
+            _ => Err(ProtocolError::invalid(format!(
+                "encoder: patch offset {at} outside the {} byte buffer",
+                self.buf.len()
+            ))),
+        }
+    }
+
     pub fn raw(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
