@@ -21,3 +21,5 @@ pub mod render;
 pub mod request;
 pub mod response;
 pub mod message;
+pub mod resume_token;
+pub mod realtime;
