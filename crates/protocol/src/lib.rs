@@ -23,3 +23,6 @@ pub mod response;
 pub mod message;
 pub mod resume_token;
 pub mod realtime;
+pub mod canonical_json;
+pub mod scope_digest;
+pub mod scopes;
