@@ -61,6 +61,8 @@ pub struct PgTransport {
     allowed_scopes: Option<Value>,
     /// Bytes of the last request sent and response received (for logging).
     pub last_exchange: Option<(Vec<u8>, Vec<u8>)>,
+    /// Every response received, in order (tests inspect what was delivered).
+    pub responses: Vec<Vec<u8>>,
     /// Number of `syncular.sync` calls made through this transport.
     pub rounds: u64,
 }
@@ -80,6 +82,7 @@ impl PgTransport {
             actor_id: actor_id.into(),
             allowed_scopes,
             last_exchange: None,
+            responses: Vec::new(),
             rounds: 0,
         }
     }
@@ -105,6 +108,7 @@ impl PgTransport {
         ) {
             Ok(response) => {
                 self.last_exchange = Some((request.to_vec(), response.clone()));
+                self.responses.push(response.clone());
                 Ok(response)
             }
             Err(error) => {

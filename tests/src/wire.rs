@@ -338,3 +338,48 @@ pub fn db_message(error: &postgres::Error) -> String {
         None => error.to_string(),
     }
 }
+
+/// What a response delivered to the client: every `tasks` row carried by a
+/// `COMMIT` change or an inline rows segment, every deleted row id, and every
+/// stored-scope value attached to a change.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Delivered {
+    pub rows: Vec<Task>,
+    pub deleted: Vec<String>,
+    pub change_scopes: Vec<(String, String)>,
+    pub commit_seqs: Vec<i64>,
+}
+
+/// Collects what `msg` delivered (see [`Delivered`]).
+///
+/// Errors: a row payload or inline segment that does not decode.
+pub fn delivered(msg: &Message) -> Result<Delivered, String> {
+    let mut out = Delivered::default();
+    for frame in &msg.frames {
+        match frame {
+            Frame::Commit {
+                commit_seq, changes, ..
+            } => {
+                out.commit_seqs.push(*commit_seq);
+                for change in changes {
+                    out.change_scopes.extend(change.scopes.iter().cloned());
+                    match (&change.op, &change.row) {
+                        (Op::Upsert, Some(row)) => out.rows.push(decode_task(row)?),
+                        (Op::Delete, _) => out.deleted.push(change.row_id.clone()),
+                        (Op::Upsert, None) => return Err(format!("upsert change without a row: {change:?}")),
+                    }
+                }
+            }
+            Frame::SegmentInline { payload } => {
+                let segment = ssp2::decode_rows_segment(payload).map_err(|e| e.to_string())?;
+                for block in &segment.blocks {
+                    for row in block {
+                        out.rows.push(decode_task_values(&row.values)?);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
