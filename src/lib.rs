@@ -1,1 +1,43 @@
+//! `syncular`: the server side of the Syncular sync protocol (SSP2, wire
+//! versions 1 and 2) as a Postgres extension.
+//!
+//! Layers (data flows top to bottom): [`api`] (SQL functions, error mapping)
+//! → [`engine`] (sync logic) → [`store`] (every SQL statement) →
+//! `syncular_protocol` (pgrx-free codec). See README.md for the SQL API.
 
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!(name, version);
+
+pub mod api;
+pub mod engine;
+pub mod settings;
+pub mod store;
+
+// The sync_* tables and the schema marker, before any function.
+extension_sql_file!("../sql/tables.sql", name = "sync_tables", bootstrap);
+// REVOKE/GRANT over every function, after all of them exist.
+extension_sql_file!("../sql/privileges.sql", name = "privileges", finalize);
+
+/// Backend start-up: registers the GUCs ([`settings`]).
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    settings::init();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    /// One-off set-up when the test framework starts.
+    pub fn setup(_options: Vec<&str>) {}
+
+    /// postgresql.conf settings the tests need.
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

@@ -1,0 +1,143 @@
+-- syncular: the sync_* storage tables (hand-written DDL, pulled into the
+-- generated install script by `extension_sql_file!(…, bootstrap)` in
+-- src/lib.rs). The control file pins `schema = syncular`, so every object
+-- below is created in schema `syncular` (the extension script runs with
+-- search_path = syncular).
+--
+-- Part 1 is the reference server's 0.22 Postgres storage DDL (POSTGRES_DDL of
+-- @syncular/server, see ../shared/seeds/): same table names, columns, types,
+-- keys and indexes. Only `IF NOT EXISTS` is dropped (an extension script runs
+-- once) and the 0.22 `ALTER TABLE sync_clients ADD COLUMN IF NOT EXISTS
+-- wire_version` is folded into the CREATE TABLE (identical result).
+-- Part 2 is this extension's own catalog: the schema marker (registered IR,
+-- version, per-table layouts) and the scope-resolver setting.
+-- Part 3 marks every table for pg_dump (pg_extension_config_dump).
+
+-- ---------------------------------------------------------------- part 1
+CREATE TABLE sync_partitions(
+  partition TEXT PRIMARY KEY,
+  max_commit_seq BIGINT NOT NULL DEFAULT 0,
+  horizon_seq BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE sync_partition_registry(
+  partition TEXT PRIMARY KEY,
+  log_epoch TEXT NOT NULL,
+  epoch_required BOOLEAN NOT NULL DEFAULT FALSE,
+  last_authenticated_at_ms BIGINT NOT NULL
+);
+CREATE TABLE sync_row_scopes(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL,
+  var TEXT NOT NULL, value TEXT NOT NULL, row_id TEXT NOT NULL,
+  PRIMARY KEY(partition, tbl, var, value, row_id)
+);
+CREATE INDEX sync_row_scopes_by_row
+  ON sync_row_scopes(partition, tbl, row_id);
+CREATE TABLE sync_commits(
+  partition TEXT NOT NULL, commit_seq BIGINT NOT NULL,
+  client_id TEXT NOT NULL, client_commit_id TEXT NOT NULL,
+  actor_id TEXT NOT NULL, created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, commit_seq)
+);
+CREATE INDEX sync_commits_by_time
+  ON sync_commits(partition, created_at_ms);
+CREATE TABLE sync_changes(
+  partition TEXT NOT NULL, commit_seq BIGINT NOT NULL, idx INTEGER NOT NULL,
+  tbl TEXT NOT NULL, row_id TEXT NOT NULL, op SMALLINT NOT NULL,
+  row_version BIGINT, scopes JSONB NOT NULL, payload BYTEA,
+  PRIMARY KEY(partition, commit_seq, idx)
+);
+CREATE INDEX sync_changes_by_table
+  ON sync_changes(partition, commit_seq, tbl, idx);
+CREATE TABLE sync_change_scopes(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL,
+  var TEXT NOT NULL, value TEXT NOT NULL, commit_seq BIGINT NOT NULL,
+  PRIMARY KEY(partition, tbl, var, value, commit_seq)
+);
+CREATE TABLE sync_push_results(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL,
+  client_commit_id TEXT NOT NULL, result JSONB NOT NULL,
+  PRIMARY KEY(partition, client_id, client_commit_id)
+);
+CREATE TABLE sync_reactions(
+  partition TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+  type TEXT NOT NULL, version INTEGER NOT NULL, payload JSONB NOT NULL,
+  source_client_id TEXT NOT NULL, source_client_commit_id TEXT NOT NULL,
+  source_commit_seq BIGINT NOT NULL, created_at_ms BIGINT NOT NULL,
+  available_at_ms BIGINT NOT NULL, status TEXT NOT NULL,
+  attempts INTEGER NOT NULL, max_attempts INTEGER NOT NULL,
+  lease_owner TEXT, lease_expires_at_ms BIGINT, completed_at_ms BIGINT,
+  last_failure JSONB,
+  PRIMARY KEY(partition, idempotency_key),
+  CHECK(status IN ('pending', 'leased', 'completed', 'dead-letter'))
+);
+CREATE INDEX sync_reactions_due
+  ON sync_reactions(partition, status, available_at_ms, created_at_ms, idempotency_key);
+CREATE INDEX sync_reactions_lease
+  ON sync_reactions(partition, status, lease_expires_at_ms);
+CREATE INDEX sync_reactions_completed
+  ON sync_reactions(partition, status, completed_at_ms, idempotency_key);
+CREATE INDEX sync_reactions_dead_letter
+  ON sync_reactions(partition, status, available_at_ms, idempotency_key);
+CREATE TABLE sync_clients(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL, actor_id TEXT NOT NULL,
+  wire_version INTEGER NOT NULL DEFAULT 1,
+  cursor BIGINT NOT NULL, subscriptions JSONB NOT NULL,
+  updated_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, client_id)
+);
+CREATE TABLE sync_blob_refs(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id TEXT NOT NULL,
+  blob_id TEXT NOT NULL,
+  PRIMARY KEY(partition, tbl, row_id, blob_id)
+);
+CREATE INDEX sync_blob_refs_by_blob
+  ON sync_blob_refs(partition, blob_id);
+CREATE TABLE sync_tombstones(
+  partition TEXT NOT NULL, tbl TEXT NOT NULL, row_id TEXT NOT NULL,
+  commit_seq BIGINT NOT NULL,
+  PRIMARY KEY(partition, tbl, row_id)
+);
+
+-- ---------------------------------------------------------------- part 2
+-- Schema marker: one row per registered schema version (history kept, the
+-- current version is the highest). `ir` is the IR exactly as registered
+-- (jsonb), `app_schema` the Postgres schema holding the app tables.
+CREATE TABLE sync_schema_versions(
+  version BIGINT PRIMARY KEY,
+  ir JSONB NOT NULL,
+  app_schema TEXT NOT NULL,
+  registered_at_ms BIGINT NOT NULL
+);
+-- One row per table of the CURRENT version: its Postgres placement and its
+-- codec layout `[{"name","type","nullable"}, …]` in IR column order (the
+-- layout stored payloads are encoded under). A table retired by a version bump
+-- (allow_drop) is deleted from here.
+CREATE TABLE sync_schema_tables(
+  tbl TEXT PRIMARY KEY,
+  version BIGINT NOT NULL,
+  app_schema TEXT NOT NULL,
+  app_table TEXT NOT NULL,
+  layout JSONB NOT NULL
+);
+-- The host scope resolver (§3.2): at most one row. `regprocedure` so a dump
+-- restores it by name, not by OID.
+CREATE TABLE sync_scope_resolver(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  resolver REGPROCEDURE NOT NULL
+);
+
+-- ---------------------------------------------------------------- part 3
+SELECT pg_catalog.pg_extension_config_dump('sync_partitions', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_partition_registry', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_row_scopes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_commits', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_changes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_change_scopes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_push_results', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_reactions', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_clients', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_blob_refs', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_tombstones', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_schema_versions', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_schema_tables', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_scope_resolver', '');

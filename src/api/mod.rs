@@ -1,0 +1,6 @@
+//! The SQL surface: `#[pg_extern]` functions in schema `syncular`. Each one
+//! checks its arguments, calls the engine and maps errors through
+//! [`errors`] — nothing else.
+
+pub mod errors;
+pub mod schema;

@@ -1,0 +1,65 @@
+//! `syncular.register_schema`, `syncular.set_scope_resolver`,
+//! `syncular.current_schema_version` (README "SQL API").
+
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+use crate::api::errors::OrRaise;
+use crate::engine::{resolver, schema};
+
+/// `syncular.register_schema(ir jsonb, app_schema text DEFAULT 'public',
+/// allow_drop boolean DEFAULT false) returns text`.
+///
+/// Registers or bumps the app schema IR (rules: `crate::engine::schema`).
+/// Returns what happened: `created`, `unchanged`, or
+/// `migrated (rewritten rows: N, retired tables: […])`.
+/// Errors: `syncular.invalid_schema` (42P15), `syncular.schema_refused`
+/// (55000). Admin only (EXECUTE not granted to `syncular_gateway`).
+#[pg_extern(volatile)]
+fn register_schema(
+    ir: JsonB,
+    app_schema: default!(String, "'public'"),
+    allow_drop: default!(bool, false),
+) -> String {
+    match schema::register(&ir.0, &app_schema, allow_drop).or_raise() {
+        schema::RegisterOutcome::Created => "created".to_string(),
+        schema::RegisterOutcome::Unchanged => "unchanged".to_string(),
+        schema::RegisterOutcome::Migrated { rewritten_rows, retired } => {
+            format!("migrated (rewritten rows: {rewritten_rows}, retired tables: {retired:?})")
+        }
+    }
+}
+
+/// `syncular.current_schema_version() returns integer` — the registered
+/// `schemaVersion` the server serves (§1.6), NULL before the first
+/// registration. Granted to `syncular_gateway`.
+#[pg_extern(stable)]
+fn current_schema_version() -> Option<i32> {
+    schema::load_registered_schema().or_raise().map(|s| s.version)
+}
+
+/// `syncular._set_scope_resolver_oid(fn oid) returns void` — the body of
+/// `syncular.set_scope_resolver(fn regprocedure)` (SQL wrapper below).
+/// NULL clears the resolver. Errors: `syncular.invalid_resolver` (22023).
+#[pg_extern(name = "_set_scope_resolver_oid", volatile)]
+fn set_scope_resolver_oid(function: Option<pg_sys::Oid>) {
+    match function {
+        None => crate::store::resolver_store::delete_scope_resolver().or_raise(),
+        Some(function) => {
+            resolver::check_resolver_shape(function).or_raise();
+            crate::store::resolver_store::upsert_scope_resolver(function).or_raise();
+        }
+    }
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION syncular.set_scope_resolver(fn pg_catalog.regprocedure) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$ SELECT syncular._set_scope_resolver_oid($1::pg_catalog.oid) $$;
+COMMENT ON FUNCTION syncular.set_scope_resolver(pg_catalog.regprocedure) IS
+  'Registers the host scope resolver (partition text, actor_id text) returns jsonb; NULL clears it.';
+"#,
+    name = "set_scope_resolver",
+    requires = [set_scope_resolver_oid]
+);

@@ -1,0 +1,130 @@
+//! The engine's one error type.
+//!
+//! Request-level faults of the sync round are SSP2 catalog errors
+//! ([`ProtocolError`], §10); faults of the administrative surface
+//! (`register_schema`, `set_scope_resolver`, the resolver's return value) are
+//! host errors with a `syncular.*` code, because §10.2 has no code for them.
+//! `crate::api::errors` is the one place turning either into a Postgres ERROR.
+//! Commit-level faults are never an `EngineError`: they are `rejected` results.
+
+use std::fmt;
+
+use syncular_protocol::{ErrorCode, ProtocolError};
+
+/// A host (non-§10.2) error code, spelled `syncular.<name>` in messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HostCode {
+    /// The schema IR given to `register_schema` is invalid (shape, names,
+    /// scopes, types). SQLSTATE 42P15 (`invalid_schema_definition`).
+    InvalidSchema,
+    /// `register_schema` refuses a version/layout change it cannot serve
+    /// (lower version, same version with another layout, non-append-only
+    /// change, missing physical column, dropped table without `allow_drop`).
+    /// SQLSTATE 55000 (`object_not_in_prerequisite_state`).
+    SchemaRefused,
+    /// No schema has been registered yet, or the stored marker is unreadable.
+    /// SQLSTATE 55000.
+    NoSchema,
+    /// `set_scope_resolver` got a function of the wrong shape.
+    /// SQLSTATE 22023 (`invalid_parameter_value`).
+    InvalidResolver,
+    /// The scope resolver returned something that is not a map of string
+    /// lists. SQLSTATE 39000 (`external_routine_invocation_exception`).
+    ResolverMalformed,
+    /// An invariant of the extension's own storage broke (a bug or a
+    /// hand-edited catalog). SQLSTATE XX000 (`internal_error`).
+    Internal,
+}
+
+impl HostCode {
+    /// The message prefix, e.g. `"syncular.invalid_schema"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostCode::InvalidSchema => "syncular.invalid_schema",
+            HostCode::SchemaRefused => "syncular.schema_refused",
+            HostCode::NoSchema => "syncular.no_schema",
+            HostCode::InvalidResolver => "syncular.invalid_resolver",
+            HostCode::ResolverMalformed => "syncular.resolver_malformed",
+            HostCode::Internal => "syncular.internal",
+        }
+    }
+}
+
+/// Every failure the engine (and the store under it) reports upward.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineError {
+    /// An SSP2 request-level error (§10.2 code + message).
+    Protocol(ProtocolError),
+    /// A host error (`syncular.*`).
+    Host { code: HostCode, message: String },
+}
+
+impl EngineError {
+    /// An SSP2 error with `code`.
+    pub fn protocol(code: ErrorCode, message: impl Into<String>) -> Self {
+        EngineError::Protocol(ProtocolError::new(code, message))
+    }
+
+    /// A host error with `code`.
+    pub fn host(code: HostCode, message: impl Into<String>) -> Self {
+        EngineError::Host { code, message: message.into() }
+    }
+
+    /// Shorthand for [`HostCode::InvalidSchema`].
+    pub fn invalid_schema(message: impl Into<String>) -> Self {
+        Self::host(HostCode::InvalidSchema, message)
+    }
+
+    /// Shorthand for [`HostCode::SchemaRefused`].
+    pub fn schema_refused(message: impl Into<String>) -> Self {
+        Self::host(HostCode::SchemaRefused, message)
+    }
+
+    /// Shorthand for [`HostCode::Internal`].
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::host(HostCode::Internal, message)
+    }
+
+    /// The code spelled as it starts the Postgres message.
+    pub fn code_str(&self) -> &'static str {
+        match self {
+            EngineError::Protocol(e) => e.code.as_str(),
+            EngineError::Host { code, .. } => code.as_str(),
+        }
+    }
+
+    /// The human-readable part of the message (after `"<code>: "`).
+    pub fn message(&self) -> &str {
+        match self {
+            EngineError::Protocol(e) => &e.message,
+            EngineError::Host { message, .. } => message,
+        }
+    }
+}
+
+impl fmt::Display for EngineError {
+    /// `"<code>: <message>"`, the exact Postgres error message.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code_str(), self.message())
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<ProtocolError> for EngineError {
+    fn from(e: ProtocolError) -> Self {
+        EngineError::Protocol(e)
+    }
+}
+
+impl From<crate::store::StoreError> for EngineError {
+    /// A store failure the store could not classify is an internal error;
+    /// Postgres errors raised by a statement (unique violations, …) do not
+    /// come through here — they abort the statement as Postgres ERRORs.
+    fn from(e: crate::store::StoreError) -> Self {
+        EngineError::internal(e.to_string())
+    }
+}
+
+/// Result alias of the engine layer.
+pub type EngineResult<T> = Result<T, EngineError>;

@@ -1,0 +1,164 @@
+//! The host scope resolver (§3.2 "allowed"): a SQL function
+//! `(partition text, actor_id text) returns jsonb` registered with
+//! `syncular.set_scope_resolver`, answering the allowed map
+//! `{"<variable>": ["<value>", …]}` (`"*"` = any value).
+//!
+//! The sync round calls it at most once per request, when the gateway passed
+//! no allowed map, inside a subtransaction: a resolver that raises means
+//! [`Allowed::Denied`] — every subscription revoked, every write forbidden
+//! (§3.2 rule 5, §3.4 step 4) — and leaves the caller's transaction usable.
+//! A value that is not a map of string lists is a loud error
+//! (`syncular.resolver_malformed`) naming the key and the type received.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::store::resolver_store;
+use crate::store::subtransaction;
+
+/// The allowed map (§3.2): variable → allowed values, `"*"` = any.
+pub type AllowedMap = BTreeMap<String, Vec<String>>;
+
+/// What the resolver step produced for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowed {
+    /// The resolver returned this map.
+    Map(AllowedMap),
+    /// No map: no resolver is registered, or it raised. Every subscription
+    /// revokes and every write is `sync.forbidden`. `reason` is for logs
+    /// (the resolver's error message), never sent to clients.
+    Denied { reason: String },
+}
+
+/// Checks that `function` can serve as a resolver: a plain function (not a
+/// procedure/aggregate), arguments exactly `(text, text)`, returning a
+/// single `jsonb`. Errors: `syncular.invalid_resolver`.
+pub fn check_resolver_shape(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
+    let shape = resolver_store::describe_function(function)?.ok_or_else(|| {
+        EngineError::host(HostCode::InvalidResolver, format!("no function with OID {}", u32::from(function)))
+    })?;
+    let text = resolver_store::text_type_oid();
+    let problems = [
+        (shape.kind != "f").then(|| format!("it is not a plain function (prokind {:?})", shape.kind)),
+        (shape.arg_types != [text, text])
+            .then(|| "its arguments must be exactly (partition text, actor_id text)".to_string()),
+        (shape.return_type != resolver_store::jsonb_type_oid()).then(|| "it must return jsonb".to_string()),
+        shape.returns_set.then(|| "it must not return a set".to_string()),
+    ];
+    match problems.into_iter().flatten().next() {
+        None => Ok(()),
+        Some(problem) => Err(EngineError::host(
+            HostCode::InvalidResolver,
+            format!("{} cannot be the scope resolver: {problem}", shape.signature),
+        )),
+    }
+}
+
+/// Runs the registered resolver once for (`partition`, `actor_id`).
+///
+/// `Ok(Allowed::Map)` for a well-formed map; `Ok(Allowed::Denied)` when no
+/// resolver is registered or it raised (its writes rolled back);
+/// `Err(syncular.resolver_malformed)` for any other return value
+/// (including SQL NULL).
+pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed> {
+    let Some(resolver) = resolver_store::load_scope_resolver()? else {
+        return Ok(Allowed::Denied { reason: "no scope resolver is registered".into() });
+    };
+    let outcome = subtransaction::run(|| {
+        resolver_store::call_scope_resolver(&resolver, partition, actor_id)
+    });
+    let returned = match outcome {
+        Err(raised) => {
+            return Ok(Allowed::Denied {
+                reason: format!("scope resolver raised [{}]: {}", raised.sqlstate, raised.message),
+            })
+        }
+        Ok(result) => result?,
+    };
+    let name = format!("{}.{}", resolver.schema, resolver.name);
+    match returned {
+        None => Err(EngineError::host(
+            HostCode::ResolverMalformed,
+            format!("scope resolver {name} returned NULL; expected a jsonb object of string arrays"),
+        )),
+        Some(value) => parse_allowed_map(&value)
+            .map(Allowed::Map)
+            .map_err(|problem| {
+                EngineError::host(HostCode::ResolverMalformed, format!("scope resolver {name} {problem}"))
+            }),
+    }
+}
+
+/// The JSON type name used in error messages.
+pub fn json_type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Parses an allowed map `{"var": ["v", …]}`. On failure the `Err` text
+/// completes the sentence "… returned …", naming the offending key and the
+/// JSON type received, e.g. `returned key "project_id" as number; expected
+/// an array of strings`. Shared with the gateway's `allowed_scopes`
+/// argument, whose caller picks the error code.
+pub fn parse_allowed_map(value: &Value) -> Result<AllowedMap, String> {
+    let Value::Object(entries) = value else {
+        return Err(format!(
+            "returned a JSON {}; expected an object mapping each scope variable to an array of strings",
+            json_type_name(value)
+        ));
+    };
+    let mut map = AllowedMap::new();
+    for (key, values) in entries {
+        let Value::Array(items) = values else {
+            return Err(format!(
+                "returned key {key:?} as {}; expected an array of strings",
+                json_type_name(values)
+            ));
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Value::String(s) => out.push(s.clone()),
+                other => {
+                    return Err(format!(
+                        "returned key {key:?} element {i} as {}; expected a string",
+                        json_type_name(other)
+                    ))
+                }
+            }
+        }
+        map.insert(key.clone(), out);
+    }
+    Ok(map)
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_a_map_of_string_lists() {
+        let map = parse_allowed_map(&json!({"project_id": ["p1", "*"], "org": []})).unwrap();
+        assert_eq!(map["project_id"], vec!["p1".to_string(), "*".to_string()]);
+        assert!(map["org"].is_empty());
+    }
+
+    #[test]
+    fn names_key_and_type_of_a_malformed_value() {
+        let err = parse_allowed_map(&json!({"project_id": 7})).unwrap_err();
+        assert!(err.contains("\"project_id\"") && err.contains("number"), "{err}");
+        let err = parse_allowed_map(&json!({"a": ["x", true]})).unwrap_err();
+        assert!(err.contains("\"a\"") && err.contains("element 1") && err.contains("boolean"), "{err}");
+        let err = parse_allowed_map(&json!(["x"])).unwrap_err();
+        assert!(err.contains("array"), "{err}");
+    }
+}

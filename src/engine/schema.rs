@@ -1,0 +1,518 @@
+//! The registered application schema: registration (`register_schema`) and
+//! the typed, cached view the engine serves from (§1.6, §2.4, §3.1).
+//!
+//! Registration rules (each refusal is `syncular.schema_refused`, 55000, and
+//! changes nothing; an invalid IR is `syncular.invalid_schema`, 42P15):
+//! - the IR is validated by `syncular_protocol::schema_ir::Schema` (§2.4,
+//!   §3.1, §5.10.1, §5.11); the app schema name is a valid identifier and not
+//!   `syncular`/`pg_*`/`information_schema`;
+//! - first registration: creates each app table; a table that already exists
+//!   (kept from before a `DROP EXTENSION`) is adopted when it has every
+//!   physical column, refused otherwise;
+//! - a version lower than the stored one is refused;
+//! - the same version must describe the same schema (layouts, primary keys,
+//!   scopes, indexes, app schema) — then it is a no-op after checking that
+//!   every app table still has every physical column;
+//! - a higher version: same app schema; every stored table keeps its primary
+//!   key and scope variables→columns, its layout is a prefix of the new one
+//!   (no removed/renamed/retyped/reordered column) and appended columns are
+//!   nullable; a stored table missing from the new IR is refused unless
+//!   `allow_drop`, then retired like the reference server (its
+//!   `sync_row_scopes` entries deleted, its app table dropped; the commit log
+//!   is left to retention). Appended columns are added (nullable), declared
+//!   indexes rebuilt, and every stored payload of a widened table re-encoded
+//!   in batches with NULLs for the new columns.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+use syncular_protocol::row_codec::{append_null_columns, ColumnLayout, ColumnType, TableLayout};
+use syncular_protocol::schema_ir::{Schema, TableSchema};
+
+use crate::engine::clock;
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::store::app_table_ddl as ddl;
+use crate::store::schema_store::{self, StoredTable};
+
+/// Rows re-encoded per page during a version bump's payload rewrite.
+pub const REWRITE_BATCH_ROWS: i64 = 1000;
+
+/// The schema the server serves: the current registered version.
+#[derive(Debug, Clone)]
+pub struct RegisteredSchema {
+    /// The IR `version` (§1.6: the only `schemaVersion` served).
+    pub version: i32,
+    /// Postgres schema holding the app tables (unquoted).
+    pub app_schema: String,
+    /// The validated IR (protocol crate).
+    pub schema: Schema,
+    /// Tables in IR (bootstrap) order, parallel to `schema.tables`.
+    pub tables: Vec<RegisteredTable>,
+}
+
+/// One synced table with its Postgres placement.
+#[derive(Debug, Clone)]
+pub struct RegisteredTable {
+    /// The validated IR table: columns, primary key, scopes (with the
+    /// scope column per variable and its layout index), indexes, layout.
+    pub table: TableSchema,
+    /// `"<app_schema>"."<table>"`, quoted, for the store.
+    pub qualified_name: String,
+}
+
+impl RegisteredTable {
+    /// The IR table name (`tbl` in the sync_* tables).
+    pub fn name(&self) -> &str {
+        &self.table.name
+    }
+
+    /// The codec layout (IR order) of stored payloads.
+    pub fn layout(&self) -> &TableLayout {
+        self.table.layout()
+    }
+}
+
+impl RegisteredSchema {
+    /// The table named `name` (IR name), if declared.
+    pub fn table(&self, name: &str) -> Option<&RegisteredTable> {
+        self.tables.iter().find(|t| t.table.name == name)
+    }
+
+    /// Every scope variable declared by any table, with the tables declaring
+    /// it (§3.2: an allowed/requested key no table declares is refused).
+    pub fn variables(&self) -> BTreeMap<&str, Vec<&str>> {
+        let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for t in &self.tables {
+            for v in t.table.variables() {
+                out.entry(v).or_default().push(t.table.name.as_str());
+            }
+        }
+        out
+    }
+
+    fn build(version: i32, app_schema: String, schema: Schema) -> RegisteredSchema {
+        let tables = schema
+            .tables
+            .iter()
+            .map(|t| RegisteredTable {
+                table: t.clone(),
+                qualified_name: ddl::qualified_name(&app_schema, &t.name),
+            })
+            .collect();
+        RegisteredSchema { version, app_schema, schema, tables }
+    }
+}
+
+thread_local! {
+    /// Backend cache: (version, xmin of its marker row) → loaded schema.
+    static CACHE: RefCell<Option<((i64, String), Rc<RegisteredSchema>)>> = const { RefCell::new(None) };
+}
+
+/// Drops the backend cache (after a registration in this backend).
+pub fn invalidate_cache() {
+    CACHE.with(|c| *c.borrow_mut() = None);
+}
+
+/// The current registered schema; `None` before the first registration.
+///
+/// One indexed lookup of the marker's (version, xmin) per call; the parsed
+/// schema is cached per backend under that key, so a registration in any
+/// backend (new row, new xmin) or a rolled-back one is seen at once.
+/// Errors: `syncular.internal` when the stored IR no longer parses.
+pub fn load_registered_schema() -> EngineResult<Option<Rc<RegisteredSchema>>> {
+    let Some(key) = schema_store::current_version_key()? else {
+        return Ok(None);
+    };
+    if let Some(hit) = CACHE.with(|c| {
+        c.borrow().as_ref().filter(|(k, _)| *k == key).map(|(_, s)| Rc::clone(s))
+    }) {
+        return Ok(Some(hit));
+    }
+    let Some(stored) = schema_store::load_current_version()? else {
+        return Ok(None);
+    };
+    let schema = Schema::from_value(&stored.ir).map_err(|e| {
+        EngineError::internal(format!("stored schema IR version {} no longer parses: {}", stored.version, e.message))
+    })?;
+    let loaded = Rc::new(RegisteredSchema::build(schema.version, stored.app_schema, schema));
+    CACHE.with(|c| *c.borrow_mut() = Some(((stored.version, stored.row_xmin), Rc::clone(&loaded))));
+    Ok(Some(loaded))
+}
+
+/// The current registered schema, or `syncular.no_schema` (55000).
+pub fn require_registered_schema() -> EngineResult<Rc<RegisteredSchema>> {
+    load_registered_schema()?.ok_or_else(|| {
+        EngineError::host(HostCode::NoSchema, "no schema is registered: call syncular.register_schema(ir) first")
+    })
+}
+
+/// What a registration did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegisterOutcome {
+    /// First registration: tables created (or adopted).
+    Created,
+    /// Same version, same schema: nothing changed.
+    Unchanged,
+    /// Higher version applied; `rewritten_rows` payloads re-encoded,
+    /// `retired` tables dropped.
+    Migrated { rewritten_rows: u64, retired: Vec<String> },
+}
+
+/// The stored layout JSON of a table: `[{"name","type","nullable"}, …]`.
+pub fn layout_json(layout: &TableLayout) -> Value {
+    Value::Array(
+        layout
+            .columns
+            .iter()
+            .map(|c| json!({"name": c.name, "type": c.ty.name(), "nullable": c.nullable}))
+            .collect(),
+    )
+}
+
+/// Parses a stored layout JSON back (see [`layout_json`]).
+pub fn parse_layout_json(tbl: &str, value: &Value) -> EngineResult<TableLayout> {
+    let bad = || EngineError::internal(format!("stored layout of table {tbl:?} is malformed: {value}"));
+    let items = value.as_array().ok_or_else(bad)?;
+    let mut columns = Vec::with_capacity(items.len());
+    for item in items {
+        let name = item.get("name").and_then(Value::as_str).ok_or_else(bad)?;
+        let ty = item.get("type").and_then(Value::as_str).and_then(ColumnType::from_name).ok_or_else(bad)?;
+        let nullable = item.get("nullable").and_then(Value::as_bool).ok_or_else(bad)?;
+        columns.push(ColumnLayout::new(name, ty, nullable));
+    }
+    Ok(TableLayout::new(columns))
+}
+
+fn check_app_schema_name(app_schema: &str) -> EngineResult<()> {
+    let lower = app_schema.to_ascii_lowercase();
+    if app_schema.is_empty() || app_schema.len() > 63 || app_schema.contains('\0') {
+        return Err(EngineError::invalid_schema(format!(
+            "app schema name {app_schema:?} must be 1-63 bytes without NUL"
+        )));
+    }
+    if lower == "syncular" || lower.starts_with("pg_") || lower == "information_schema" {
+        return Err(EngineError::invalid_schema(format!(
+            "app schema {app_schema:?} is reserved: app tables must not live in the extension's or a system schema"
+        )));
+    }
+    Ok(())
+}
+
+/// The physical columns an app table must have for `table`.
+fn required_columns(table: &TableSchema) -> Vec<&str> {
+    let mut out = vec![ddl::PARTITION_COLUMN, ddl::ROW_ID_COLUMN];
+    out.extend(table.columns.iter().map(|c| c.name.as_str()));
+    out.extend([ddl::VERSION_COLUMN, ddl::SCOPES_COLUMN, ddl::PAYLOAD_COLUMN]);
+    out
+}
+
+fn assert_physical_columns(app_schema: &str, table_name: &str, required: &[&str]) -> EngineResult<()> {
+    let Some(existing) = ddl::app_table_columns(app_schema, table_name)? else {
+        return Err(EngineError::schema_refused(format!(
+            "table {table_name:?} is missing from schema {app_schema:?} — refusing to serve a database whose rows cannot be read"
+        )));
+    };
+    if let Some(missing) = required.iter().find(|c| !existing.iter().any(|e| e == *c)) {
+        return Err(EngineError::schema_refused(format!(
+            "table {app_schema}.{table_name} is missing column {missing:?} — refusing to serve a database whose rows cannot be read"
+        )));
+    }
+    Ok(())
+}
+
+/// Scope identity of a table: variable → column, as a sorted list.
+fn scope_columns(table: &TableSchema) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> =
+        table.scopes.iter().map(|s| (s.variable.clone(), s.column.clone())).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether two compiled tables describe the same served schema.
+fn same_table(a: &TableSchema, b: &TableSchema) -> bool {
+    a.layout() == b.layout()
+        && a.columns == b.columns
+        && a.primary_key == b.primary_key
+        && a.scopes == b.scopes
+        && a.indexes == b.indexes
+}
+
+fn create_indexes(app_schema: &str, table: &TableSchema) -> EngineResult<()> {
+    for index in &table.indexes {
+        ddl::create_declared_index(app_schema, &table.name, index)?;
+    }
+    Ok(())
+}
+
+fn write_marker(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<()> {
+    let now = clock::now_ms()?;
+    schema_store::insert_schema_version(i64::from(schema.version), ir, app_schema, now)?;
+    schema_store::delete_schema_tables()?;
+    for t in &schema.tables {
+        schema_store::insert_schema_table(&StoredTable {
+            tbl: t.name.clone(),
+            version: i64::from(schema.version),
+            app_schema: app_schema.to_string(),
+            app_table: t.name.clone(),
+            layout: layout_json(t.layout()),
+        })?;
+    }
+    Ok(())
+}
+
+/// Registers `ir` (rules in the module docs). Runs in the caller's
+/// transaction: a refusal raises and nothing is changed.
+pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<RegisterOutcome> {
+    let schema = Schema::from_value(ir).map_err(|e| EngineError::invalid_schema(e.message))?;
+    check_app_schema_name(app_schema)?;
+    invalidate_cache();
+    let outcome = match schema_store::load_current_version()? {
+        None => register_first(&schema, ir, app_schema)?,
+        Some(stored) => {
+            let stored_version = stored.version;
+            let new_version = i64::from(schema.version);
+            let stored_schema = Schema::from_value(&stored.ir).map_err(|e| {
+                EngineError::internal(format!("stored schema IR version {stored_version} no longer parses: {}", e.message))
+            })?;
+            let stored_tables = schema_store::load_schema_tables()?;
+            if new_version < stored_version {
+                return Err(EngineError::schema_refused(format!(
+                    "schema version {new_version} is lower than the registered version {stored_version}"
+                )));
+            }
+            if new_version == stored_version {
+                register_same(&schema, &stored_schema, &stored.app_schema, app_schema, &stored_tables)?
+            } else {
+                register_higher(&schema, ir, &stored_schema, &stored.app_schema, app_schema, &stored_tables, allow_drop)?
+            }
+        }
+    };
+    invalidate_cache();
+    Ok(outcome)
+}
+
+fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<RegisterOutcome> {
+    ddl::create_app_schema(app_schema)?;
+    for t in &schema.tables {
+        match ddl::app_table_columns(app_schema, &t.name)? {
+            None => {
+                ddl::create_app_table(app_schema, t)?;
+                create_indexes(app_schema, t)?;
+            }
+            Some(_) => {
+                // Kept from an earlier install (DROP EXTENSION leaves app
+                // tables): adopt it when it can be read, rebuild indexes.
+                assert_physical_columns(app_schema, &t.name, &required_columns(t))?;
+                for name in ddl::list_owned_indexes(app_schema, &t.name)? {
+                    ddl::drop_index(app_schema, &name)?;
+                }
+                create_indexes(app_schema, t)?;
+            }
+        }
+    }
+    write_marker(schema, ir, app_schema)?;
+    Ok(RegisterOutcome::Created)
+}
+
+fn register_same(
+    schema: &Schema,
+    stored_schema: &Schema,
+    stored_app_schema: &str,
+    app_schema: &str,
+    stored_tables: &[StoredTable],
+) -> EngineResult<RegisterOutcome> {
+    let v = schema.version;
+    if app_schema != stored_app_schema {
+        return Err(EngineError::schema_refused(format!(
+            "schema version {v} is registered in app schema {stored_app_schema:?}, not {app_schema:?}"
+        )));
+    }
+    // Stored layouts first (the seed's 0.22 rule: version equality is not
+    // layout equality), then every other served property.
+    for t in &schema.tables {
+        let stored = stored_tables.iter().find(|s| s.tbl == t.name);
+        let Some(stored) = stored else {
+            return Err(EngineError::schema_refused(format!(
+                "schema version {v} is already registered without table {:?}: bump the version to change the schema",
+                t.name
+            )));
+        };
+        if parse_layout_json(&stored.tbl, &stored.layout)? != *t.layout() {
+            return Err(EngineError::schema_refused(format!(
+                "schema version {v} is already registered with a different layout for table {:?}: bump the version to change the schema",
+                t.name
+            )));
+        }
+    }
+    if let Some(extra) = stored_tables.iter().find(|s| schema.tables.iter().all(|t| t.name != s.tbl)) {
+        return Err(EngineError::schema_refused(format!(
+            "schema version {v} is already registered with table {:?} that this IR lacks: bump the version to change the schema",
+            extra.tbl
+        )));
+    }
+    for t in &schema.tables {
+        let differs = stored_schema.tables.iter().find(|s| s.name == t.name).is_none_or(|s| !same_table(s, t));
+        if differs {
+            return Err(EngineError::schema_refused(format!(
+                "schema version {v} is already registered with a different definition of table {:?} (columns, primary key, scopes or indexes): bump the version to change the schema",
+                t.name
+            )));
+        }
+    }
+    for t in &schema.tables {
+        assert_physical_columns(app_schema, &t.name, &required_columns(t))?;
+    }
+    Ok(RegisterOutcome::Unchanged)
+}
+
+fn register_higher(
+    schema: &Schema,
+    ir: &Value,
+    stored_schema: &Schema,
+    stored_app_schema: &str,
+    app_schema: &str,
+    stored_tables: &[StoredTable],
+    allow_drop: bool,
+) -> EngineResult<RegisterOutcome> {
+    let v = schema.version;
+    if app_schema != stored_app_schema {
+        return Err(EngineError::schema_refused(format!(
+            "app tables live in schema {stored_app_schema:?}; version {v} names {app_schema:?} — moving app tables between schemas is not supported"
+        )));
+    }
+    // 1. Check everything before changing anything.
+    let mut retired = Vec::new();
+    let mut widened: Vec<(&TableSchema, TableLayout)> = Vec::new();
+    for stored in stored_tables {
+        let Some(new) = schema.tables.iter().find(|t| t.name == stored.tbl) else {
+            if !allow_drop {
+                return Err(EngineError::schema_refused(format!(
+                    "table {:?} is missing from version {v}: pass allow_drop => true to retire it (its app table and row scopes are dropped)",
+                    stored.tbl
+                )));
+            }
+            retired.push(stored.tbl.clone());
+            continue;
+        };
+        let old_layout = parse_layout_json(&stored.tbl, &stored.layout)?;
+        let old = stored_schema.tables.iter().find(|t| t.name == stored.tbl);
+        check_append_only(&stored.tbl, &old_layout, new)?;
+        if let Some(old) = old {
+            if old.primary_key != new.primary_key {
+                return Err(EngineError::schema_refused(format!(
+                    "table {:?}: primary key changed from {:?} to {:?} — row ids of stored rows would change",
+                    new.name, old.primary_key, new.primary_key
+                )));
+            }
+            if scope_columns(old) != scope_columns(new) {
+                return Err(EngineError::schema_refused(format!(
+                    "table {:?}: scope variables/columns changed — stored scopes of existing rows would be wrong",
+                    new.name
+                )));
+            }
+        }
+        let old_required: Vec<&str> = {
+            let mut r = vec![ddl::PARTITION_COLUMN, ddl::ROW_ID_COLUMN];
+            r.extend(old_layout.columns.iter().map(|c| c.name.as_str()));
+            r.extend([ddl::VERSION_COLUMN, ddl::SCOPES_COLUMN, ddl::PAYLOAD_COLUMN]);
+            r
+        };
+        assert_physical_columns(app_schema, &stored.tbl, &old_required)?;
+        if old_layout.len() < new.layout().len() {
+            widened.push((new, old_layout));
+        }
+    }
+    // 2. Apply: retire, create, widen, rebuild indexes, rewrite payloads.
+    for tbl in &retired {
+        schema_store::delete_row_scopes_of_table(tbl)?;
+        ddl::drop_app_table(app_schema, tbl)?;
+    }
+    let mut rewritten_rows = 0u64;
+    for t in &schema.tables {
+        if stored_tables.iter().all(|s| s.tbl != t.name) {
+            if ddl::app_table_columns(app_schema, &t.name)?.is_some() {
+                return Err(EngineError::schema_refused(format!(
+                    "new table {:?} already exists in schema {app_schema:?} but is not registered — drop or rename it first",
+                    t.name
+                )));
+            }
+            ddl::create_app_table(app_schema, t)?;
+            create_indexes(app_schema, t)?;
+            continue;
+        }
+        for name in ddl::list_owned_indexes(app_schema, &t.name)? {
+            ddl::drop_index(app_schema, &name)?;
+        }
+        if let Some((_, old_layout)) = widened.iter().find(|(w, _)| w.name == t.name) {
+            for column in &t.columns[old_layout.len()..] {
+                ddl::add_projection_column(app_schema, &t.name, column)?;
+            }
+            rewritten_rows += rewrite_payloads(app_schema, t, old_layout)?;
+        }
+        create_indexes(app_schema, t)?;
+    }
+    write_marker(schema, ir, app_schema)?;
+    Ok(RegisterOutcome::Migrated { rewritten_rows, retired })
+}
+
+/// The append-only rule: the stored layout is a prefix (same name, type,
+/// nullability) of the new one; appended columns are nullable.
+fn check_append_only(tbl: &str, old: &TableLayout, new: &TableSchema) -> EngineResult<()> {
+    let new_layout = new.layout();
+    if old.len() > new_layout.len() {
+        let removed: Vec<&str> = old.columns[new_layout.len()..].iter().map(|c| c.name.as_str()).collect();
+        return Err(EngineError::schema_refused(format!(
+            "table {tbl:?}: columns {removed:?} were removed — only appending nullable columns is supported"
+        )));
+    }
+    for (i, (before, after)) in old.columns.iter().zip(&new_layout.columns).enumerate() {
+        if before != after {
+            return Err(EngineError::schema_refused(format!(
+                "table {tbl:?}: column {i} changed from {} {}{} to {} {}{} (removed, renamed, retyped or reordered) — only appending nullable columns is supported",
+                before.name,
+                before.ty.name(),
+                if before.nullable { "" } else { " NOT NULL" },
+                after.name,
+                after.ty.name(),
+                if after.nullable { "" } else { " NOT NULL" },
+            )));
+        }
+    }
+    if let Some(added) = new_layout.columns[old.len()..].iter().find(|c| !c.nullable) {
+        return Err(EngineError::schema_refused(format!(
+            "table {tbl:?}: appended column {:?} must be nullable — stored rows have no value for it",
+            added.name
+        )));
+    }
+    Ok(())
+}
+
+/// Re-encodes every stored payload of `table` from `old` to its new layout
+/// (NULLs appended), in keyset pages of [`REWRITE_BATCH_ROWS`]. Returns the
+/// number of rows rewritten. A payload that does not decode under the stored
+/// layout is `syncular.internal` (the bump is refused and rolled back).
+fn rewrite_payloads(app_schema: &str, table: &TableSchema, old: &TableLayout) -> EngineResult<u64> {
+    let mut after = (String::new(), String::new());
+    let mut count = 0u64;
+    loop {
+        let page = ddl::select_payload_page(app_schema, &table.name, &after.0, &after.1, REWRITE_BATCH_ROWS)?;
+        for (partition, row_id, payload) in &page {
+            let migrated = append_null_columns(old, table.layout(), payload).map_err(|e| {
+                EngineError::internal(format!(
+                    "table {:?} row {row_id:?} (partition {partition:?}): stored payload does not decode under the stored layout: {}",
+                    table.name, e.message
+                ))
+            })?;
+            ddl::update_payload(app_schema, &table.name, partition, row_id, &migrated)?;
+            count += 1;
+        }
+        match page.last() {
+            Some((p, r, _)) if page.len() as i64 == REWRITE_BATCH_ROWS => after = (p.clone(), r.clone()),
+            _ => break,
+        }
+    }
+    Ok(count)
+}

@@ -1,0 +1,39 @@
+//! The store layer's error type: a statement that pgrx's SPI layer could not
+//! run or whose result had an unexpected shape. Errors Postgres raises while
+//! executing a statement (constraint violations, …) are Postgres ERRORs and
+//! unwind; callers that must survive them run inside
+//! [`crate::store::subtransaction::run`].
+
+use std::fmt;
+
+/// A failed statement: which store function, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreError {
+    /// The store function (statement name), e.g. `"load_schema_tables"`.
+    pub statement: &'static str,
+    /// What went wrong.
+    pub detail: String,
+}
+
+impl StoreError {
+    /// A failure of `statement` with `detail`.
+    pub fn new(statement: &'static str, detail: impl Into<String>) -> Self {
+        StoreError { statement, detail: detail.into() }
+    }
+
+    /// Adapts a `pgrx::spi::Error` (for use with `map_err`).
+    pub fn spi(statement: &'static str) -> impl FnOnce(pgrx::spi::Error) -> StoreError {
+        move |e| StoreError::new(statement, e.to_string())
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "store statement {} failed: {}", self.statement, self.detail)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Result alias of the store layer.
+pub type StoreResult<T> = Result<T, StoreError>;

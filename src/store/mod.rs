@@ -1,0 +1,14 @@
+//! The store: the only code that issues SQL (through SPI). One function per
+//! statement, named for what it does. Identifiers that come from the
+//! registered schema IR are always quoted (`quote_identifier`); values are
+//! always bound parameters. Every sync_* table lives in schema `syncular`;
+//! statements name it explicitly (`syncular.sync_commits`), so they do not
+//! depend on the caller's `search_path`.
+
+pub mod app_table_ddl;
+pub mod error;
+pub mod resolver_store;
+pub mod schema_store;
+pub mod subtransaction;
+
+pub use error::{StoreError, StoreResult};

@@ -1,0 +1,156 @@
+//! Statements behind the scope resolver (§3.2): the stored setting in
+//! `syncular.sync_scope_resolver`, the catalog check of a candidate
+//! function, and the call itself.
+
+use pgrx::prelude::*;
+use pgrx::{JsonB, PgBuiltInOids};
+
+use crate::store::error::{StoreError, StoreResult};
+
+/// A function as the catalog describes it (for `set_scope_resolver`'s check).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionShape {
+    /// `schema.name(argtypes)` as `regprocedure` text.
+    pub signature: String,
+    /// Argument type OIDs in order.
+    pub arg_types: Vec<pg_sys::Oid>,
+    /// Declared return type OID.
+    pub return_type: pg_sys::Oid,
+    /// `true` for a set-returning function.
+    pub returns_set: bool,
+    /// `pg_proc.prokind` (`f` function, `p` procedure, `a`/`w` aggregate/window).
+    pub kind: String,
+}
+
+/// The resolver to call: its schema and name, both unquoted (quoted when
+/// the call statement is built).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolverName {
+    /// `pg_namespace.nspname` of the function.
+    pub schema: String,
+    /// `pg_proc.proname`.
+    pub name: String,
+}
+
+/// Reads `pg_proc` for `function`; `None` when no such function exists.
+pub fn describe_function(function: pg_sys::Oid) -> StoreResult<Option<FunctionShape>> {
+    const STATEMENT: &str = "describe_function";
+    Spi::connect(|client| {
+        let rows = client
+            .select(
+                "SELECT p.oid::pg_catalog.regprocedure::text, \
+                        pg_catalog.array_to_string(p.proargtypes::pg_catalog.oid[], ','), \
+                        p.prorettype, p.proretset, p.prokind::text \
+                   FROM pg_catalog.pg_proc p WHERE p.oid = $1",
+                Some(1),
+                &[function.into()],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else {
+            return Ok(None);
+        };
+        let signature: String = row.get(1).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let args: String = row.get(2).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let return_type: pg_sys::Oid =
+            row.get(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or(pg_sys::InvalidOid);
+        let returns_set: bool = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
+        let kind: String = row.get(5).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let mut arg_types = Vec::new();
+        for part in args.split(',').filter(|p| !p.is_empty()) {
+            let raw: u32 = part
+                .parse()
+                .map_err(|_| StoreError::new(STATEMENT, format!("bad proargtypes entry {part:?}")))?;
+            arg_types.push(pg_sys::Oid::from(raw));
+        }
+        Ok(Some(FunctionShape { signature, arg_types, return_type, returns_set, kind }))
+    })
+}
+
+/// Stores `function` as the resolver (replacing any previous one).
+pub fn upsert_scope_resolver(function: pg_sys::Oid) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "INSERT INTO syncular.sync_scope_resolver(id, resolver) \
+                 VALUES (1, $1::pg_catalog.oid::pg_catalog.regprocedure) \
+                 ON CONFLICT (id) DO UPDATE SET resolver = EXCLUDED.resolver",
+                None,
+                &[function.into()],
+            )
+            .map(|_| ())
+            .map_err(StoreError::spi("upsert_scope_resolver"))
+    })
+}
+
+/// Removes the stored resolver (no-op when none).
+pub fn delete_scope_resolver() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update("DELETE FROM syncular.sync_scope_resolver", None, &[])
+            .map(|_| ())
+            .map_err(StoreError::spi("delete_scope_resolver"))
+    })
+}
+
+/// The stored resolver's schema and name; `None` when none is set.
+pub fn load_scope_resolver() -> StoreResult<Option<ResolverName>> {
+    const STATEMENT: &str = "load_scope_resolver";
+    Spi::connect(|client| {
+        let rows = client
+            .select(
+                "SELECT n.nspname::text, p.proname::text \
+                   FROM syncular.sync_scope_resolver r \
+                   JOIN pg_catalog.pg_proc p ON p.oid = r.resolver \
+                   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+                  WHERE r.id = 1",
+                Some(1),
+                &[],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else {
+            return Ok(None);
+        };
+        let schema: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+        let name: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        match (schema, name) {
+            (Some(schema), Some(name)) => Ok(Some(ResolverName { schema, name })),
+            _ => Err(StoreError::new(STATEMENT, "resolver row without a name")),
+        }
+    })
+}
+
+/// Calls `resolver(partition, actor_id)` and returns its jsonb result
+/// (`None` for SQL NULL). A Postgres ERROR raised by the resolver unwinds:
+/// call this inside [`crate::store::subtransaction::run`].
+pub fn call_scope_resolver(
+    resolver: &ResolverName,
+    partition: &str,
+    actor_id: &str,
+) -> StoreResult<Option<serde_json::Value>> {
+    const STATEMENT: &str = "call_scope_resolver";
+    // Identifiers come from pg_proc and are quoted; values are parameters.
+    // The explicit casts select the (text, text) overload that
+    // set_scope_resolver checked.
+    let sql = format!(
+        "SELECT {}.{}($1::pg_catalog.text, $2::pg_catalog.text)::pg_catalog.jsonb",
+        pgrx::spi::quote_identifier(&resolver.schema),
+        pgrx::spi::quote_identifier(&resolver.name),
+    );
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(sql.as_str(), Some(1), &[partition.into(), actor_id.into()])
+            .map_err(StoreError::spi(STATEMENT))?;
+        let value: Option<JsonB> = rows.first().get(1).map_err(StoreError::spi(STATEMENT))?;
+        Ok(value.map(|j| j.0))
+    })
+}
+
+/// The OID of type `jsonb`, for resolver-shape checks.
+pub fn jsonb_type_oid() -> pg_sys::Oid {
+    PgBuiltInOids::JSONBOID.value()
+}
+
+/// The OID of type `text`, for resolver-shape checks.
+pub fn text_type_oid() -> pg_sys::Oid {
+    PgBuiltInOids::TEXTOID.value()
+}

@@ -1,0 +1,178 @@
+//! Statements over the schema marker: `syncular.sync_schema_versions` (one
+//! row per registered version, the current one is the highest) and
+//! `syncular.sync_schema_tables` (one row per table of the current version,
+//! with its stored codec layout).
+
+use pgrx::prelude::*;
+use pgrx::JsonB;
+use serde_json::Value;
+
+use crate::store::error::{StoreError, StoreResult};
+
+/// The current version row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVersion {
+    /// `version`.
+    pub version: i64,
+    /// The row's `xmin`, as text: changes whenever the row is rewritten,
+    /// so (version, xmin) keys the backend cache.
+    pub row_xmin: String,
+    /// The registered IR.
+    pub ir: Value,
+    /// Postgres schema of the app tables.
+    pub app_schema: String,
+}
+
+/// One row of `sync_schema_tables`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTable {
+    /// IR table name.
+    pub tbl: String,
+    /// Version that last wrote this row.
+    pub version: i64,
+    /// Postgres schema of the app table.
+    pub app_schema: String,
+    /// Postgres name of the app table.
+    pub app_table: String,
+    /// `[{"name","type","nullable"}, …]` in IR order.
+    pub layout: Value,
+}
+
+/// `(version, xmin)` of the current version row; `None` before the first
+/// registration. Cheap (primary-key index, one row): the per-request cache
+/// check.
+pub fn current_version_key() -> StoreResult<Option<(i64, String)>> {
+    const STATEMENT: &str = "current_version_key";
+    Spi::connect(|client| {
+        let rows = client
+            .select(
+                "SELECT version, xmin::text FROM syncular.sync_schema_versions \
+                  ORDER BY version DESC LIMIT 1",
+                Some(1),
+                &[],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let version: Option<i64> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+        let xmin: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        Ok(version.zip(xmin))
+    })
+}
+
+/// The current version row (highest version), if any.
+pub fn load_current_version() -> StoreResult<Option<StoredVersion>> {
+    const STATEMENT: &str = "load_current_version";
+    Spi::connect(|client| {
+        let rows = client
+            .select(
+                "SELECT version, xmin::text, ir, app_schema FROM syncular.sync_schema_versions \
+                  ORDER BY version DESC LIMIT 1",
+                Some(1),
+                &[],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let version: Option<i64> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+        let row_xmin: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        let ir: Option<JsonB> = row.get(3).map_err(StoreError::spi(STATEMENT))?;
+        let app_schema: Option<String> = row.get(4).map_err(StoreError::spi(STATEMENT))?;
+        match (version, row_xmin, ir, app_schema) {
+            (Some(version), Some(row_xmin), Some(ir), Some(app_schema)) => {
+                Ok(Some(StoredVersion { version, row_xmin, ir: ir.0, app_schema }))
+            }
+            _ => Err(StoreError::new(STATEMENT, "NULL in sync_schema_versions")),
+        }
+    })
+}
+
+/// Every row of `sync_schema_tables`, ordered by name.
+pub fn load_schema_tables() -> StoreResult<Vec<StoredTable>> {
+    const STATEMENT: &str = "load_schema_tables";
+    Spi::connect(|client| {
+        let rows = client
+            .select(
+                "SELECT tbl, version, app_schema, app_table, layout \
+                   FROM syncular.sync_schema_tables ORDER BY tbl",
+                None,
+                &[],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let tbl: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+            let version: Option<i64> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+            let app_schema: Option<String> = row.get(3).map_err(StoreError::spi(STATEMENT))?;
+            let app_table: Option<String> = row.get(4).map_err(StoreError::spi(STATEMENT))?;
+            let layout: Option<JsonB> = row.get(5).map_err(StoreError::spi(STATEMENT))?;
+            match (tbl, version, app_schema, app_table, layout) {
+                (Some(tbl), Some(version), Some(app_schema), Some(app_table), Some(layout)) => {
+                    out.push(StoredTable { tbl, version, app_schema, app_table, layout: layout.0 })
+                }
+                _ => return Err(StoreError::new(STATEMENT, "NULL in sync_schema_tables")),
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// Inserts the row of a newly registered version.
+pub fn insert_schema_version(
+    version: i64,
+    ir: &Value,
+    app_schema: &str,
+    registered_at_ms: i64,
+) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "INSERT INTO syncular.sync_schema_versions(version, ir, app_schema, registered_at_ms) \
+                 VALUES ($1, $2, $3, $4)",
+                None,
+                &[version.into(), JsonB(ir.clone()).into(), app_schema.into(), registered_at_ms.into()],
+            )
+            .map(|_| ())
+            .map_err(StoreError::spi("insert_schema_version"))
+    })
+}
+
+/// Deletes every `sync_schema_tables` row (before writing the new version's).
+pub fn delete_schema_tables() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update("DELETE FROM syncular.sync_schema_tables", None, &[])
+            .map(|_| ())
+            .map_err(StoreError::spi("delete_schema_tables"))
+    })
+}
+
+/// Inserts one `sync_schema_tables` row.
+pub fn insert_schema_table(table: &StoredTable) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "INSERT INTO syncular.sync_schema_tables(tbl, version, app_schema, app_table, layout) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                None,
+                &[
+                    table.tbl.as_str().into(),
+                    table.version.into(),
+                    table.app_schema.as_str().into(),
+                    table.app_table.as_str().into(),
+                    JsonB(table.layout.clone()).into(),
+                ],
+            )
+            .map(|_| ())
+            .map_err(StoreError::spi("insert_schema_table"))
+    })
+}
+
+/// Deletes the `sync_row_scopes` entries of a retired table (every
+/// partition: an administrative statement, not part of the sync round).
+pub fn delete_row_scopes_of_table(tbl: &str) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update("DELETE FROM syncular.sync_row_scopes WHERE tbl = $1", None, &[tbl.into()])
+            .map(|_| ())
+            .map_err(StoreError::spi("delete_row_scopes_of_table"))
+    })
+}

@@ -1,0 +1,1 @@
+//! `#[pg_test]`s, one file per concern.
