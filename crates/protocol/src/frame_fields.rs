@@ -217,3 +217,13 @@ pub(crate) fn encoder_check(ok: bool, msg: impl FnOnce() -> String) -> Result<()
         Err(ProtocolError::invalid(format!("encoder: {}", msg())))
     }
 }
+
+/// Marks an error raised while encoding as an encoder error (message
+/// prefixed `encoder:`), keeping its code.
+pub(crate) fn as_encoder_error(e: ProtocolError) -> ProtocolError {
+    if e.message.starts_with("encoder:") {
+        e
+    } else {
+        ProtocolError::new(e.code, format!("encoder: {}", e.message))
+    }
+}

@@ -22,7 +22,7 @@ use crate::envelope::{
 };
 use crate::errors::{ErrorCode, ProtocolError, Result};
 use crate::frame_fields::{
-    encoder_check, read_opt_bytes, read_opt_i64, read_opt_json, read_scope_map,
+    as_encoder_error, encoder_check, read_opt_bytes, read_opt_i64, read_opt_json, read_scope_map,
     read_string, write_opt_bytes, write_opt_i64, write_opt_json, write_opt_str, write_scope_map,
     Op, ScopeMap,
 };
@@ -426,6 +426,10 @@ pub fn decode_subscription(payload: &[u8]) -> Result<Subscription> {
 /// invalid JSON text, `i64` outside ±(2^53−1)), or an unknown frame under a
 /// registered type / at an impossible position.
 pub fn encode_request(req: &Request) -> Result<Vec<u8>> {
+    encode_request_unchecked(req).map_err(as_encoder_error)
+}
+
+fn encode_request_unchecked(req: &Request) -> Result<Vec<u8>> {
     let mut w = Writer::with_capacity(256);
     write_envelope_header(&mut w, req.wire_version, MsgKind::Request)?;
     let mut grammar = RequestGrammar::default();
@@ -450,9 +454,7 @@ pub fn encode_request(req: &Request) -> Result<Vec<u8>> {
             RequestFrameRef::Unknown(u) => write_unknown_frame(&mut w, u)?,
         }
     }
-    grammar
-        .finish()
-        .map_err(|e| ProtocolError::invalid(format!("encoder: {}", e.message)))?;
+    grammar.finish()?;
     write_end(&mut w);
     Ok(w.into_vec())
 }

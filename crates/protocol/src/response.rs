@@ -34,7 +34,7 @@ use crate::envelope::{
 };
 use crate::errors::{ErrorCode, ProtocolError, Result};
 use crate::frame_fields::{
-    encoder_check, read_opt_bytes, read_opt_i64, read_opt_json, read_opt_string,
+    as_encoder_error, encoder_check, read_opt_bytes, read_opt_i64, read_opt_json, read_opt_string,
     read_scope_map, read_stored_scopes, read_string, write_opt_bytes, write_opt_i32,
     write_opt_i64, write_opt_json, write_opt_str, write_scope_map, write_stored_scopes, Op,
     ScopeMap, StoredScopes,
@@ -876,10 +876,12 @@ impl<W: Write> ResponseWriter<W> {
             bytes_written: 0,
             poisoned: false,
         };
-        write_envelope_header(&mut w.scratch, wire_version, MsgKind::Response)?;
+        write_envelope_header(&mut w.scratch, wire_version, MsgKind::Response)
+            .map_err(encoder_err)?;
         write_frame(&mut w.scratch, FRAME_RESP_HEADER, |s| {
             encode_resp_header(s, header, wire_version)
-        })?;
+        })
+        .map_err(encoder_err)?;
         w.flush_scratch()?;
         Ok(w)
     }
@@ -1041,11 +1043,7 @@ impl<W: Write> ResponseWriter<W> {
 }
 
 fn encoder_err(e: ProtocolError) -> ProtocolError {
-    if e.message.starts_with("encoder:") {
-        e
-    } else {
-        ProtocolError::new(e.code, format!("encoder: {}", e.message))
-    }
+    as_encoder_error(e)
 }
 
 /// Encodes a whole response canonically through [`ResponseWriter`].
