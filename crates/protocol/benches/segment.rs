@@ -1,0 +1,153 @@
+//! SSG2 rows-segment throughput (§5.2): encode and decode of a 100,000-row
+//! segment over a 6-column table, ours vs the published reference codec
+//! `syncular-ssp2 = "=0.15.48"`, in the same run.
+//!
+//! `cargo bench -p syncular-protocol --bench segment` runs the criterion
+//! groups (MB/s via `Throughput::Bytes`) and then prints a summary table:
+//! median-of-N MB/s for each side and the ratio ours / reference (goal ≥ 1.0×).
+//! `SEGMENT_BENCH_ROWS` overrides the row count.
+
+use criterion::{black_box, BenchmarkId, Criterion, Throughput};
+use std::time::Instant;
+use syncular_protocol::row_codec::{ColumnLayout, ColumnType, RowValue, TableLayout};
+use syncular_protocol::segment::{
+    decode_rows_segment, encode_rows_segment, validate_rows_segment, RowsSegment, SegmentEncoder,
+    SegmentHeader, SegmentRow, BLOCK_MAX_ROWS,
+};
+use ssp2::primitives::RawJson;
+use ssp2::segment as theirs;
+
+fn rows() -> usize {
+    std::env::var("SEGMENT_BENCH_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+}
+
+fn layout() -> TableLayout {
+    TableLayout::new(vec![
+        ColumnLayout::new("id", ColumnType::String, false),
+        ColumnLayout::new("title", ColumnType::String, true),
+        ColumnLayout::new("position", ColumnType::Integer, false),
+        ColumnLayout::new("score", ColumnType::Float, true),
+        ColumnLayout::new("done", ColumnType::Boolean, false),
+        ColumnLayout::new("meta", ColumnType::Json, true),
+    ])
+}
+
+fn row(i: usize) -> Vec<Option<RowValue>> {
+    vec![
+        Some(RowValue::String(format!("task-{i:08}"))),
+        (i % 7 != 0).then(|| RowValue::String(format!("Write the quarterly report, part {i}"))),
+        Some(RowValue::Integer(i as i64 * 3)),
+        (i % 5 != 0).then_some(RowValue::Float(i as f64 / 7.0)),
+        Some(RowValue::Boolean(i % 2 == 0)),
+        (i % 3 != 0).then(|| RowValue::Json(format!(r#"{{"tags":["a","b"],"n":{i},"ok":true}}"#))),
+    ]
+}
+
+fn ours_segment(n: usize) -> RowsSegment {
+    let header = SegmentHeader { table: "tasks".into(), schema_version: 1, layout: layout() };
+    let all: Vec<SegmentRow> =
+        (0..n).map(|i| SegmentRow { server_version: i as i64 + 1, values: row(i) }).collect();
+    let blocks = all.chunks(BLOCK_MAX_ROWS).map(<[SegmentRow]>::to_vec).collect();
+    RowsSegment { header, blocks }
+}
+
+fn to_theirs(seg: &RowsSegment) -> theirs::RowsSegment {
+    let conv_ty = |t: ColumnType| theirs::ColumnType::from_tag(t.tag()).expect("tag");
+    let conv = |v: &RowValue| match v {
+        RowValue::String(s) => theirs::ColumnValue::String(s.clone()),
+        RowValue::Integer(n) => theirs::ColumnValue::Integer(*n),
+        RowValue::Float(f) => theirs::ColumnValue::Float(*f),
+        RowValue::Boolean(b) => theirs::ColumnValue::Boolean(*b),
+        RowValue::Json(j) => theirs::ColumnValue::Json(RawJson(j.clone())),
+        RowValue::Bytes(b) => theirs::ColumnValue::Bytes(b.clone()),
+        RowValue::BlobRef(j) => theirs::ColumnValue::BlobRef(RawJson(j.clone())),
+        RowValue::Crdt(b) => theirs::ColumnValue::Crdt(b.clone()),
+    };
+    theirs::RowsSegment {
+        table: seg.header.table.clone(),
+        schema_version: seg.header.schema_version,
+        columns: seg
+            .header
+            .layout
+            .columns
+            .iter()
+            .map(|c| theirs::Column { name: c.name.clone(), ty: conv_ty(c.ty), nullable: c.nullable })
+            .collect(),
+        blocks: seg
+            .blocks
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|r| theirs::SegmentRow {
+                        server_version: r.server_version,
+                        values: r.values.iter().map(|v| v.as_ref().map(conv)).collect(),
+                    })
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+fn stream_encode(seg: &RowsSegment) -> Vec<u8> {
+    let mut enc = SegmentEncoder::new(Vec::with_capacity(1 << 20), &seg.header).expect("header");
+    for r in seg.blocks.iter().flatten() {
+        enc.push_values(r.server_version, &r.values).expect("row");
+    }
+    enc.finish().expect("finish")
+}
+
+/// Median wall time of `f` over `runs` runs, in seconds.
+fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..runs)
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[runs / 2]
+}
+
+fn main() {
+    let n = rows();
+    let ours = ours_segment(n);
+    let ref_seg = to_theirs(&ours);
+    let bytes = encode_rows_segment(&ours).expect("encode");
+    assert_eq!(theirs::encode_rows_segment(&ref_seg), bytes, "encoders disagree");
+    assert_eq!(stream_encode(&ours), bytes, "streaming encoder disagrees");
+    let len = bytes.len() as u64;
+
+    let mut c = Criterion::default().sample_size(10).configure_from_args();
+    {
+        let mut g = c.benchmark_group(format!("ssg2_{n}_rows"));
+        g.throughput(Throughput::Bytes(len));
+        g.bench_function(BenchmarkId::new("encode", "ours"), |b| b.iter(|| encode_rows_segment(black_box(&ours))));
+        g.bench_function(BenchmarkId::new("encode", "ours_streaming"), |b| b.iter(|| stream_encode(black_box(&ours))));
+        g.bench_function(BenchmarkId::new("encode", "syncular_ssp2"), |b| {
+            b.iter(|| theirs::encode_rows_segment(black_box(&ref_seg)))
+        });
+        g.bench_function(BenchmarkId::new("decode", "ours"), |b| b.iter(|| decode_rows_segment(black_box(&bytes))));
+        g.bench_function(BenchmarkId::new("decode", "syncular_ssp2"), |b| {
+            b.iter(|| theirs::decode_rows_segment(black_box(&bytes)))
+        });
+        g.bench_function(BenchmarkId::new("validate", "ours"), |b| b.iter(|| validate_rows_segment(black_box(&bytes))));
+        g.finish();
+    }
+    c.final_summary();
+
+    // Same-run summary with explicit ratios.
+    let runs = 9;
+    let mbps = |secs: f64| len as f64 / secs / 1e6;
+    let enc_ours = mbps(median_secs(runs, || drop(black_box(encode_rows_segment(&ours)))));
+    let enc_stream = mbps(median_secs(runs, || drop(black_box(stream_encode(&ours)))));
+    let enc_ref = mbps(median_secs(runs, || drop(black_box(theirs::encode_rows_segment(&ref_seg)))));
+    let dec_ours = mbps(median_secs(runs, || drop(black_box(decode_rows_segment(&bytes)))));
+    let dec_ref = mbps(median_secs(runs, || drop(black_box(theirs::decode_rows_segment(&bytes)))));
+    let val_ours = mbps(median_secs(runs, || drop(black_box(validate_rows_segment(&bytes)))));
+    println!("\nSSG2 segment, {n} rows, {:.2} MB ({len} bytes), median of {runs}:", len as f64 / 1e6);
+    println!("  encode  ours {enc_ours:8.1} MB/s | syncular-ssp2 {enc_ref:8.1} MB/s | ratio {:.2}x", enc_ours / enc_ref);
+    println!("  encode  ours streaming {enc_stream:8.1} MB/s | ratio vs syncular-ssp2 {:.2}x", enc_stream / enc_ref);
+    println!("  decode  ours {dec_ours:8.1} MB/s | syncular-ssp2 {dec_ref:8.1} MB/s | ratio {:.2}x", dec_ours / dec_ref);
+    println!("  validate (no allocation) ours {val_ours:8.1} MB/s | ratio vs syncular-ssp2 decode {:.2}x", val_ours / dec_ref);
+}
