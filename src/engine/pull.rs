@@ -1,0 +1,305 @@
+//! The pull half of a sync round (SPEC §4, §1.6): one `SUB_START … SUB_END`
+//! section per subscription in request order, then the `sync_clients`
+//! bookkeeping.
+//!
+//! Per subscription, in this order:
+//! 1. revoked (§3.3) → `SUB_START revoked sync.scope_revoked {}`, no data,
+//!    `SUB_END.nextCursor` = the request cursor;
+//! 2. no resume token and `0 ≤ cursor < horizonSeq` (§4.6) → `SUB_START reset
+//!    sync.cursor_expired {}`, no data, the request cursor echoed;
+//! 3. a token, `cursor < 0` or `cursor > maxCommitSeq` (§4.7) → bootstrap
+//!    ([`super::bootstrap`]): `SUB_START active bootstrap=true`, inline rows
+//!    segments, `SUB_END.nextCursor = asOfCommitSeq` (+ the resume token
+//!    while incomplete);
+//! 4. otherwise incremental ([`super::pull_window`]): `SUB_START active`,
+//!    `COMMIT` frames, `SUB_END.nextCursor` per §4.5.
+//!
+//! The response byte budget is [`super::budget`]'s. `maxCommitSeq` and
+//! `horizonSeq` are read once, after the push half (so a client sees its own
+//! commits in the same round).
+//!
+//! Bookkeeping (§4.5, §4.1/§8.1): `sync_clients.cursor` = the minimum
+//! `nextCursor` over the active subscriptions (unchanged when none is
+//! active), `subscriptions` = this pull's list `[{"id","table","scopes"}]`
+//! (omission is unregistration), `updated_at_ms` = now.
+
+use std::io::Write;
+
+use syncular_protocol::frame_fields::{canonical_scope_map, ScopeMap as WireScopeMap};
+use syncular_protocol::request::PullRequest;
+use syncular_protocol::scopes::ScopeMap;
+use syncular_protocol::response::{Change, Commit, ResponseWriter, SubEnd, SubStart, SubStatus};
+use syncular_protocol::{ErrorCode, ProtocolError};
+
+use crate::engine::bootstrap::{
+    bootstrap_start, inline_rows_required, run_bootstrap, BootstrapRequest,
+};
+use crate::engine::budget::Budget;
+use crate::engine::context::SyncContext;
+use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::pull_limits::PullLimits;
+use crate::engine::pull_window::{run_window, WindowCommit, WindowRequest};
+use crate::engine::subscriptions::{ResolvedSubscription, SubscriptionStatus};
+use crate::store::clients::record_pull;
+use crate::store::pull_window::{read_partition_bounds, PartitionBounds};
+
+/// What the pull half did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PullOutcome {
+    /// Minimum `nextCursor` over active subscriptions (`None`: none active).
+    pub client_cursor: Option<i64>,
+    /// `COMMIT` frames written.
+    pub commits: usize,
+    /// Segments written.
+    pub segments: usize,
+    /// Subscriptions the byte budget cut short.
+    pub deferred: usize,
+}
+
+/// How one section ended.
+struct SectionEnd {
+    next_cursor: i64,
+    active: bool,
+}
+
+/// Writes every subscription section of `pull` (validated by
+/// [`super::subscriptions::validate`] into `subs`, same order) to `writer`
+/// and records the client's cursor and subscription list. Errors: a
+/// bootstrap for a client without `accept` bit 0 (`sync.invalid_request`),
+/// store or encoder failures (`syncular.internal`).
+pub fn run<W: Write>(
+    ctx: &SyncContext<'_>,
+    pull: &PullRequest,
+    subs: Vec<ResolvedSubscription>,
+    writer: &mut ResponseWriter<W>,
+) -> EngineResult<PullOutcome> {
+    let limits = PullLimits::from_header(&pull.header);
+    let bounds = read_partition_bounds(&ctx.partition)?;
+    let mut budget = Budget::new(ctx.response_budget_bytes);
+    let mut outcome = PullOutcome::default();
+    for sub in &subs {
+        let end = section(ctx, &limits, bounds, sub, writer, &mut budget, &mut outcome)?;
+        if end.active {
+            outcome.client_cursor = Some(match outcome.client_cursor {
+                Some(c) => c.min(end.next_cursor),
+                None => end.next_cursor,
+            });
+        }
+    }
+    outcome.deferred = budget.deferred();
+    let subscriptions_json = subscriptions_json(&subs);
+    let updated = record_pull(
+        &ctx.partition,
+        &ctx.client_id,
+        outcome.client_cursor,
+        &subscriptions_json,
+        ctx.now_ms,
+    )?;
+    if !updated {
+        return Err(EngineError::internal(format!(
+            "sync_clients has no record for client {:?} in partition {:?} at pull time",
+            ctx.client_id, ctx.partition
+        )));
+    }
+    Ok(outcome)
+}
+
+fn section<W: Write>(
+    ctx: &SyncContext<'_>,
+    limits: &PullLimits,
+    bounds: PartitionBounds,
+    sub: &ResolvedSubscription,
+    writer: &mut ResponseWriter<W>,
+    budget: &mut Budget,
+    outcome: &mut PullOutcome,
+) -> EngineResult<SectionEnd> {
+    let effective = match &sub.status {
+        SubscriptionStatus::Revoked => {
+            return inactive(writer, sub, SubStatus::Revoked, ErrorCode::ScopeRevoked);
+        }
+        SubscriptionStatus::Active { effective } => effective,
+    };
+    if sub.bootstrap_state.is_none() && sub.cursor >= 0 && sub.cursor < bounds.horizon_seq {
+        return inactive(writer, sub, SubStatus::Reset, ErrorCode::CursorExpired);
+    }
+    let bootstrapping = sub.bootstrap_state.is_some()
+        || sub.cursor < 0
+        || sub.cursor > bounds.max_commit_seq;
+    if bootstrapping {
+        bootstrap_section(ctx, limits, bounds, sub, effective, writer, budget, outcome)
+    } else {
+        incremental_section(ctx, limits, bounds, sub, effective, writer, budget, outcome)
+    }
+}
+
+/// A revoked or reset section: empty effective map, no data, cursor echoed.
+fn inactive<W: Write>(
+    writer: &mut ResponseWriter<W>,
+    sub: &ResolvedSubscription,
+    status: SubStatus,
+    reason: ErrorCode,
+) -> EngineResult<SectionEnd> {
+    writer
+        .sub_start(&SubStart {
+            id: sub.id.clone(),
+            status,
+            reason_code: reason.as_str().to_owned(),
+            effective_scopes: Vec::new(),
+            bootstrap: false,
+        })
+        .map_err(encoder)?;
+    writer.sub_end(&SubEnd { next_cursor: sub.cursor, bootstrap_state: None }).map_err(encoder)?;
+    Ok(SectionEnd { next_cursor: sub.cursor, active: false })
+}
+
+fn active_start<W: Write>(
+    writer: &mut ResponseWriter<W>,
+    sub: &ResolvedSubscription,
+    effective: &ScopeMap,
+    bootstrap: bool,
+) -> EngineResult<()> {
+    writer
+        .sub_start(&SubStart {
+            id: sub.id.clone(),
+            status: SubStatus::Active,
+            reason_code: String::new(),
+            effective_scopes: wire_scope_map(effective)?,
+            bootstrap,
+        })
+        .map_err(encoder)?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bootstrap_section<W: Write>(
+    ctx: &SyncContext<'_>,
+    limits: &PullLimits,
+    bounds: PartitionBounds,
+    sub: &ResolvedSubscription,
+    effective: &ScopeMap,
+    writer: &mut ResponseWriter<W>,
+    budget: &mut Budget,
+    outcome: &mut PullOutcome,
+) -> EngineResult<SectionEnd> {
+    if !limits.accepts_inline_rows() {
+        return Err(inline_rows_required(&sub.id));
+    }
+    let table = ctx.schema.table(&sub.table).ok_or_else(|| {
+        EngineError::internal(format!("validated table {:?} vanished from the schema", sub.table))
+    })?;
+    let start = bootstrap_start(
+        sub.bootstrap_state.as_deref(),
+        &sub.table,
+        bounds.max_commit_seq,
+        bounds.horizon_seq,
+    );
+    let as_of = start.as_of_commit_seq;
+    let schema_version = ctx.schema.version;
+    active_start(writer, sub, effective, true)?;
+    let req = BootstrapRequest {
+        partition: &ctx.partition,
+        schema_version,
+        table,
+        effective,
+        start,
+        fresh: sub.cursor < 0 && sub.bootstrap_state.is_none(),
+        limits: *limits,
+    };
+    let written = bytes_written(writer);
+    let result = run_bootstrap(&req, budget, written, |segment| {
+        writer.segment_inline(segment).map_err(encoder)?;
+        Ok(bytes_written(writer))
+    })?;
+    outcome.segments += result.segments;
+    writer
+        .sub_end(&SubEnd { next_cursor: as_of, bootstrap_state: result.resume_token })
+        .map_err(encoder)?;
+    Ok(SectionEnd { next_cursor: as_of, active: true })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn incremental_section<W: Write>(
+    ctx: &SyncContext<'_>,
+    limits: &PullLimits,
+    bounds: PartitionBounds,
+    sub: &ResolvedSubscription,
+    effective: &ScopeMap,
+    writer: &mut ResponseWriter<W>,
+    budget: &mut Budget,
+    outcome: &mut PullOutcome,
+) -> EngineResult<SectionEnd> {
+    active_start(writer, sub, effective, false)?;
+    let req = WindowRequest {
+        partition: &ctx.partition,
+        table: &sub.table,
+        effective,
+        cursor: sub.cursor,
+        max_commit_seq: bounds.max_commit_seq,
+        limit_changes: limits.limit_commits,
+    };
+    let written = bytes_written(writer);
+    let result = run_window(&req, budget, written, |commit| {
+        writer.commit(&commit_frame(&sub.table, commit)).map_err(encoder)?;
+        Ok(bytes_written(writer))
+    })?;
+    outcome.commits += result.commits;
+    writer
+        .sub_end(&SubEnd { next_cursor: result.next_cursor, bootstrap_state: None })
+        .map_err(encoder)?;
+    Ok(SectionEnd { next_cursor: result.next_cursor, active: true })
+}
+
+/// The §4.5 `COMMIT` frame of one window commit: a one-table dictionary.
+fn commit_frame(table: &str, commit: &WindowCommit) -> Commit {
+    Commit {
+        commit_seq: commit.commit_seq,
+        created_at_ms: commit.created_at_ms,
+        actor_id: commit.actor_id.clone(),
+        tables: vec![table.to_owned()],
+        changes: commit
+            .changes
+            .iter()
+            .map(|c| Change {
+                table_index: 0,
+                row_id: c.row_id.clone(),
+                op: c.op,
+                row_version: c.row_version,
+                scopes: c.scopes.clone(),
+                row: c.row.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// An effective map in the wire's canonical key order (§4.4).
+fn wire_scope_map(effective: &ScopeMap) -> EngineResult<WireScopeMap> {
+    canonical_scope_map(effective.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .map_err(|e| EngineError::internal(format!("effective scopes: {}", e.message)))
+}
+
+/// A frame the response encoder refused: the engine built an illegal frame
+/// (a bug or corrupt stored data), never the client's fault.
+fn encoder(e: ProtocolError) -> EngineError {
+    EngineError::internal(format!("response encoder refused a pull frame: {}", e.message))
+}
+
+fn bytes_written<W: Write>(writer: &ResponseWriter<W>) -> usize {
+    usize::try_from(writer.bytes_written()).unwrap_or(usize::MAX)
+}
+
+/// The persisted subscription list (§8.1): `[{"id","table","scopes"}]` with
+/// the requested scopes, in request order.
+fn subscriptions_json(subs: &[ResolvedSubscription]) -> String {
+    let list: Vec<serde_json::Value> = subs
+        .iter()
+        .map(|s| {
+            let scopes: serde_json::Map<String, serde_json::Value> = s
+                .requested
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+                .collect();
+            serde_json::json!({ "id": s.id, "table": s.table, "scopes": scopes })
+        })
+        .collect();
+    serde_json::Value::Array(list).to_string()
+}

@@ -1,0 +1,81 @@
+//! Reading stored scopes back for the pull (SPEC §3.1, §3.2 last rule): the
+//! index key a page is selected by, the exact multi-variable match of a
+//! stored scope map against the effective scopes, and the stored scopes of a
+//! change as the canonical §4.5 `map<str,str>`.
+
+use syncular_protocol::frame_fields::{canonical_stored_scopes, StoredScopes};
+use syncular_protocol::scopes::{matches_effective, ScopeMap};
+
+use crate::engine::error::{EngineError, EngineResult};
+
+/// The scope variable and values whose inverted-index entries select a
+/// page's candidates: the first effective key (canonical order). `None` for
+/// an empty effective map.
+pub fn candidate_key(effective: &ScopeMap) -> Option<(&str, &[String])> {
+    effective.iter().next().map(|(k, v)| (k.as_str(), v.as_slice()))
+}
+
+/// Parses a stored scope object (`{"variable":"value",…}`, the JSON text of
+/// `sync_changes.scopes` / `_sync_scopes`) into canonical [`StoredScopes`].
+/// Errors: `syncular.internal` when the stored value is not a string map.
+pub fn parse_stored_scopes(json: &str) -> EngineResult<StoredScopes> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)
+        .map_err(|e| EngineError::internal(format!("stored scopes are not a JSON object: {e}")))?;
+    let mut entries = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        match v {
+            serde_json::Value::String(s) => entries.push((k, s)),
+            other => {
+                return Err(EngineError::internal(format!(
+                    "stored scope {k:?} is not a string: {other}"
+                )))
+            }
+        }
+    }
+    canonical_stored_scopes(entries).map_err(|e| EngineError::internal(e.message))
+}
+
+/// True when, for every effective key, the stored value is one of the
+/// effective values (§3.2: "a pull for an active subscription returns
+/// exactly the changes whose stored scopes match the effective scopes";
+/// the protocol crate's `matches_effective`).
+pub fn matches(stored: &StoredScopes, effective: &ScopeMap) -> bool {
+    matches_effective(
+        |key| stored.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()),
+        effective,
+    )
+}
+
+/// [`parse_stored_scopes`] then [`matches`].
+pub fn stored_scopes_match(json: &str, effective: &ScopeMap) -> EngineResult<bool> {
+    Ok(matches(&parse_stored_scopes(json)?, effective))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eff(entries: &[(&str, &[&str])]) -> ScopeMap {
+        entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn every_effective_key_must_match() {
+        let stored = parse_stored_scopes(r#"{"ws":"w1","proj":"p2"}"#).unwrap();
+        assert!(matches(&stored, &eff(&[("ws", &["w1", "w2"])])));
+        assert!(matches(&stored, &eff(&[("proj", &["p2"]), ("ws", &["w1"])])));
+        assert!(!matches(&stored, &eff(&[("proj", &["p1"]), ("ws", &["w1"])])));
+        assert!(!matches(&stored, &eff(&[("other", &["x"])])));
+    }
+
+    #[test]
+    fn stored_scopes_come_back_canonical() {
+        let stored = parse_stored_scopes(r#"{"b":"2","a":"1"}"#).unwrap();
+        assert_eq!(stored, vec![("a".into(), "1".into()), ("b".into(), "2".into())]);
+        assert!(parse_stored_scopes(r#"{"a":1}"#).is_err());
+        assert!(parse_stored_scopes("[]").is_err());
+    }
+}

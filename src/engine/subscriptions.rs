@@ -1,0 +1,140 @@
+//! Request-level validation of a pull's subscriptions and their effective
+//! scopes (SPEC §1.7, §3.2, §4.1–§4.3).
+//!
+//! [`validate`] runs before the push half, so a request it fails has applied
+//! nothing. In request order, each fails the whole request:
+//! - `accept` with neither bit 0 nor bit 1 → `sync.invalid_request` (§4.2);
+//! - a duplicate subscription id → `sync.invalid_subscription` (§4.1);
+//! - a table the registered schema does not declare → `sync.unknown_table` (§4.3);
+//! - a requested key the table does not declare, or a requested `'*'` →
+//!   `sync.invalid_subscription` (§3.2 rule 2);
+//! - a subscription that must bootstrap (cursor < 0 or a resume token) from a
+//!   client without `accept` bit 0 → `sync.invalid_request` naming the
+//!   missing capability (rows segments are only delivered inline so far).
+//!
+//! Then effective = requested ∩ allowed per subscription (§3.2 rules 4–5,
+//! the protocol crate's scope algebra): an active subscription carries its
+//! effective map; no allowed map (the resolver raised or none is
+//! configured), a requested key lost, or an empty result → revoked.
+//! (Allowed keys declared by no table are rejected by the request entry when
+//! it resolves the allowed map, §3.2 rule 3.)
+
+use std::collections::HashSet;
+
+use syncular_protocol::request::{PullRequest, Subscription};
+use syncular_protocol::scopes::{effective, validate_requested, Effective, ScopeMap};
+use syncular_protocol::ErrorCode;
+
+use crate::engine::bootstrap::inline_rows_required;
+use crate::engine::context::SyncContext;
+use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::pull_limits::PullLimits;
+use crate::engine::resolver::Allowed;
+
+/// §3.2 outcome of one subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubscriptionStatus {
+    /// Served with these effective scopes (non-empty, every requested key present).
+    Active { effective: ScopeMap },
+    /// `SUB_START.status = revoked`, `reasonCode = sync.scope_revoked` (§3.3).
+    Revoked,
+}
+
+/// A validated subscription, in request order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedSubscription {
+    /// Client-chosen id, echoed (§4.1).
+    pub id: String,
+    /// A table of the registered schema.
+    pub table: String,
+    /// Requested scopes as sent (keys validated, no `'*'`).
+    pub requested: ScopeMap,
+    /// Request cursor (`-1` = never synced).
+    pub cursor: i64,
+    /// Round-tripped resume token, raw JSON text (§4.3), uninspected here.
+    pub bootstrap_state: Option<String>,
+    pub status: SubscriptionStatus,
+}
+
+impl ResolvedSubscription {
+    /// True when the request alone says this subscription bootstraps (§4.7:
+    /// a token, or `cursor < 0`); `cursor > maxCommitSeq` is known only
+    /// when the pull runs.
+    pub fn bootstraps_by_request(&self) -> bool {
+        self.bootstrap_state.is_some() || self.cursor < 0
+    }
+}
+
+fn invalid_subscription(message: String) -> EngineError {
+    EngineError::protocol(ErrorCode::InvalidSubscription, message)
+}
+
+/// Validates `pull` against the registered schema and computes each
+/// subscription's effective scopes from `ctx.allowed`. Errors (each a
+/// request-level Postgres ERROR, see the module doc): `sync.invalid_request`,
+/// `sync.invalid_subscription`, `sync.unknown_table`.
+pub fn validate(ctx: &SyncContext<'_>, pull: &PullRequest) -> EngineResult<Vec<ResolvedSubscription>> {
+    let limits = PullLimits::from_header(&pull.header);
+    if !limits.accepts_rows() {
+        return Err(EngineError::protocol(
+            ErrorCode::InvalidRequest,
+            format!(
+                "PULL_HEADER.accept {:#06b} has neither bit 0 (inline rows segments) nor bit 1 \
+                 (external rows segments); rows support is mandatory (§4.2)",
+                limits.accept
+            ),
+        ));
+    }
+    let mut seen: HashSet<&str> = HashSet::with_capacity(pull.subscriptions.len());
+    let mut out = Vec::with_capacity(pull.subscriptions.len());
+    for sub in &pull.subscriptions {
+        if !seen.insert(sub.id.as_str()) {
+            return Err(invalid_subscription(format!(
+                "duplicate subscription id {:?} (§4.1)",
+                sub.id
+            )));
+        }
+        let requested = check_scopes(ctx, sub)?;
+        let allowed = match &ctx.allowed {
+            Allowed::Map(map) => Some(map),
+            Allowed::Denied { .. } => None,
+        };
+        let status = match effective(&requested, allowed) {
+            Effective::Active(effective) => SubscriptionStatus::Active { effective },
+            Effective::Revoked(_) => SubscriptionStatus::Revoked,
+        };
+        let resolved = ResolvedSubscription {
+            id: sub.id.clone(),
+            table: sub.table.clone(),
+            requested,
+            cursor: sub.cursor,
+            bootstrap_state: sub.bootstrap_state.clone(),
+            status,
+        };
+        if matches!(resolved.status, SubscriptionStatus::Active { .. })
+            && resolved.bootstraps_by_request()
+            && !limits.accepts_inline_rows()
+        {
+            return Err(inline_rows_required(&resolved.id));
+        }
+        out.push(resolved);
+    }
+    Ok(out)
+}
+
+/// Unknown table (§4.3), then undeclared requested key / requested `'*'`
+/// (§3.2 rule 2, the protocol crate's `validate_requested`). Returns the
+/// requested scopes as a map.
+fn check_scopes(ctx: &SyncContext<'_>, sub: &Subscription) -> EngineResult<ScopeMap> {
+    let Some(table) = ctx.schema.table(&sub.table) else {
+        return Err(EngineError::protocol(
+            ErrorCode::UnknownTable,
+            format!("subscription {:?} names unknown table {:?} (§4.3)", sub.id, sub.table),
+        ));
+    };
+    let requested: ScopeMap = sub.scopes.iter().cloned().collect();
+    validate_requested(&table.table, &requested).map_err(|e| {
+        invalid_subscription(format!("subscription {:?}: {}", sub.id, e.message))
+    })?;
+    Ok(requested)
+}

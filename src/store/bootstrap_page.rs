@@ -1,0 +1,128 @@
+//! Bootstrap page reads (SPEC §4.7, §5.2): current rows of one app table for
+//! one scope variable's values, keyset-paged by row id through the
+//! row→scope inverted index `sync_row_scopes`.
+//!
+//! Candidates come from one lateral, ordered, LIMITed index range scan of
+//! `sync_row_scopes (partition, tbl, var, value, row_id)` per effective value,
+//! merged and de-duplicated, then LEFT JOINed to the app table by its primary
+//! key `(_sync_partition, _sync_row_id)`. A candidate whose app row vanished
+//! comes back without data and still advances the row cursor. The exact
+//! multi-variable scope match is the engine's job.
+//!
+//! Pinning (§4.7): the page reads the rows as they are NOW, not as of
+//! `asOfCommitSeq` — exactly what the reference server does. That is sound
+//! because rows only move forward: every change after the pin is replayed by
+//! the incremental pull that follows the bootstrap (`asOfCommitSeq <
+//! commitSeq`), so a row served newer than the pin is re-applied to the same
+//! final state, a row deleted after the pin is deleted again idempotently,
+//! and nothing is ever served OLDER than the pin (the pin is read after the
+//! push half, and pushes commit their log and rows atomically).
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::{StoreError, StoreResult};
+
+/// One candidate of a bootstrap page.
+#[derive(Debug, Clone)]
+pub struct PageRow {
+    pub row_id: String,
+    /// `None` when the app row vanished between index and table (cursor still advances).
+    pub data: Option<PageRowData>,
+}
+
+/// The stored state of one app row.
+#[derive(Debug, Clone)]
+pub struct PageRowData {
+    /// `_sync_version` (§2.2), ≥ 1.
+    pub server_version: i64,
+    /// `_sync_scopes` as JSON text `{"variable":"value",…}`.
+    pub scopes_json: String,
+    /// `_sync_payload`: the verbatim row-codec payload.
+    pub payload: Vec<u8>,
+}
+
+/// Parameters of one bootstrap page read.
+#[derive(Debug, Clone, Copy)]
+pub struct PageQuery<'a> {
+    pub partition: &'a str,
+    /// The app table, schema-qualified and already quoted
+    /// (`RegisteredTable::qualified_name`).
+    pub app_table: &'a str,
+    /// The table name as registered (the `tbl` key of the scope index).
+    pub table: &'a str,
+    pub variable: &'a str,
+    /// Effective values of `variable` (non-empty).
+    pub values: &'a [String],
+    /// Exclusive lower bound on row id; `None` = from the table's first row.
+    pub after_row_id: Option<&'a str>,
+    /// Max candidates (≥ 1).
+    pub candidate_limit: i64,
+}
+
+fn page_sql(q: &PageQuery<'_>) -> String {
+    let after = if q.after_row_id.is_some() { " AND rs.row_id > $6" } else { "" };
+    let limit = if q.after_row_id.is_some() { "$7" } else { "$6" };
+    format!(
+        "SELECT c.row_id, r._sync_version, r._sync_scopes::text, r._sync_payload \
+         FROM (SELECT DISTINCT s.row_id \
+               FROM unnest($4::text[]) AS v(value) \
+               CROSS JOIN LATERAL ( \
+                   SELECT rs.row_id FROM syncular.sync_row_scopes rs \
+                   WHERE rs.partition = $1 AND rs.tbl = $2 AND rs.var = $3 AND rs.value = v.value{after} \
+                   ORDER BY rs.row_id LIMIT {limit}) s \
+               ORDER BY s.row_id LIMIT {limit}) c \
+         LEFT JOIN {app_table} r \
+                ON r._sync_partition = $5 AND r._sync_row_id = c.row_id \
+         ORDER BY c.row_id",
+        app_table = q.app_table,
+    )
+}
+
+fn page_args<'a>(q: &PageQuery<'a>) -> Vec<DatumWithOid<'a>> {
+    let mut args = vec![
+        DatumWithOid::from(q.partition),
+        DatumWithOid::from(q.table),
+        DatumWithOid::from(q.variable),
+        DatumWithOid::from(q.values.to_vec()),
+        DatumWithOid::from(q.partition),
+    ];
+    if let Some(after) = q.after_row_id {
+        args.push(DatumWithOid::from(after));
+    }
+    args.push(DatumWithOid::from(q.candidate_limit));
+    args
+}
+
+/// Reads up to `candidate_limit` candidates of the page after `after_row_id`,
+/// ascending by row id, with each row's version, stored scopes and payload.
+/// Errors: SPI failures (an unknown app table is an SPI error).
+pub fn read_bootstrap_page(q: &PageQuery<'_>) -> StoreResult<Vec<PageRow>> {
+    let sql = page_sql(q);
+    let args = page_args(q);
+    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.select(sql.as_str(), None, &args)?;
+        let mut out = Vec::with_capacity(table.len());
+        for row in table {
+            let row_id = row.get::<String>(1)?.unwrap_or_default();
+            let data = match (row.get::<i64>(2)?, row.get::<String>(3)?, row.get::<Vec<u8>>(4)?) {
+                (Some(server_version), Some(scopes_json), Some(payload)) => {
+                    Some(PageRowData { server_version, scopes_json, payload })
+                }
+                _ => None,
+            };
+            out.push(PageRow { row_id, data });
+        }
+        Ok(out)
+    })
+    .map_err(StoreError::spi("read_bootstrap_page"))
+}
+
+/// `EXPLAIN (FORMAT JSON)` of the page statement — for the plan tests only.
+pub fn explain_bootstrap_page(q: &PageQuery<'_>) -> StoreResult<String> {
+    let sql = page_sql(q);
+    let args = page_args(q);
+    Spi::explain_with_args(sql.as_str(), &args)
+        .map(|plan| plan.0.to_string())
+        .map_err(StoreError::spi("explain_bootstrap_page"))
+}

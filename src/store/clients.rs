@@ -1,0 +1,61 @@
+//! `sync_clients` pull bookkeeping (SPEC §4.5, §4.1, §8.1): the minimum
+//! `nextCursor` across a pull's active subscriptions (retention watermark,
+//! §4.6) and the subscription list the pull carried (omission is
+//! unregistration). The row itself is created by the request entry's client
+//! binding (`store::clients_write`) before any pull runs.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::{StoreError, StoreResult};
+
+/// Sets `subscriptions` (JSON text of `[{"id","table","scopes"}]`),
+/// `updated_at_ms`, and — when `cursor` is `Some` — `cursor` of the
+/// `(partition, client_id)` record. Returns whether a row was updated
+/// (`false` = the client row does not exist, an engine ordering bug).
+/// Errors: SPI failures.
+pub fn record_pull(
+    partition: &str,
+    client_id: &str,
+    cursor: Option<i64>,
+    subscriptions_json: &str,
+    updated_at_ms: i64,
+) -> StoreResult<bool> {
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.update(
+            "UPDATE syncular.sync_clients \
+             SET cursor = COALESCE($3, cursor), subscriptions = $4::jsonb, updated_at_ms = $5 \
+             WHERE partition = $1 AND client_id = $2 \
+             RETURNING 1",
+            None,
+            &[
+                DatumWithOid::from(partition),
+                DatumWithOid::from(client_id),
+                DatumWithOid::from(cursor),
+                DatumWithOid::from(subscriptions_json),
+                DatumWithOid::from(updated_at_ms),
+            ],
+        )?;
+        Ok(!table.is_empty())
+    })
+    .map_err(StoreError::spi("record_pull"))
+}
+
+/// The stored pull state of one client: `(cursor, subscriptions JSON text)`,
+/// or `None` when the client has no record. Errors: SPI failures.
+pub fn read_pull_state(partition: &str, client_id: &str) -> StoreResult<Option<(i64, String)>> {
+    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.select(
+            "SELECT cursor, subscriptions::text FROM syncular.sync_clients \
+             WHERE partition = $1 AND client_id = $2",
+            Some(1),
+            &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
+        )?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let (cursor, subs) = table.first().get_two::<i64, String>()?;
+        Ok(Some((cursor.unwrap_or(-1), subs.unwrap_or_else(|| "[]".to_owned()))))
+    })
+    .map_err(StoreError::spi("read_pull_state"))
+}

@@ -1,0 +1,176 @@
+//! Incremental pull window reads (SPEC §4.5, §4.6): the partition bounds and
+//! one page of the commit log for one table, selected through the
+//! commit→scope inverted index `sync_change_scopes`.
+//!
+//! Candidate commits come from one lateral, ordered, LIMITed index range scan
+//! of `sync_change_scopes (partition, tbl, var, value, commit_seq)` per
+//! effective value of ONE scope variable, merged and de-duplicated; they are
+//! then joined to `sync_commits` (metadata) and `sync_changes` (the table's
+//! changes). The exact multi-variable match against each change's stored
+//! scopes is the engine's job (it needs the whole effective map). Never a
+//! log scan: `src/tests/sync_pull_explain.rs` asserts the plan.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::{StoreError, StoreResult};
+
+/// `sync_partitions` bounds of one partition, read once per pull (§4.5, §4.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionBounds {
+    /// Highest applied `commitSeq` (0 when the partition has no commit).
+    pub max_commit_seq: i64,
+    /// Pruning horizon: commits `≤ horizon_seq` may be gone (0 = nothing pruned).
+    pub horizon_seq: i64,
+}
+
+/// Reads `max_commit_seq` and `horizon_seq` of `partition`; a partition with
+/// no `sync_partitions` row reads as `(0, 0)`. Errors: SPI failures.
+pub fn read_partition_bounds(partition: &str) -> StoreResult<PartitionBounds> {
+    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.select(
+            "SELECT max_commit_seq, horizon_seq FROM syncular.sync_partitions WHERE partition = $1",
+            Some(1),
+            &[DatumWithOid::from(partition)],
+        )?;
+        if table.is_empty() {
+            return Ok(PartitionBounds { max_commit_seq: 0, horizon_seq: 0 });
+        }
+        let (max, horizon) = table.first().get_two::<i64, i64>()?;
+        Ok(PartitionBounds {
+            max_commit_seq: max.unwrap_or(0),
+            horizon_seq: horizon.unwrap_or(0),
+        })
+    })
+    .map_err(StoreError::spi("read_partition_bounds"))
+}
+
+/// One row of a window page: a candidate commit joined to one of its changes
+/// for the table. A candidate with no change row for the table (or whose
+/// commit metadata vanished) comes back with `change == None`; it still
+/// advances the window.
+#[derive(Debug, Clone)]
+pub struct WindowRow {
+    pub commit_seq: i64,
+    /// `None` when the `sync_commits` row is missing (a pruned/vanished commit).
+    pub meta: Option<CommitMeta>,
+    pub change: Option<WindowChange>,
+}
+
+/// `sync_commits` metadata of a window commit (§4.5 COMMIT frame fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitMeta {
+    /// Server commit time, ms since the Unix epoch.
+    pub created_at_ms: i64,
+    pub actor_id: String,
+}
+
+/// One `sync_changes` row (§2.2, §4.5 change record).
+#[derive(Debug, Clone)]
+pub struct WindowChange {
+    /// Position of the change inside its commit (0-based).
+    pub idx: i32,
+    pub row_id: String,
+    /// `1` = upsert, `2` = delete.
+    pub op: i16,
+    /// Present for upserts.
+    pub row_version: Option<i64>,
+    /// Stored scopes as JSON text: `{"variable":"value",…}`.
+    pub scopes_json: String,
+    /// Present for upserts: the verbatim row-codec payload.
+    pub payload: Option<Vec<u8>>,
+}
+
+const WINDOW_PAGE_SQL: &str = "\
+SELECT c.commit_seq, m.created_at_ms, m.actor_id, \
+       ch.idx, ch.row_id, ch.op, ch.row_version, ch.scopes::text, ch.payload \
+FROM (SELECT DISTINCT s.commit_seq \
+      FROM unnest($4::text[]) AS v(value) \
+      CROSS JOIN LATERAL ( \
+          SELECT cs.commit_seq FROM syncular.sync_change_scopes cs \
+          WHERE cs.partition = $1 AND cs.tbl = $2 AND cs.var = $3 AND cs.value = v.value \
+            AND cs.commit_seq > $5 AND cs.commit_seq <= $6 \
+          ORDER BY cs.commit_seq LIMIT $7) s \
+      ORDER BY s.commit_seq LIMIT $7) c \
+LEFT JOIN syncular.sync_commits m \
+       ON m.partition = $1 AND m.commit_seq = c.commit_seq \
+LEFT JOIN syncular.sync_changes ch \
+       ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
+ORDER BY c.commit_seq, ch.idx";
+
+/// The parameters of one window page read.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowPageQuery<'a> {
+    pub partition: &'a str,
+    pub table: &'a str,
+    /// The scope variable whose values select candidates (§3.1 index key).
+    pub variable: &'a str,
+    /// Effective values of `variable` (non-empty).
+    pub values: &'a [String],
+    /// Exclusive lower bound (`cursor`).
+    pub after_seq: i64,
+    /// Inclusive upper bound (`maxCommitSeq` read for this pull).
+    pub through_seq: i64,
+    /// Max candidate commits in this page (≥ 1).
+    pub candidate_limit: i64,
+}
+
+/// Reads one page of the §4.5 window: up to `candidate_limit` candidate
+/// commits in `(after_seq, through_seq]` that carry a change of `table` with
+/// `variable ∈ values`, oldest first, each with all of its `table` changes
+/// in `idx` order. Errors: SPI failures.
+pub fn read_window_page(q: &WindowPageQuery<'_>) -> StoreResult<Vec<WindowRow>> {
+    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
+        let args = [
+            DatumWithOid::from(q.partition),
+            DatumWithOid::from(q.table),
+            DatumWithOid::from(q.variable),
+            DatumWithOid::from(q.values.to_vec()),
+            DatumWithOid::from(q.after_seq),
+            DatumWithOid::from(q.through_seq),
+            DatumWithOid::from(q.candidate_limit),
+        ];
+        let table = client.select(WINDOW_PAGE_SQL, None, &args)?;
+        let mut out = Vec::with_capacity(table.len());
+        for row in table {
+            let commit_seq = row.get::<i64>(1)?.unwrap_or_default();
+            let created_at_ms = row.get::<i64>(2)?;
+            let actor_id = row.get::<String>(3)?;
+            let meta = match (created_at_ms, actor_id) {
+                (Some(created_at_ms), Some(actor_id)) => Some(CommitMeta { created_at_ms, actor_id }),
+                _ => None,
+            };
+            let change = match (row.get::<i32>(4)?, row.get::<String>(5)?, row.get::<i16>(6)?) {
+                (Some(idx), Some(row_id), Some(op)) => Some(WindowChange {
+                    idx,
+                    row_id,
+                    op,
+                    row_version: row.get::<i64>(7)?,
+                    scopes_json: row.get::<String>(8)?.unwrap_or_else(|| "{}".to_owned()),
+                    payload: row.get::<Vec<u8>>(9)?,
+                }),
+                _ => None,
+            };
+            out.push(WindowRow { commit_seq, meta, change });
+        }
+        Ok(out)
+    })
+    .map_err(StoreError::spi("read_window_page"))
+}
+
+/// `EXPLAIN (FORMAT JSON)` of the window page statement with the given
+/// parameters — for the plan tests only.
+pub fn explain_window_page(q: &WindowPageQuery<'_>) -> StoreResult<String> {
+    let args = [
+        DatumWithOid::from(q.partition),
+        DatumWithOid::from(q.table),
+        DatumWithOid::from(q.variable),
+        DatumWithOid::from(q.values.to_vec()),
+        DatumWithOid::from(q.after_seq),
+        DatumWithOid::from(q.through_seq),
+        DatumWithOid::from(q.candidate_limit),
+    ];
+    Spi::explain_with_args(WINDOW_PAGE_SQL, &args)
+        .map(|plan| plan.0.to_string())
+        .map_err(StoreError::spi("explain_window_page"))
+}
