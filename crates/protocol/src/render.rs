@@ -310,8 +310,64 @@ fn b64(bytes: &[u8]) -> Value {
     Value::String(STANDARD.encode(bytes))
 }
 
-/// Rule 7: a `json` field embedded parsed.
+/// Rule 7: a `json` field embedded parsed. RFC 8259 numbers beyond the f64
+/// range (`1e400`) are valid JSON that `serde_json::Value` cannot hold; they
+/// render as `null`, what JavaScript's `JSON.parse` → `JSON.stringify` gives
+/// for ±Infinity (the rule-10 treatment).
 fn json(text: &str) -> Result<Value> {
     serde_json::from_str(text)
+        .or_else(|_| serde_json::from_str(&null_out_of_range_numbers(text)))
         .map_err(|e| ProtocolError::invalid(format!("render: json field does not parse ({e})")))
+}
+
+/// Replaces every number token outside the f64 range with `null`; strings
+/// are copied untouched.
+fn null_out_of_range_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c == '"' {
+            out.push(c);
+            let mut escaped = false;
+            for (_, c) in chars.by_ref() {
+                out.push(c);
+                match (escaped, c) {
+                    (false, '\\') => escaped = true,
+                    (false, '"') => break,
+                    _ => escaped = false,
+                }
+            }
+        } else if c == '-' || c.is_ascii_digit() {
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if d.is_ascii_digit() || matches!(d, '.' | 'e' | 'E' | '+' | '-') {
+                    end = j + 1;
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let token = &text[i..end];
+            match token.parse::<f64>() {
+                Ok(v) if v.is_infinite() => out.push_str("null"),
+                _ => out.push_str(token),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_numbers_render_as_null() {
+        let v = json(r#"{"a":-1e400,"b":"1e400","c":[2.5e308, 1.5]}"#).unwrap();
+        assert_eq!(v, serde_json::json!({"a":null,"b":"1e400","c":[null,1.5]}));
+        let v = json(r#"["x\"1e999", 1e999]"#).unwrap();
+        assert_eq!(v, serde_json::json!(["x\"1e999", null]));
+    }
 }
