@@ -12,3 +12,12 @@ pub mod schema_store;
 pub mod subtransaction;
 
 pub use error::{StoreError, StoreResult};
+pub mod app_rows;
+pub mod changes;
+pub mod clients_write;
+pub mod commits;
+pub mod notifications;
+pub mod partitions;
+pub mod push_results;
+pub mod row_scopes;
+pub mod tombstones;

@@ -1,0 +1,106 @@
+//! `syncular.sync`, `syncular.push`, `syncular.pull` — one SSP2 request in,
+//! one SSP2 response out, inside the caller's transaction (SPEC §1.5, §1.6,
+//! §6, §4; README "SQL API").
+//!
+//! All three are `SECURITY DEFINER` with a pinned `search_path`
+//! (`pg_catalog, pg_temp`): the gateway role needs EXECUTE only, never
+//! privileges on the `sync_*` or app tables. Whoever may call them can claim
+//! any actor and any allowed scopes — EXECUTE is granted to
+//! `syncular_gateway` only (sql/privileges.sql).
+
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+use crate::api::errors::{raise, OrRaise};
+use crate::engine::error::{EngineError, HostCode};
+use crate::engine::request::{self, Caller, Halves};
+
+fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
+    match value {
+        Some(v) => v,
+        None => raise(EngineError::host(HostCode::InvalidResolver, format!("argument {name} must not be NULL"))),
+    }
+}
+
+fn round(
+    partition: Option<&str>,
+    actor_id: Option<&str>,
+    request: Option<&[u8]>,
+    allowed_scopes: Option<JsonB>,
+    halves: Halves,
+) -> Vec<u8> {
+    let partition = required(partition, "partition");
+    let actor_id = required(actor_id, "actor_id");
+    let request = required(request, "request");
+    let allowed = allowed_scopes.map(|j| j.0);
+    let caller = Caller { partition, actor_id, allowed_scopes: allowed.as_ref() };
+    request::run(&caller, request, halves).or_raise()
+}
+
+/// `syncular.sync(partition text, actor_id text, request bytea,
+/// allowed_scopes jsonb DEFAULT NULL) returns bytea`.
+///
+/// Runs one SSP2 request (wire version 1 or 2) for `actor_id` in
+/// `partition` — push half, then pull half — and returns the response in
+/// the request's wire version. `allowed_scopes` is the §3.2 allowed map
+/// (`{"variable": ["value", …]}`, `"*"` = any value); NULL calls the
+/// registered scope resolver; with neither, every subscription is revoked
+/// and every write is `sync.forbidden`.
+///
+/// Request-level failures raise an ERROR whose message starts with the SSP2
+/// code (`sync.invalid_request: …`); SQLSTATE per code class
+/// (`crate::api::errors`): `sync.invalid_request`, `sync.empty_commit`,
+/// `sync.invalid_client_id`, `sync.invalid_subscription`,
+/// `sync.too_many_operations` → 22023; `sync.unknown_table`,
+/// `sync.client_wire_unsupported` → 0A000; host errors `syncular.*`.
+/// Commit-level failures are `rejected` results inside the response.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn sync(
+    partition: Option<&str>,
+    actor_id: Option<&str>,
+    request: Option<&[u8]>,
+    allowed_scopes: default!(Option<JsonB>, "NULL"),
+) -> Vec<u8> {
+    round(partition, actor_id, request, allowed_scopes, Halves::Both)
+}
+
+/// `syncular.push(partition text, actor_id text, request bytea,
+/// allowed_scopes jsonb DEFAULT NULL) returns bytea` — [`sync`] restricted
+/// to the push half: the response carries `RESP_HEADER`, one `PUSH_RESULT`
+/// per `PUSH_COMMIT`, `END`. The request is validated exactly as by `sync`
+/// (a pull half present is validated but not served), so a gateway can
+/// commit the push before it runs [`pull`] with the same bytes.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn push(
+    partition: Option<&str>,
+    actor_id: Option<&str>,
+    request: Option<&[u8]>,
+    allowed_scopes: default!(Option<JsonB>, "NULL"),
+) -> Vec<u8> {
+    round(partition, actor_id, request, allowed_scopes, Halves::PushOnly)
+}
+
+/// `syncular.pull(partition text, actor_id text, request bytea,
+/// allowed_scopes jsonb DEFAULT NULL) returns bytea` — [`sync`] restricted
+/// to the pull half: `RESP_HEADER`, the subscription sections, `END`. Push
+/// commits in the request are validated but not applied.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn pull(
+    partition: Option<&str>,
+    actor_id: Option<&str>,
+    request: Option<&[u8]>,
+    allowed_scopes: default!(Option<JsonB>, "NULL"),
+) -> Vec<u8> {
+    round(partition, actor_id, request, allowed_scopes, Halves::PullOnly)
+}
+
+/// `syncular.commit_notification_payload(partition text, commit_seq bigint)
+/// returns text` — the `syncular_commit` NOTIFY payload of a commit,
+/// `<base64url(partition)>:<commitSeq>`, for gateways and tests.
+#[pg_extern(immutable, parallel_safe)]
+fn commit_notification_payload(partition: &str, commit_seq: i64) -> String {
+    crate::engine::notify::commit_payload(partition, commit_seq)
+}

@@ -1,0 +1,250 @@
+//! The persisted outcome of one push commit (SPEC §2.3, §6.3, §6.3.1) and
+//! its replay.
+//!
+//! `sync_push_results.result` holds, per idempotency key, the JSON object
+//! ```json
+//! {"status":"applied"|"rejected", "commitSeq":7, "recordedAtMs":1700000000000,
+//!  "results":[{"opIndex":0,"status":"applied"}
+//!            |{"opIndex":0,"status":"conflict","code":"…","message":"…",
+//!              "serverVersion":3,"serverRow":"<std base64>"}
+//!            |{"opIndex":0,"status":"error","code":"…","message":"…","retryable":false}],
+//!  "details":[{"opIndex":0,"detailsJson":"{…}"}]}
+//! ```
+//! (`commitSeq` only for applied; `details` only when a rejection carries
+//! §6.3.1 recovery metadata) — the reference server's shape. A replay
+//! rebuilds the identical `PUSH_RESULT` (+ `PUSH_RESULT_DETAILS`) frames from
+//! it, with `applied` answered as `cached` (§2.3). Strings and integers
+//! survive JSONB storage exactly, so the replay is byte-equivalent.
+
+use serde::{Deserialize, Serialize};
+use syncular_protocol::response::{OpResult, PushResult, PushResultDetail, PushResultDetails, PushStatus};
+use syncular_protocol::row_codec::{base64_decode, base64_encode};
+use syncular_protocol::ErrorCode;
+
+/// The stored commit status (`cached` is never stored: it is how a stored
+/// `applied` replays).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoredStatus {
+    Applied,
+    Rejected,
+}
+
+/// One stored result record (§6.3 tagged union).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum StoredOpResult {
+    Applied {
+        #[serde(rename = "opIndex")]
+        op_index: i32,
+    },
+    Conflict {
+        #[serde(rename = "opIndex")]
+        op_index: i32,
+        code: String,
+        message: String,
+        #[serde(rename = "serverVersion")]
+        server_version: i64,
+        /// Standard base64 of the row-codec bytes.
+        #[serde(rename = "serverRow")]
+        server_row: String,
+    },
+    Error {
+        #[serde(rename = "opIndex")]
+        op_index: i32,
+        code: String,
+        message: String,
+        retryable: bool,
+    },
+}
+
+/// One stored §6.3.1 detail entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredDetail {
+    #[serde(rename = "opIndex")]
+    pub op_index: i32,
+    #[serde(rename = "detailsJson")]
+    pub details_json: String,
+}
+
+/// The persisted outcome of one commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPushResult {
+    pub status: StoredStatus,
+    #[serde(rename = "commitSeq", default, skip_serializing_if = "Option::is_none")]
+    pub commit_seq: Option<i64>,
+    /// Server clock when the outcome was recorded, Unix ms.
+    #[serde(rename = "recordedAtMs")]
+    pub recorded_at_ms: i64,
+    pub results: Vec<StoredOpResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<StoredDetail>,
+}
+
+impl StoredOpResult {
+    /// An `error` record with `code`'s §10.2 `retryable` flag.
+    pub fn error(op_index: i32, code: ErrorCode, message: impl Into<String>) -> Self {
+        StoredOpResult::Error {
+            op_index,
+            code: code.as_str().to_owned(),
+            message: message.into(),
+            retryable: code.retryable(),
+        }
+    }
+
+    /// A `conflict` record (`sync.version_conflict`) carrying the stored row.
+    pub fn conflict(op_index: i32, server_version: i64, server_row: &[u8]) -> Self {
+        StoredOpResult::Conflict {
+            op_index,
+            code: ErrorCode::VersionConflict.as_str().to_owned(),
+            message: "baseVersion does not match the server row version (§6.2)".to_owned(),
+            server_version,
+            server_row: base64_encode(server_row),
+        }
+    }
+
+    fn to_wire(&self) -> Option<OpResult> {
+        Some(match self {
+            StoredOpResult::Applied { op_index } => OpResult::Applied { op_index: *op_index },
+            StoredOpResult::Conflict { op_index, code, message, server_version, server_row } => {
+                OpResult::Conflict {
+                    op_index: *op_index,
+                    code: code.clone(),
+                    message: message.clone(),
+                    server_version: *server_version,
+                    server_row: base64_decode(server_row)?,
+                }
+            }
+            StoredOpResult::Error { op_index, code, message, retryable } => OpResult::Error {
+                op_index: *op_index,
+                code: code.clone(),
+                message: message.clone(),
+                retryable: *retryable,
+            },
+        })
+    }
+}
+
+impl StoredPushResult {
+    /// JSON text for `sync_push_results.result`.
+    pub fn to_json(&self) -> String {
+        // Serializing plain strings/integers cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned())
+    }
+
+    /// Parses a stored result; `None` when unreadable (→ `sync.idempotency_cache_miss`).
+    pub fn from_json(text: &str) -> Option<StoredPushResult> {
+        let parsed: StoredPushResult = serde_json::from_str(text).ok()?;
+        let consistent = match parsed.status {
+            StoredStatus::Applied => parsed.commit_seq.is_some(),
+            StoredStatus::Rejected => parsed.commit_seq.is_none() && !parsed.results.is_empty(),
+        };
+        consistent.then_some(parsed)
+    }
+
+    /// The frames answering this outcome. `replay = true` answers a stored
+    /// `applied` as `cached` (§2.3); a rejection replays as itself. `None`
+    /// when a stored field is unreadable (a corrupt `serverRow`).
+    pub fn to_frames(
+        &self,
+        client_commit_id: &str,
+        replay: bool,
+    ) -> Option<(PushResult, Option<PushResultDetails>)> {
+        let status = match (self.status, replay) {
+            (StoredStatus::Applied, false) => PushStatus::Applied,
+            (StoredStatus::Applied, true) => PushStatus::Cached,
+            (StoredStatus::Rejected, _) => PushStatus::Rejected,
+        };
+        let results = self.results.iter().map(StoredOpResult::to_wire).collect::<Option<Vec<_>>>()?;
+        let result = PushResult {
+            client_commit_id: client_commit_id.to_owned(),
+            status,
+            commit_seq: if status == PushStatus::Rejected { None } else { self.commit_seq },
+            results,
+        };
+        let details = (!self.details.is_empty() && status == PushStatus::Rejected).then(|| PushResultDetails {
+            client_commit_id: client_commit_id.to_owned(),
+            entries: self
+                .details
+                .iter()
+                .map(|d| PushResultDetail { op_index: d.op_index, details_json: d.details_json.clone() })
+                .collect(),
+        });
+        Some((result, details))
+    }
+}
+
+/// §6.3 `sync.idempotency_cache_miss` answer for a stored result that cannot
+/// be read: rejected, no `commitSeq`, one retryable error at `opIndex 0`.
+/// Never persisted.
+pub fn cache_miss(client_commit_id: &str) -> PushResult {
+    PushResult {
+        client_commit_id: client_commit_id.to_owned(),
+        status: PushStatus::Rejected,
+        commit_seq: None,
+        results: vec![OpResult::Error {
+            op_index: 0,
+            code: ErrorCode::IdempotencyCacheMiss.as_str().to_owned(),
+            message: "the persisted push result could not be read (§6.3)".to_owned(),
+            retryable: true,
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applied_round_trips_and_replays_as_cached() {
+        let stored = StoredPushResult {
+            status: StoredStatus::Applied,
+            commit_seq: Some(7),
+            recorded_at_ms: 1_700_000_000_000,
+            results: vec![StoredOpResult::Applied { op_index: 0 }, StoredOpResult::Applied { op_index: 1 }],
+            details: vec![],
+        };
+        let back = StoredPushResult::from_json(&stored.to_json()).expect("readable");
+        assert_eq!(back, stored);
+        let (first, _) = stored.to_frames("c1", false).unwrap();
+        let (replayed, _) = back.to_frames("c1", true).unwrap();
+        assert_eq!(first.status, PushStatus::Applied);
+        assert_eq!(replayed.status, PushStatus::Cached);
+        assert_eq!(replayed.commit_seq, Some(7));
+        assert_eq!(replayed.results, first.results);
+    }
+
+    #[test]
+    fn conflict_keeps_server_row_bytes() {
+        let stored = StoredPushResult {
+            status: StoredStatus::Rejected,
+            commit_seq: None,
+            recorded_at_ms: 1,
+            results: vec![StoredOpResult::conflict(2, 5, &[0, 1, 2, 255])],
+            details: vec![],
+        };
+        let back = StoredPushResult::from_json(&stored.to_json()).unwrap();
+        let (frame, details) = back.to_frames("c", true).unwrap();
+        assert_eq!(frame.status, PushStatus::Rejected);
+        assert_eq!(frame.commit_seq, None);
+        assert!(details.is_none());
+        match &frame.results[0] {
+            OpResult::Conflict { op_index, server_version, server_row, code, .. } => {
+                assert_eq!((*op_index, *server_version), (2, 5));
+                assert_eq!(server_row, &vec![0u8, 1, 2, 255]);
+                assert_eq!(code, "sync.version_conflict");
+            }
+            other => panic!("expected conflict, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unreadable_or_inconsistent_json_is_none() {
+        assert!(StoredPushResult::from_json("not json").is_none());
+        assert!(StoredPushResult::from_json(r#"{"status":"applied","recordedAtMs":1,"results":[]}"#).is_none());
+        assert!(StoredPushResult::from_json(r#"{"status":"rejected","recordedAtMs":1,"results":[]}"#).is_none());
+        let miss = cache_miss("x");
+        assert_eq!(miss.status, PushStatus::Rejected);
+        assert!(matches!(&miss.results[0], OpResult::Error { retryable: true, code, .. } if code == "sync.idempotency_cache_miss"));
+    }
+}

@@ -1,0 +1,200 @@
+//! The order of work of one sync round (SPEC §1.5–§1.7, §2.1, §3.2, §6.1,
+//! §9): decode → partition registry → epoch/wire gate → schema floor →
+//! reset response → client record → operation cap → allowed scopes →
+//! subscription validation → push half → pull half.
+//!
+//! Every check that fails the request runs before any push is attempted, so
+//! a request-level error leaves nothing applied (and the caller's
+//! transaction aborts anyway). The response is written in the request's
+//! wire version (§9).
+
+use serde_json::Value;
+use syncular_protocol::constants::WIRE_VERSION_1;
+use syncular_protocol::request::{decode_request, Request};
+use syncular_protocol::response::{RespEpoch, RespHeader, ResponseWriter};
+use syncular_protocol::ErrorCode;
+
+use crate::engine::context::SyncContext;
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::partition::{self, EpochGate};
+use crate::engine::push_apply::table_schema;
+use crate::engine::resolver::{self, Allowed};
+use crate::engine::schema::RegisteredSchema;
+use crate::engine::{clock, pull, push, subscriptions};
+use crate::store::clients_write;
+
+/// The reserved server-command client id prefix (§1.5).
+pub const REMOTE_COMMAND_PREFIX: &str = "[\"remote-command\",";
+
+/// Which halves of the request a call executes. Validation is identical for
+/// all three, so the same request bytes fail the same way whichever is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Halves {
+    /// `syncular.sync`: push then pull.
+    Both,
+    /// `syncular.push`: `PUSH_RESULT`s only (any pull half is not served).
+    PushOnly,
+    /// `syncular.pull`: subscriptions only (any push half is not applied).
+    PullOnly,
+}
+
+/// The caller-supplied identity and authorization of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// Host partition (tenant); never on the wire.
+    pub partition: &'a str,
+    /// Authenticated actor.
+    pub actor_id: &'a str,
+    /// The gateway's §3.2 allowed map, or `None` to call the registered resolver.
+    pub allowed_scopes: Option<&'a Value>,
+}
+
+fn v2_epoch(wire_version: u16, log_epoch: &str, reset_required: bool) -> Option<RespEpoch> {
+    (wire_version != WIRE_VERSION_1).then(|| RespEpoch { log_epoch: log_epoch.to_owned(), reset_required })
+}
+
+fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> {
+    let writer = ResponseWriter::new(Vec::with_capacity(64), wire_version, header)?;
+    Ok(writer.finish()?)
+}
+
+/// §3.2 rule 3: the allowed map, from the gateway argument or the resolver,
+/// key-validated against the union of every table's declared variables.
+fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> EngineResult<Allowed> {
+    let allowed = match caller.allowed_scopes {
+        Some(value) => resolver::parse_allowed_map(value).map(Allowed::Map).map_err(|problem| {
+            EngineError::host(HostCode::ResolverMalformed, format!("allowed_scopes argument {problem}"))
+        })?,
+        None => resolver::resolve_allowed(caller.partition, caller.actor_id)?,
+    };
+    if let Allowed::Map(map) = &allowed {
+        let undeclared: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !schema.tables.iter().any(|t| table_schema(t).scope(k).is_some()))
+            .collect();
+        if !undeclared.is_empty() {
+            return Err(EngineError::protocol(
+                ErrorCode::InvalidSubscription,
+                format!("allowed scopes name variable(s) no table declares: {undeclared:?} (§3.2 rule 3)"),
+            ));
+        }
+    }
+    Ok(allowed)
+}
+
+/// Runs one SSP2 request for `caller` and returns the encoded response.
+///
+/// Errors (the whole request fails; raised by the API as a Postgres ERROR):
+/// - any §1.7 decode error: `sync.invalid_request` / `sync.empty_commit`;
+/// - `sync.client_wire_unsupported` (wire v1 after an epoch rotation);
+/// - `sync.invalid_request` (v2 without `logEpoch` carrying pushes, or a
+///   `PULL_HEADER.accept` without bits 0 and 1 — E2b's validation);
+/// - `sync.invalid_client_id` (reserved prefix, or bound to another actor);
+/// - `sync.too_many_operations` (§6.1 cap, GUC `syncular.max_operations`);
+/// - `sync.invalid_subscription` / `sync.unknown_table` (subscriptions,
+///   allowed-map keys);
+/// - `syncular.no_schema`, `syncular.resolver_malformed`, `syncular.internal`.
+///
+/// Not errors: an unserved `schemaVersion` (schema-floor response) and an
+/// absent/different v2 `logEpoch` (reset response).
+pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Vec<u8>> {
+    let req: Request = decode_request(request)?;
+    let wire = req.wire_version;
+    let now_ms = clock::now_ms()?;
+
+    let registry = partition::touch(caller.partition, now_ms)?;
+    let gate = partition::gate(&registry, wire, req.header.log_epoch.as_deref(), req.commits.len())?;
+
+    let schema = crate::engine::schema::require_registered_schema()?;
+    let served = schema.version;
+    if req.header.schema_version != served {
+        let reset = partition::reset_required(&registry, wire, req.header.log_epoch.as_deref());
+        return header_only(
+            wire,
+            &RespHeader {
+                required_schema_version: Some(served),
+                latest_schema_version: Some(served),
+                epoch: v2_epoch(wire, &registry.log_epoch, reset),
+            },
+        );
+    }
+    if gate == EpochGate::Reset {
+        return header_only(
+            wire,
+            &RespHeader {
+                required_schema_version: None,
+                latest_schema_version: Some(served),
+                epoch: v2_epoch(wire, &registry.log_epoch, true),
+            },
+        );
+    }
+
+    let client_id = req.header.client_id.as_str();
+    if client_id.starts_with(REMOTE_COMMAND_PREFIX) {
+        return Err(EngineError::protocol(
+            ErrorCode::InvalidClientId,
+            format!("clientId may not start with the reserved server-command prefix {REMOTE_COMMAND_PREFIX} (§1.5)"),
+        ));
+    }
+    if !clients_write::bind_client(caller.partition, client_id, caller.actor_id, i32::from(wire), now_ms)? {
+        return Err(EngineError::protocol(
+            ErrorCode::InvalidClientId,
+            "clientId is already bound to a different actor in this partition (§1.5)",
+        ));
+    }
+
+    let max_operations = crate::settings::max_operations();
+    let total_ops: usize = req.commits.iter().map(|c| c.operations.len()).sum();
+    if total_ops > max_operations {
+        return Err(EngineError::protocol(
+            ErrorCode::TooManyOperations,
+            format!("request carries {total_ops} operations; the limit is {max_operations} per request (§6.1)"),
+        ));
+    }
+
+    let schema: &RegisteredSchema = &schema;
+    let allowed = resolve_allowed(caller, schema)?;
+    let ctx = SyncContext {
+        partition: caller.partition.to_owned(),
+        actor_id: caller.actor_id.to_owned(),
+        client_id: client_id.to_owned(),
+        wire_version: wire,
+        schema,
+        allowed,
+        log_epoch: registry.log_epoch.clone(),
+        now_ms,
+        response_budget_bytes: crate::settings::response_budget_bytes(),
+        max_operations,
+    };
+
+    let resolved = match &req.pull {
+        Some(pull_req) => Some(subscriptions::validate(&ctx, pull_req)?),
+        None => None,
+    };
+
+    let mut writer = ResponseWriter::new(
+        Vec::with_capacity(256),
+        wire,
+        &RespHeader {
+            required_schema_version: None,
+            latest_schema_version: Some(served),
+            epoch: v2_epoch(wire, &registry.log_epoch, false),
+        },
+    )?;
+
+    if halves != Halves::PullOnly {
+        for answer in push::run(&ctx, &req.commits)? {
+            writer.push_result(&answer.result)?;
+            if let Some(details) = &answer.details {
+                writer.push_result_details(details)?;
+            }
+        }
+    }
+    if halves != Halves::PushOnly {
+        if let (Some(pull_req), Some(resolved)) = (&req.pull, resolved) {
+            pull::run(&ctx, pull_req, resolved, &mut writer)?;
+        }
+    }
+    Ok(writer.finish()?)
+}

@@ -1,0 +1,179 @@
+//! App-table row statements of the push (SPEC §2.2, §6.2): read the stored
+//! row, upsert the written row (typed projection columns + verbatim row-codec
+//! payload + `server_version` + stored scopes), delete a row.
+//!
+//! App table layout (created by `register_schema`):
+//! `_sync_partition text, _sync_row_id text, <projection columns…>,
+//! _sync_version bigint, _sync_scopes jsonb, _sync_payload bytea,
+//! PRIMARY KEY (_sync_partition, _sync_row_id)`. Identifiers come quoted from
+//! the registered schema; every value is a bound parameter.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+use pgrx::spi::quote_identifier;
+use syncular_protocol::row_codec::RowValue;
+use syncular_protocol::schema_ir::TableSchema;
+
+use crate::store::app_table_ddl;
+
+use crate::store::{StoreError, StoreResult};
+
+/// How the store addresses one app table: its quoted qualified name and its
+/// projection columns in layout (IR) order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppTableSql {
+    /// `"schema"."table"`, already quoted.
+    pub qualified_name: String,
+    /// Projection columns in layout order.
+    pub columns: Vec<ProjectionColumn>,
+}
+
+impl AppTableSql {
+    /// The app table `qualified_name` (already quoted) of `table`: its
+    /// projection columns quoted and typed exactly as `register_schema`
+    /// created them ([`app_table_ddl::projection_type`]).
+    pub fn for_table(qualified_name: &str, table: &TableSchema) -> AppTableSql {
+        AppTableSql {
+            qualified_name: qualified_name.to_owned(),
+            columns: table
+                .columns
+                .iter()
+                .map(|c| ProjectionColumn {
+                    quoted: quote_identifier(&c.name),
+                    sql_type: app_table_ddl::projection_type(c).to_owned(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One projection column: quoted identifier and Postgres type (as created).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectionColumn {
+    /// Quoted identifier, e.g. `"title"`.
+    pub quoted: String,
+    /// Postgres type name the column was created with, e.g. `bigint`.
+    pub sql_type: String,
+}
+
+/// The stored state of one row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRow {
+    /// `server_version` (≥ 1).
+    pub version: i64,
+    /// Stored scopes as JSON text `{"variable":"value",…}`.
+    pub scopes_json: String,
+    /// The verbatim row-codec payload.
+    pub payload: Vec<u8>,
+}
+
+/// Reads one row of `partition` by `row_id`, or `None` when absent.
+/// Errors: SPI failures.
+pub fn select_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreResult<Option<StoredRow>> {
+    let sql = format!(
+        "SELECT _sync_version, _sync_scopes::text, _sync_payload FROM {} \
+         WHERE _sync_partition = $1 AND _sync_row_id = $2",
+        t.qualified_name
+    );
+    Spi::connect(|client| {
+        let table = client.select(&sql, Some(1), &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let row = table.first();
+        let version = row.get::<i64>(1)?.unwrap_or(0);
+        let scopes_json = row.get::<String>(2)?.unwrap_or_else(|| "{}".to_owned());
+        let payload = row.get::<Vec<u8>>(3)?.unwrap_or_default();
+        Ok(Some(StoredRow { version, scopes_json, payload }))
+    })
+    .map_err(StoreError::spi("select_app_row"))
+}
+
+/// The row written by [`upsert_app_row`].
+#[derive(Debug, Clone, Copy)]
+pub struct AppRowWrite<'a> {
+    pub partition: &'a str,
+    pub row_id: &'a str,
+    /// Decoded values, one per projection column (`None` = NULL).
+    pub values: &'a [Option<RowValue>],
+    /// New `server_version`.
+    pub version: i64,
+    /// Stored scopes JSON text.
+    pub scopes_json: &'a str,
+    /// The row-codec payload stored verbatim (served by pulls as is).
+    pub payload: &'a [u8],
+}
+
+fn value_datum(v: &Option<RowValue>) -> DatumWithOid<'static> {
+    match v {
+        None => DatumWithOid::from(Option::<String>::None),
+        Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) => {
+            DatumWithOid::from(s.clone())
+        }
+        Some(RowValue::Integer(n)) => DatumWithOid::from(*n),
+        Some(RowValue::Float(f)) => DatumWithOid::from(*f),
+        Some(RowValue::Boolean(b)) => DatumWithOid::from(*b),
+        Some(RowValue::Bytes(b)) | Some(RowValue::Crdt(b)) => DatumWithOid::from(b.clone()),
+    }
+}
+
+/// Inserts the row or replaces every column of the existing one
+/// (`ON CONFLICT (_sync_partition, _sync_row_id) DO UPDATE`). A unique
+/// violation of a declared index (SQLSTATE 23505) or a value the projection
+/// type rejects (class 22) is a Postgres ERROR — the push runs this inside
+/// the commit's subtransaction and turns it into a rejected result.
+/// Errors: SPI failures; a value count that differs from the column count.
+pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
+    if w.values.len() != t.columns.len() {
+        return Err(StoreError::new(
+            "upsert_app_row",
+            format!("{} value(s) for {} column(s)", w.values.len(), t.columns.len()),
+        ));
+    }
+    let n = t.columns.len();
+    let names: Vec<&str> = t.columns.iter().map(|c| c.quoted.as_str()).collect();
+    let placeholders: Vec<String> =
+        t.columns.iter().enumerate().map(|(i, c)| format!("${}::{}", i + 3, c.sql_type)).collect();
+    let mut set: Vec<String> = names.iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
+    set.push("_sync_version = EXCLUDED._sync_version".into());
+    set.push("_sync_scopes = EXCLUDED._sync_scopes".into());
+    set.push("_sync_payload = EXCLUDED._sync_payload".into());
+    let sep = if n == 0 { "" } else { ", " };
+    let sql = format!(
+        "INSERT INTO {table} (_sync_partition, _sync_row_id{sep}{cols}, _sync_version, _sync_scopes, _sync_payload) \
+         VALUES ($1, $2{sep}{vals}, ${v}, ${s}::jsonb, ${p}) \
+         ON CONFLICT (_sync_partition, _sync_row_id) DO UPDATE SET {set}",
+        table = t.qualified_name,
+        cols = names.join(", "),
+        vals = placeholders.join(", "),
+        v = n + 3,
+        s = n + 4,
+        p = n + 5,
+        set = set.join(", "),
+    );
+    let mut args: Vec<DatumWithOid<'_>> = Vec::with_capacity(n + 5);
+    args.push(DatumWithOid::from(w.partition));
+    args.push(DatumWithOid::from(w.row_id));
+    args.extend(w.values.iter().map(value_datum));
+    args.push(DatumWithOid::from(w.version));
+    args.push(DatumWithOid::from(w.scopes_json));
+    args.push(DatumWithOid::from(w.payload));
+    Spi::connect_mut(|client| {
+        client.update(&sql, None, &args)?;
+        Ok(())
+    })
+    .map_err(StoreError::spi("upsert_app_row"))
+}
+
+/// Deletes one row. Returns whether a row was deleted. Errors: SPI failures.
+pub fn delete_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreResult<bool> {
+    let sql = format!(
+        "DELETE FROM {} WHERE _sync_partition = $1 AND _sync_row_id = $2 RETURNING 1",
+        t.qualified_name
+    );
+    Spi::connect_mut(|client| {
+        let table = client.update(&sql, None, &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
+        Ok(!table.is_empty())
+    })
+    .map_err(StoreError::spi("delete_app_row"))
+}
