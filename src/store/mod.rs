@@ -21,3 +21,6 @@ pub mod partitions;
 pub mod push_results;
 pub mod row_scopes;
 pub mod tombstones;
+pub mod bootstrap_page;
+pub mod clients;
+pub mod pull_window;
