@@ -18,7 +18,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::envelope::UnknownFrame;
-use crate::errors::{ProtocolError, Result};
+use crate::errors::Result;
 use crate::message::{decode_message, Message};
 use crate::request::{Request, RequestFrameRef};
 use crate::response::{OpResult, Response, ResponseFrame};
@@ -29,8 +29,8 @@ pub fn render_message(bytes: &[u8]) -> Result<Value> {
     render_decoded(&decode_message(bytes)?)
 }
 
-/// Renders an already decoded message per §11.1. Errors only when a `json`
-/// field does not parse (impossible for decoded values).
+/// Renders an already decoded message per §11.1. Errors only for a
+/// [`Request`] whose unknown-frame positions are invalid.
 pub fn render_decoded(message: &Message) -> Result<Value> {
     match message {
         Message::Request(r) => render_request(r),
@@ -313,11 +313,13 @@ fn b64(bytes: &[u8]) -> Value {
 /// Rule 7: a `json` field embedded parsed. RFC 8259 numbers beyond the f64
 /// range (`1e400`) are valid JSON that `serde_json::Value` cannot hold; they
 /// render as `null`, what JavaScript's `JSON.parse` → `JSON.stringify` gives
-/// for ±Infinity (the rule-10 treatment).
+/// for ±Infinity (the rule-10 treatment). Any other valid text `Value`
+/// cannot hold (a lone-surrogate escape, nesting deeper than 128) renders as
+/// its raw string — rendering is non-contractual for the wire.
 fn json(text: &str) -> Result<Value> {
-    serde_json::from_str(text)
+    Ok(serde_json::from_str(text)
         .or_else(|_| serde_json::from_str(&null_out_of_range_numbers(text)))
-        .map_err(|e| ProtocolError::invalid(format!("render: json field does not parse ({e})")))
+        .unwrap_or_else(|_: serde_json::Error| Value::String(text.to_owned())))
 }
 
 /// Replaces every number token outside the f64 range with `null`; strings
