@@ -25,8 +25,8 @@ pub extern "C-unwind" fn _PG_init() {
     settings::init();
 }
 
+// `#[pg_test]`s; each file wraps its tests in `#[pg_schema] mod tests`.
 #[cfg(any(test, feature = "pg_test"))]
-#[pg_schema]
 mod tests;
 
 /// Required by `cargo pgrx test`.

@@ -1,1 +1,23 @@
-//! `#[pg_test]`s, one file per concern.
+//! `#[pg_test]`s, one file per concern. pgrx runs every test as
+//! `SELECT tests.<fn>()`, and a function's schema comes from the
+//! `#[pg_schema]` module that directly contains it — so each file wraps its
+//! tests in its own `#[pg_schema] mod tests { … }` (all land in schema
+//! `tests`). Shared helpers live in [`support`].
+
+mod catalog;
+mod clock;
+mod errors;
+mod privileges;
+mod register;
+mod register_versions;
+mod resolver;
+pub mod support;
+mod unique_index;
+mod sync_pull_incremental;
+pub mod sync_pull_support;
+mod sync_pull_validate;
+mod sync_push_explain;
+mod sync_push_idempotency;
+mod sync_push_outcomes;
+mod sync_request_gates;
+pub mod sync_support;

@@ -1,0 +1,119 @@
+//! Request-level validation of the pull half (SPEC §1.7, §3.2, §4.1–§4.3):
+//! each fault fails the whole request with its code, before any push.
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+    use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS, ACCEPT_SQLITE};
+    use syncular_protocol::request::PullRequest;
+
+    use crate::tests::support::{expect_error, int8};
+    use crate::tests::sync_pull_support::*;
+
+    const INVALID_REQUEST: (&str, &str) = ("22023", "sync.invalid_request");
+    const INVALID_SUBSCRIPTION: (&str, &str) = ("22023", "sync.invalid_subscription");
+    const UNKNOWN_TABLE: (&str, &str) = ("0A000", "sync.unknown_table");
+
+    fn client() -> Client {
+        setup();
+        Client::new("p1", "alice", "c1")
+    }
+
+    #[pg_test]
+    fn accept_without_rows_bits_is_invalid_request() {
+        let mut c = client();
+        let r = c.try_pull(header(0, 0, 0, ACCEPT_SQLITE), vec![sub("s", "tasks", &[("ws", &["w1"])], 0, None)]);
+        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "neither bit 0");
+        let r = c.try_pull(header(0, 0, 0, 0), vec![]);
+        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "rows support is mandatory");
+    }
+
+    #[pg_test]
+    fn duplicate_subscription_ids_fail_the_request() {
+        let mut c = client();
+        let r = c.try_pull(
+            header(0, 0, 0, ACCEPT_ROWS),
+            vec![
+                sub("s", "tasks", &[("ws", &["w1"])], -1, None),
+                sub("s", "notes", &[("ws", &["w1"])], -1, None),
+            ],
+        );
+        expect_error(r, INVALID_SUBSCRIPTION.0, INVALID_SUBSCRIPTION.1, "duplicate subscription id \"s\"");
+    }
+
+    #[pg_test]
+    fn requested_wildcard_fails_the_request() {
+        let mut c = client();
+        let r = c.try_pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "tasks", &[("ws", &["w1", "*"])], -1, None)]);
+        expect_error(r, INVALID_SUBSCRIPTION.0, INVALID_SUBSCRIPTION.1, "'*'");
+    }
+
+    #[pg_test]
+    fn undeclared_requested_key_fails_the_request() {
+        let mut c = client();
+        // `proj` is declared by `notes`, not by `tasks`: still undeclared here.
+        let r = c.try_pull(
+            header(0, 0, 0, ACCEPT_ROWS),
+            vec![sub("s", "tasks", &[("proj", &["p1"]), ("ws", &["w1"])], -1, None)],
+        );
+        expect_error(r, INVALID_SUBSCRIPTION.0, INVALID_SUBSCRIPTION.1, "\"proj\"");
+    }
+
+    #[pg_test]
+    fn unknown_table_fails_the_request() {
+        let mut c = client();
+        let r = c.try_pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "nope", &[("ws", &["w1"])], -1, None)]);
+        expect_error(r, UNKNOWN_TABLE.0, UNKNOWN_TABLE.1, "unknown table \"nope\"");
+    }
+
+    #[pg_test]
+    fn bootstrap_without_inline_rows_names_the_missing_capability() {
+        let mut c = client();
+        // Bit 1 only: legal rows support, but stored segments do not exist yet.
+        let r = c.try_pull(
+            header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
+            vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)],
+        );
+        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "lacks bit 0");
+        // A resume token also means bootstrap.
+        let r = c.try_pull(
+            header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
+            vec![sub("s", "tasks", &[("ws", &["w1"])], 0, Some("{}"))],
+        );
+        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "SEGMENT_INLINE");
+        // An incremental pull with bit 1 only is served.
+        let p = c.pull(header(0, 0, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], 0, None)]);
+        assert_eq!(p.one().start.status.name(), "active");
+        // So is a revoked subscription that would otherwise bootstrap.
+        let mut denied = Client::with_allowed("p1", "bob", "c2", Some(serde_json::json!({"ws": ["w9"]})));
+        let p = denied.pull(header(0, 0, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)]);
+        assert_eq!(p.one().start.status.name(), "revoked");
+        // And the cursor > maxCommitSeq bootstrap is refused when the pull runs.
+        let r = c.try_pull(
+            header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
+            vec![sub("s", "tasks", &[("ws", &["w1"])], 99, None)],
+        );
+        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "lacks bit 0");
+        let _ = ACCEPT_INLINE_ROWS;
+    }
+
+    #[pg_test]
+    fn a_failed_pull_validation_applies_no_push() {
+        let mut c = client();
+        let before = int8("SELECT count(*) FROM syncular.sync_commits").unwrap();
+        let commit = syncular_protocol::request::PushCommit {
+            client_commit_id: "x1".into(),
+            operations: vec![task("t1", "w1", "a")],
+        };
+        let bytes = c.request(
+            vec![commit],
+            Some(PullRequest {
+                header: header(0, 0, 0, ACCEPT_ROWS),
+                subscriptions: vec![sub("s", "tasks", &[("ws", &["*"])], -1, None)],
+            }),
+        );
+        expect_error(c.sync_bytes(bytes), INVALID_SUBSCRIPTION.0, INVALID_SUBSCRIPTION.1, "'*'");
+        assert_eq!(int8("SELECT count(*) FROM syncular.sync_commits").unwrap(), before);
+        assert_eq!(int8("SELECT count(*) FROM public.tasks").unwrap(), 0);
+    }
+}
