@@ -45,7 +45,7 @@ fn commits() -> Vec<Commit> {
                             Some(RowValue::String(format!("A note title number {n} with some text"))),
                             Some(RowValue::Integer(n as i64)),
                             Some(RowValue::Float(n as f64 * 0.5)),
-                            Some(RowValue::Boolean(n % 2 == 0)),
+                            Some(RowValue::Boolean(n & 1 == 0)),
                             Some(RowValue::Json(format!(r#"{{"tag":"t{}","rank":{}}}"#, n % 13, n))),
                         ],
                     )

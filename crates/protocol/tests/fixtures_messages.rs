@@ -90,7 +90,10 @@ fn op_record(w: &mut Writer, op: u8, base: Option<i64>, pay: Option<&[u8]>) {
     }
 }
 
-fn push_commit(id: &str, ops: &[(u8, Option<i64>, Option<&[u8]>)]) -> Vec<u8> {
+/// (op byte, baseVersion, payload) of one operation record.
+type OpSpec<'a> = (u8, Option<i64>, Option<&'a [u8]>);
+
+fn push_commit(id: &str, ops: &[OpSpec<'_>]) -> Vec<u8> {
     frame(FRAME_PUSH_COMMIT, &payload(|w| {
         s(w, id);
         w.u32(ops.len() as u32);

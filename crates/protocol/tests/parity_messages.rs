@@ -612,7 +612,8 @@ fn push_result_group() -> impl Strategy<Value = Vec<ResponseFrame>> {
             let mut error_indexes: Vec<i32> = result
                 .results
                 .iter()
-                .filter_map(|r| matches!(r, OpResult::Error { .. }).then(|| r.op_index()))
+                .filter(|r| matches!(r, OpResult::Error { .. }))
+                .map(OpResult::op_index)
                 .collect();
             error_indexes.sort();
             error_indexes.dedup();
@@ -819,7 +820,8 @@ fn known_difference(bytes: &[u8], ours: &Result<Message, syncular_protocol::Prot
                         let errors: Vec<i32> = p
                             .results
                             .iter()
-                            .filter_map(|r| matches!(r, OpResult::Error { .. }).then(|| r.op_index()))
+                            .filter(|r| matches!(r, OpResult::Error { .. }))
+                .map(OpResult::op_index)
                             .collect();
                         if p.status != PushStatus::Rejected
                             || p.client_commit_id != d.client_commit_id
