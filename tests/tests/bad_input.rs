@@ -176,6 +176,11 @@ fn request_level_violations_fail_the_whole_request_before_any_push() {
         let bytes = s.encode(frames);
         expect_request_error(&mut s, &bytes, code, what);
     }
+    // An upsert without a payload breaks a §1.7 presence tie: a decode error.
+    let mut no_payload = upsert(&Task::new("w", "p1", "x"), None);
+    no_payload.payload = None;
+    let bytes = s.encode(vec![push(), commit("no-payload", vec![no_payload])]);
+    expect_request_error(&mut s, &bytes, "sync.invalid_request", "upsert without payload");
     // A clientId in the reserved server-command namespace, and one bound to another actor.
     let reserved = request("[\"remote-command\",\"x\"]", s.log_epoch.as_deref(), vec![push()]);
     expect_request_error(&mut s, &reserved, "sync.invalid_client_id", "reserved clientId");
@@ -215,7 +220,6 @@ fn unknown_tables_and_corrupt_payloads_reject_only_their_commit() {
         ("null bit on a non-null column", "sync.invalid_request", with_op("tasks", "n", Some(null_pk))),
         ("set padding bit", "sync.invalid_request", with_op("tasks", "n", Some(padding))),
         ("primary key differs from rowId", "sync.invalid_request", with_op("tasks", "other-id", Some(good.clone()))),
-        ("upsert without payload", "sync.invalid_request", with_op("tasks", "n", None)),
     ];
     let mut commits = Vec::new();
     let mut expected = Vec::new();

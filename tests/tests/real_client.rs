@@ -135,6 +135,7 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
     let partition = fresh_partition("real-client-scopes");
 
     let mut a = new_client("writer").expect("writer");
+    subscribe_projects(&mut a, "writer-tasks", &["p1", "p2"]).expect("writer subscribes");
     let mut ta = PgTransport::new(connect(), &partition, "alice", Some(allow_projects(&["p1", "p2"])));
     a.mutate(vec![
         upsert_task(task_values("secret-1", "p1", "p1 only", false, None)),
