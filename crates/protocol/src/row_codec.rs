@@ -455,8 +455,19 @@ pub fn validate_row(layout: &TableLayout, payload: &[u8]) -> Result<()> {
     r.finish("row payload")
 }
 
+/// How much an encoder re-checks `json` / `blob_ref` texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextCheck {
+    /// Parse every `json` text and shape-check every `blob_ref` (the default).
+    Full,
+    /// Skip the JSON parse / BlobRef shape check: only for texts this crate
+    /// decoded (already validated) or serde_json produced. Types, nullability,
+    /// integer range and lengths are still checked.
+    Trusted,
+}
+
 /// Every check [`write_row`] makes on one value before anything is written.
-fn check_value(v: &RowValue, what: &str) -> Result<()> {
+fn check_value(v: &RowValue, what: &str, texts: TextCheck) -> Result<()> {
     let len_ok = |n: usize| {
         if u32::try_from(n).is_ok() {
             Ok(())
@@ -471,11 +482,17 @@ fn check_value(v: &RowValue, what: &str) -> Result<()> {
         ),
         RowValue::Json(j) => {
             len_ok(j.len())?;
-            validate_json(j, what)
+            match texts {
+                TextCheck::Full => validate_json(j, what),
+                TextCheck::Trusted => Ok(()),
+            }
         }
         RowValue::BlobRef(j) => {
             len_ok(j.len())?;
-            validate_blob_ref(j, what)
+            match texts {
+                TextCheck::Full => validate_blob_ref(j, what),
+                TextCheck::Trusted => Ok(()),
+            }
         }
         RowValue::Bytes(b) | RowValue::Crdt(b) => len_ok(b.len()),
         _ => Ok(()),
@@ -488,7 +505,13 @@ fn check_value(v: &RowValue, what: &str) -> Result<()> {
 /// bytes its decoder rejects; integers must be within ±(2^53−1).
 /// Errors: `sync.invalid_request` naming the offending column.
 pub fn write_row(w: &mut Writer, layout: &TableLayout, row: &[Option<RowValue>]) -> Result<()> {
-    write_row_after(w, layout, &[], row)
+    write_row_after(w, layout, &[], row, TextCheck::Full)
+}
+
+/// [`write_row`] with [`TextCheck::Trusted`]: `json` / `blob_ref` texts are
+/// not re-parsed (use for values this crate decoded or serde_json produced).
+pub fn write_row_trusted(w: &mut Writer, layout: &TableLayout, row: &[Option<RowValue>]) -> Result<()> {
+    write_row_after(w, layout, &[], row, TextCheck::Trusted)
 }
 
 /// [`write_row`] that, once every check passed, first appends `lead` (e.g. a
@@ -498,6 +521,7 @@ pub(crate) fn write_row_after(
     layout: &TableLayout,
     lead: &[u8],
     row: &[Option<RowValue>],
+    texts: TextCheck,
 ) -> Result<()> {
     if row.len() != layout.columns.len() {
         return Err(ProtocolError::invalid(format!(
@@ -532,7 +556,7 @@ pub(crate) fn write_row_after(
                     v.column_type().name()
                 )))
             }
-            Some(v) => check_value(v, &col.name)?,
+            Some(v) => check_value(v, &col.name, texts)?,
         }
     }
     w.raw(lead);

@@ -24,7 +24,7 @@
 
 use crate::errors::{ErrorCode, ProtocolError, Result};
 use crate::primitives::{Reader, Writer};
-use crate::row_codec::{self, ColumnLayout, ColumnType, Row, RowValue, TableLayout};
+use crate::row_codec::{self, ColumnLayout, ColumnType, Row, RowValue, TableLayout, TextCheck};
 use serde_json::Value;
 
 /// The four magic bytes `"SSG2"`.
@@ -272,23 +272,43 @@ fn write_header(w: &mut Writer, header: &SegmentHeader) -> Result<()> {
 
 /// Canonically encodes a whole segment, keeping its block boundaries.
 /// Errors: `sync.invalid_request` for an empty block (it would read as the
-/// end marker), a `serverVersion` < 1 or outside ±(2^53−1), or a row that
-/// does not fit the layout ([`row_codec::write_row`]).
+/// end marker), a `serverVersion` outside 1..=2^53−1, or a row that does not
+/// fit the layout ([`row_codec::write_row`], including the JSON / BlobRef
+/// text checks).
 pub fn encode_rows_segment(seg: &RowsSegment) -> Result<Vec<u8>> {
-    let mut w = Writer::with_capacity(256);
+    encode_rows_segment_with(seg, TextCheck::Full)
+}
+
+/// [`encode_rows_segment`] without re-parsing `json` / `blob_ref` texts
+/// ([`TextCheck::Trusted`]): for segments this crate decoded or built from
+/// validated values. Every structural check still applies.
+pub fn encode_rows_segment_trusted(seg: &RowsSegment) -> Result<Vec<u8>> {
+    encode_rows_segment_with(seg, TextCheck::Trusted)
+}
+
+fn encode_rows_segment_with(seg: &RowsSegment, texts: TextCheck) -> Result<Vec<u8>> {
+    let rows: usize = seg.blocks.iter().map(Vec::len).sum();
+    let mut w = Writer::with_capacity(256 + rows * 48);
     write_header(&mut w, &seg.header)?;
+    let mut block = Writer::with_capacity(BLOCK_TARGET_BYTES);
     for rows in &seg.blocks {
         if rows.is_empty() {
             return Err(ProtocolError::invalid("an SSG2 block must hold at least one row"));
         }
-        let mut block = Writer::with_capacity(rows.len() * 32);
         for row in rows {
-            write_server_version(&mut block, row.server_version)?;
-            row_codec::write_row(&mut block, &seg.header.layout, &row.values)?;
+            check_server_version(row.server_version)?;
+            row_codec::write_row_after(
+                &mut block,
+                &seg.header.layout,
+                &row.server_version.to_le_bytes(),
+                &row.values,
+                texts,
+            )?;
         }
         w.len_prefix(rows.len(), "SSG2 block rowCount")?;
         w.len_prefix(block.len(), "SSG2 block byteLength")?;
         w.raw(block.as_slice());
+        block = Writer::with_capacity(block.len());
     }
     w.u32(0);
     Ok(w.into_vec())
@@ -428,6 +448,25 @@ impl<W: std::io::Write> SegmentEncoder<W> {
         server_version: i64,
         values: &[Option<RowValue>],
     ) -> std::result::Result<(), SegmentWriteError> {
+        self.push_values_with(server_version, values, TextCheck::Full)
+    }
+
+    /// [`SegmentEncoder::push_values`] with [`TextCheck::Trusted`] (no JSON
+    /// re-parse of `json` / `blob_ref` texts).
+    pub fn push_values_trusted(
+        &mut self,
+        server_version: i64,
+        values: &[Option<RowValue>],
+    ) -> std::result::Result<(), SegmentWriteError> {
+        self.push_values_with(server_version, values, TextCheck::Trusted)
+    }
+
+    fn push_values_with(
+        &mut self,
+        server_version: i64,
+        values: &[Option<RowValue>],
+        texts: TextCheck,
+    ) -> std::result::Result<(), SegmentWriteError> {
         check_server_version(server_version)?;
         // Nothing is appended unless the whole row is valid.
         row_codec::write_row_after(
@@ -435,6 +474,7 @@ impl<W: std::io::Write> SegmentEncoder<W> {
             &self.layout,
             &server_version.to_le_bytes(),
             values,
+            texts,
         )?;
         self.row_done()
     }

@@ -441,3 +441,75 @@ fn general_canonical_json_is_permutation_invariant_and_parses() {
         })
         .unwrap();
 }
+
+fn schema_ir_json() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::json;
+    let names = prop::sample::select(vec!["id", "ws", "title", "doc", "n", "sync_x", "ws"]);
+    let types = prop::sample::select(vec![
+        "string", "integer", "float", "boolean", "json", "bytes", "blob_ref", "crdt", "text",
+    ]);
+    let column = (names.clone(), types, any::<bool>(), 0u8..4).prop_map(|(name, ty, nullable, extra)| {
+        let mut c = json!({"name": name, "type": ty, "nullable": nullable});
+        match extra {
+            1 => c["crdtType"] = json!("yjs-doc"),
+            2 => {
+                c["encrypted"] = json!(true);
+                c["declaredType"] = json!("string");
+            }
+            _ => {}
+        }
+        c
+    });
+    let scope = (
+        prop::sample::select(vec!["ws:{ws}", "w:{id}", "{ws}", "x:{a}{b}", "t:{title}", "ws:{n}"]),
+        prop::option::of(names.clone()),
+    )
+        .prop_map(|(p, c)| match c {
+            Some(c) => json!({"pattern": p, "column": c}),
+            None => json!({"pattern": p}),
+        });
+    let table = (
+        prop::sample::select(vec!["tasks", "notes", "tasks"]),
+        names,
+        prop::collection::vec(column, 1..6),
+        prop::collection::vec(scope, 0..3),
+    )
+        .prop_map(|(name, pk, columns, scopes)| {
+            json!({"name": name, "primaryKey": pk, "columns": columns, "scopes": scopes})
+        });
+    (1i32..3, prop::collection::vec(table, 1..3))
+        .prop_map(|(v, tables)| json!({"version": v, "tables": tables}))
+}
+
+/// Our schema compiler is never more lenient than the reference client's,
+/// and where both accept they derive the same wire layout, primary key and
+/// scope variable → column mapping.
+#[test]
+fn schema_ir_never_more_lenient_than_reference_client() {
+    use syncular_protocol::schema_ir::Schema;
+    static BOTH: AtomicUsize = AtomicUsize::new(0);
+    runner()
+        .run(&schema_ir_json(), |ir| {
+            let Ok(ours) = Schema::from_value(&ir) else { return Ok(()) };
+            let client = syncular_client::schema::parse_schema_json(&ir);
+            prop_assert!(client.is_ok(), "we accept, the client rejects: {:?}\n{}", client.err(), ir);
+            let client = client.unwrap();
+            BOTH.fetch_add(1, Ordering::Relaxed);
+            for (t, c) in ours.tables.iter().zip(&client.tables) {
+                prop_assert_eq!(&t.name, &c.name);
+                prop_assert_eq!(t.primary_key_index, c.pk_index);
+                let theirs_layout: Vec<(String, u8, bool)> =
+                    c.wire_columns.iter().map(|w| (w.name.clone(), w.ty.tag(), w.nullable)).collect();
+                let ours_layout: Vec<(String, u8, bool)> =
+                    t.layout().columns.iter().map(|w| (w.name.clone(), w.ty.tag(), w.nullable)).collect();
+                prop_assert_eq!(ours_layout, theirs_layout);
+                for s in &t.scopes {
+                    prop_assert_eq!(c.scope_column(&s.variable), Some(s.column.as_str()));
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    eprintln!("schema IR parity: {} IRs accepted by both", BOTH.load(Ordering::Relaxed));
+    assert!(BOTH.load(Ordering::Relaxed) > 0, "generator never produced a valid IR");
+}
