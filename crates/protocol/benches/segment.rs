@@ -35,11 +35,11 @@ fn layout() -> TableLayout {
 fn row(i: usize) -> Vec<Option<RowValue>> {
     vec![
         Some(RowValue::String(format!("task-{i:08}"))),
-        (i % 7 != 0).then(|| RowValue::String(format!("Write the quarterly report, part {i}"))),
+        (!i.is_multiple_of(7)).then(|| RowValue::String(format!("Write the quarterly report, part {i}"))),
         Some(RowValue::Integer(i as i64 * 3)),
-        (i % 5 != 0).then_some(RowValue::Float(i as f64 / 7.0)),
-        Some(RowValue::Boolean(i % 2 == 0)),
-        (i % 3 != 0).then(|| RowValue::Json(format!(r#"{{"tags":["a","b"],"n":{i},"ok":true}}"#))),
+        (!i.is_multiple_of(5)).then_some(RowValue::Float(i as f64 / 7.0)),
+        Some(RowValue::Boolean(i & 1 == 0)),
+        (!i.is_multiple_of(3)).then(|| RowValue::Json(format!(r#"{{"tags":["a","b"],"n":{i},"ok":true}}"#))),
     ]
 }
 

@@ -340,7 +340,7 @@ pub fn validate_blob_ref(text: &str, what: &str) -> Result<()> {
 fn read_bitmap<'a>(r: &mut Reader<'a>, layout: &TableLayout) -> Result<&'a [u8]> {
     let n = layout.columns.len();
     let bitmap = r.take(layout.bitmap_len(), "row null bitmap")?;
-    if n % 8 != 0 {
+    if n & 7 != 0 {
         let last = bitmap[bitmap.len() - 1];
         if last >> (n % 8) != 0 {
             return Err(ProtocolError::invalid(

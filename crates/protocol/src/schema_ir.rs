@@ -625,7 +625,8 @@ mod tests {
 
     #[test]
     fn rejects_each_rule_with_a_clear_message() {
-        let cases: Vec<(Box<dyn Fn(&mut serde_json::Value)>, &str)> = vec![
+        type Mutate = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(Mutate, &str)> = vec![
             (Box::new(|v| v["tables"][0]["scopes"] = json!([])), "at least one scope pattern"),
             (Box::new(|v| v["tables"][0]["scopes"] = json!(["ws:{a}{b}"])), "exactly one variable"),
             (Box::new(|v| v["tables"][0]["scopes"] = json!(["ws:workspace_id"])), "exactly one variable"),

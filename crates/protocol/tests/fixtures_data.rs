@@ -139,10 +139,10 @@ fn every_row_codec_violation_is_invalid_request() {
     let bad_blobs = [
         "[1]".to_owned(),
         "7".to_owned(),
-        format!(r#"{{"byteLength":1}}"#),
+        r#"{"byteLength":1}"#.to_owned(),
         format!(r#"{{"blobId":"{BLOB_ID}"}}"#),
         format!(r#"{{"blobId":"{}","byteLength":1}}"#, BLOB_ID.to_uppercase().replace("SHA256", "sha256")),
-        format!(r#"{{"blobId":"sha256:abc","byteLength":1}}"#),
+        r#"{"blobId":"sha256:abc","byteLength":1}"#.to_owned(),
         format!(r#"{{"blobId":"{BLOB_ID}","byteLength":-1}}"#),
         format!(r#"{{"blobId":"{BLOB_ID}","byteLength":1.5}}"#),
         format!(r#"{{"blobId":"{BLOB_ID}","byteLength":9007199254740992}}"#),
