@@ -24,8 +24,11 @@ use serde_json::{Map, Value};
 /// §8.3 wake-up reason — a closed set of three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WakeReason {
+    /// `delta-too-large`: the delta exceeded message limits.
     DeltaTooLarge,
+    /// `catchup-required`: a gap the server cannot bridge.
     CatchupRequired,
+    /// `reset-required`: server-declared discontinuity.
     ResetRequired,
 }
 
@@ -50,12 +53,16 @@ impl WakeReason {
 /// §8.6.2 presence fanout kind — a closed set of three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PresenceKind {
+    /// The peer's first document on the key.
     Join,
+    /// A subsequent document from a present peer.
     Update,
+    /// The peer cleared the key or disconnected.
     Leave,
 }
 
 impl PresenceKind {
+    /// Wire spelling (`join` / `update` / `leave`).
     pub fn as_str(self) -> &'static str {
         match self {
             PresenceKind::Join => "join",
@@ -64,6 +71,7 @@ impl PresenceKind {
         }
     }
 
+    /// Parses a wire spelling; `None` outside the closed set.
     pub fn parse(s: &str) -> Option<PresenceKind> {
         [PresenceKind::Join, PresenceKind::Update, PresenceKind::Leave]
             .into_iter()
@@ -74,11 +82,14 @@ impl PresenceKind {
 /// §8.6.2 presence error carried in-band to the publisher — closed set of two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PresenceError {
+    /// `presence.too_large`: the published doc exceeded the host cap.
     TooLarge,
+    /// `presence.forbidden`: the connection does not hold the scope key.
     Forbidden,
 }
 
 impl PresenceError {
+    /// Wire spelling (`presence.too_large` / `presence.forbidden`).
     pub fn as_str(self) -> &'static str {
         match self {
             PresenceError::TooLarge => "presence.too_large",
@@ -86,6 +97,7 @@ impl PresenceError {
         }
     }
 
+    /// Parses a wire spelling; `None` outside the closed set.
     pub fn parse(s: &str) -> Option<PresenceError> {
         [PresenceError::TooLarge, PresenceError::Forbidden].into_iter().find(|e| e.as_str() == s)
     }
@@ -95,15 +107,21 @@ impl PresenceError {
 /// `timestamp` is epoch ms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
+    /// `protocolVersion`.
     pub protocol_version: i64,
+    /// `sessionId`: the connection's session id.
     pub session_id: String,
+    /// `actorId`: the authenticated actor.
     pub actor_id: String,
+    /// `clientId`: the connecting client.
     pub client_id: String,
     /// The client's last acked cursor.
     pub cursor: i64,
     /// The server's latest commit seq.
     pub latest_cursor: i64,
+    /// `requiresSync`: the client must run a sync round first.
     pub requires_sync: bool,
+    /// Server clock, epoch ms.
     pub timestamp: i64,
 }
 
@@ -113,24 +131,55 @@ pub enum ControlMessage {
     /// §8.1 connect handshake.
     Hello(Hello),
     /// §8.3 wake-up (`event = "sync"`); `requiresPull` is always `true`.
-    Wake { cursor: i64, reason: WakeReason, timestamp: i64 },
+    Wake {
+        /// The server's latest commit seq.
+        cursor: i64,
+        /// Closed set of three.
+        reason: WakeReason,
+        /// Epoch ms.
+        timestamp: i64,
+    },
     /// §8.5 heartbeat.
-    Heartbeat { timestamp: i64 },
+    Heartbeat {
+        /// Epoch ms.
+        timestamp: i64,
+    },
     /// §8.2 client ack of the highest contiguously applied commit seq.
-    Ack { cursor: i64 },
+    Ack {
+        /// Highest contiguously applied commit seq.
+        cursor: i64,
+    },
     /// §8.6.2 client → server publish (`doc` object) or leave (`None`).
-    PresencePublish { scope_key: String, doc: Option<Map<String, Value>> },
+    PresencePublish {
+        /// `scopeKey` (non-empty), e.g. `project:p1`.
+        scope_key: String,
+        /// The host-shaped document; `None` = leave.
+        doc: Option<Map<String, Value>>,
+    },
     /// §8.6.2 server → client fanout; `doc` is `Some` iff `kind` ≠ leave.
     PresenceFanout {
+        /// `scopeKey` (non-empty).
         scope_key: String,
+        /// join / update / leave.
         kind: PresenceKind,
+        /// The peer's actor.
         actor_id: String,
+        /// The peer's client.
         client_id: String,
+        /// The peer's document (`None` exactly for leave).
         doc: Option<Map<String, Value>>,
+        /// Fanout time, epoch ms.
         timestamp: i64,
     },
     /// §8.6.2 publisher-directed error.
-    PresenceRejected { scope_key: String, error: PresenceError, timestamp: i64 },
+    PresenceRejected {
+        /// `scopeKey` of the rejected publish.
+        scope_key: String,
+        /// Closed set of two.
+        error: PresenceError,
+        /// Epoch ms.
+        timestamp: i64,
+    },
     /// An unknown event name / client type, preserved verbatim (§8.1).
     Unknown(Value),
 }

@@ -90,12 +90,16 @@ impl ColumnType {
 /// column record: name, type tag, nullable flag).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ColumnLayout {
+    /// Column name (schema-IR identifier).
     pub name: String,
+    /// Wire type tag.
     pub ty: ColumnType,
+    /// May the null bitmap mark this column NULL?
     pub nullable: bool,
 }
 
 impl ColumnLayout {
+    /// A column record.
     pub fn new(name: impl Into<String>, ty: ColumnType, nullable: bool) -> Self {
         ColumnLayout { name: name.into(), ty, nullable }
     }
@@ -106,10 +110,12 @@ impl ColumnLayout {
 /// and nullability all match — exactly the §5.2 column-table comparison.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct TableLayout {
+    /// Columns in declaration (wire) order.
     pub columns: Vec<ColumnLayout>,
 }
 
 impl TableLayout {
+    /// A layout over `columns` in declaration order.
     pub fn new(columns: Vec<ColumnLayout>) -> Self {
         TableLayout { columns }
     }
@@ -119,6 +125,7 @@ impl TableLayout {
         self.columns.len()
     }
 
+    /// No columns at all (a zero-byte bitmap).
     pub fn is_empty(&self) -> bool {
         self.columns.is_empty()
     }
@@ -138,13 +145,21 @@ impl TableLayout {
 /// exactly as it was on the wire (never re-serialized).
 #[derive(Debug, Clone, PartialEq)]
 pub enum RowValue {
+    /// Tag 1: UTF-8 text.
     String(String),
+    /// Tag 2: integer within ±(2^53−1).
     Integer(i64),
+    /// Tag 3: any IEEE-754 binary64 (NaN payloads preserved).
     Float(f64),
+    /// Tag 4.
     Boolean(bool),
+    /// Tag 5: raw JSON document text, byte-for-byte.
     Json(String),
+    /// Tag 6: raw bytes (also the ciphertext envelope of an encrypted column).
     Bytes(Vec<u8>),
+    /// Tag 7: raw canonical BlobRef JSON text (§5.9.1).
     BlobRef(String),
+    /// Tag 8: opaque CRDT update/state bytes (§5.10).
     Crdt(Vec<u8>),
 }
 

@@ -60,8 +60,10 @@ pub const FTS_TOKENIZERS: [&str; 6] = [
 /// Raw IR document, exactly as serialized (`camelCase` keys).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SchemaIr {
+    /// Schema version (≥ 1); `schemaVersion` accepted as an alias.
     #[serde(alias = "schemaVersion")]
     pub version: i32,
+    /// Tables in declaration (bootstrap) order.
     pub tables: Vec<TableIr>,
 }
 
@@ -69,12 +71,18 @@ pub struct SchemaIr {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TableIr {
+    /// Table name (portable identifier).
     pub name: String,
+    /// `primaryKey`: the primary-key column name.
     pub primary_key: String,
+    /// Columns in declaration (wire) order.
     pub columns: Vec<ColumnIr>,
+    /// §3.1 scope patterns (≥ 1).
     pub scopes: Vec<ScopePatternIr>,
+    /// Declared secondary indexes (default empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indexes: Vec<IndexIr>,
+    /// `ftsIndexes`: client-local FTS5 projections (default empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fts_indexes: Vec<FtsIndexIr>,
     /// Reference-server materialization flag (optional; unset = default).
@@ -86,14 +94,20 @@ pub struct TableIr {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ColumnIr {
+    /// Column name (portable identifier).
     pub name: String,
+    /// `type`: one of the eight §2.4 names.
     #[serde(rename = "type")]
     pub column_type: String,
+    /// May the column be NULL?
     pub nullable: bool,
+    /// §5.11: ciphertext on the wire (`type` must be `bytes`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub encrypted: bool,
+    /// `declaredType`: §5.11 app-side type of an encrypted column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub declared_type: Option<String>,
+    /// `crdtType`: §5.10.1 merger name, required on `crdt` columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crdt_type: Option<String>,
 }
@@ -102,7 +116,9 @@ pub struct ColumnIr {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(from = "ScopeSpec", into = "ScopeSpecOut")]
 pub struct ScopePatternIr {
+    /// `prefix:{variable}`.
     pub pattern: String,
+    /// Scope column; `None` = the variable name.
     pub column: Option<String>,
 }
 
@@ -142,8 +158,11 @@ impl From<ScopePatternIr> for ScopeSpecOut {
 /// A declared secondary index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IndexIr {
+    /// Index name (portable identifier, unique across the schema).
     pub name: String,
+    /// Indexed columns, in order (≥ 1, no repeats).
     pub columns: Vec<String>,
+    /// UNIQUE index?
     #[serde(default)]
     pub unique: bool,
 }
@@ -151,17 +170,22 @@ pub struct IndexIr {
 /// A client-local FTS5 projection (client-only metadata, §2.4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FtsIndexIr {
+    /// Projection name (portable identifier, unique across the schema).
     pub name: String,
+    /// 1–32 distinct string columns.
     pub columns: Vec<String>,
+    /// One of [`FTS_TOKENIZERS`].
     pub tokenize: String,
 }
 
 /// A validated column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnSchema {
+    /// Column name.
     pub name: String,
     /// Wire type (`bytes` for an encrypted column).
     pub ty: ColumnType,
+    /// May the column be NULL?
     pub nullable: bool,
     /// §5.11: ciphertext envelope on the wire; the server never decrypts.
     pub encrypted: bool,
@@ -216,14 +240,21 @@ impl ScopePattern {
 /// A validated table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableSchema {
+    /// Table name.
     pub name: String,
+    /// Validated columns in declaration order.
     pub columns: Vec<ColumnSchema>,
+    /// Primary-key column name.
     pub primary_key: String,
+    /// Position of the primary key in the layout.
     pub primary_key_index: usize,
     /// Scope patterns in declaration order.
     pub scopes: Vec<ScopePattern>,
+    /// Declared secondary indexes (validated).
     pub indexes: Vec<IndexIr>,
+    /// Client-local FTS5 projections (validated; never server tables).
     pub fts_indexes: Vec<FtsIndexIr>,
+    /// Reference-server materialization flag, as declared.
     pub materialize: Option<bool>,
     layout: TableLayout,
 }
@@ -278,6 +309,7 @@ impl TableSchema {
 /// A validated schema: what the engine serves for one `schemaVersion`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schema {
+    /// The schema version this IR describes (≥ 1).
     pub version: i32,
     /// Tables in declaration (bootstrap) order.
     pub tables: Vec<TableSchema>,

@@ -42,15 +42,20 @@ pub const BLOCK_TARGET_BYTES: usize = 256 * 1024;
 /// The segment header: table, schema version and column table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// Table name.
     pub table: String,
+    /// Schema version the rows are encoded for.
     pub schema_version: i32,
+    /// The column table (order, names, types, nullability).
     pub layout: TableLayout,
 }
 
 /// One §5.2 row record: the row's `server_version` (≥ 1) and its values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SegmentRow {
+    /// The row's `server_version` at `asOfCommitSeq` (1..=2^53−1).
     pub server_version: i64,
+    /// One slot per column, `None` = NULL.
     pub values: Row,
 }
 
@@ -58,6 +63,7 @@ pub struct SegmentRow {
 /// bytes and are kept so a re-encode is byte-identical.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowsSegment {
+    /// Table, schema version and column table.
     pub header: SegmentHeader,
     /// Row blocks in wire order; each holds ≥ 1 row.
     pub blocks: Vec<Vec<SegmentRow>>,
@@ -387,7 +393,9 @@ pub struct SegmentEncoder<W: std::io::Write> {
 /// Error of [`SegmentEncoder`]: the sink failed, or a row was invalid.
 #[derive(Debug)]
 pub enum SegmentWriteError {
+    /// The sink's `write_all` / `flush` failed.
     Io(std::io::Error),
+    /// An invalid row or header (`sync.invalid_request`).
     Protocol(ProtocolError),
 }
 
