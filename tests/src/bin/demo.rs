@@ -15,7 +15,7 @@ use syncular_integration_tests::clients::{
     delete_task, held_rows, new_client, subscribe_projects, sync_idle, task_values, upsert_task,
 };
 use syncular_integration_tests::connect_to;
-use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema, schema_ir, server_tasks};
+use syncular_integration_tests::fixtures::{allow_projects, register_schema, schema_ir, server_tasks};
 use syncular_integration_tests::notify::{parse_payload, CommitListener};
 use syncular_integration_tests::transport::PgTransport;
 use syncular_integration_tests::wire::decode_response;
@@ -53,7 +53,11 @@ fn run() -> Result<(), String> {
     register_schema(&mut admin).map_err(|e| e.to_string())?;
     println!("{}", serde_json::to_string_pretty(&schema_ir()).unwrap_or_default());
 
-    let partition = partition_name("demo");
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let partition = format!("demo-{stamp}");
     println!("partition: {partition}");
     let mut listener = CommitListener::listen(connect_to(&dsn)).map_err(|e| e.to_string())?;
     println!("listener: LISTEN syncular_commit on its own connection");
