@@ -5,9 +5,12 @@
 //! duplicate deliveries of the same commit id from two connections. The log
 //! must end dense (`commitSeq` exactly 1..N), every acknowledged commit
 //! present exactly once, every replay `cached` with the original sequence
-//! number and results, and no statement may deadlock or time out.
+//! number and results, and no statement may deadlock or time out. A ninth
+//! connection pulls incrementally the whole time: commits become visible in
+//! `commitSeq` order, so it sees every commit exactly once, without a gap.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -18,7 +21,8 @@ use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_all_projects, partition_name, register_schema};
 use syncular_integration_tests::transport::call_sync;
 use syncular_integration_tests::wire::{
-    commit, db_message, decode_response, push_outcomes, request, upsert, PushOutcome, RawSession, Task,
+    commit, db_message, decode_response, delivered, pull_header, push_outcomes, request, subscription, upsert,
+    PushOutcome, RawSession, Task,
 };
 
 const CONNECTIONS: usize = 8;
@@ -175,6 +179,49 @@ fn run_connection(
     log
 }
 
+/// Pulls incrementally (cursor from 0) until `done` is set and a pull brings
+/// nothing new; returns every commitSeq seen, in order. Panics on a gap or
+/// repeat: a commit may never become visible before a lower-numbered one.
+fn run_reader(partition: String, epoch: String, done: Arc<AtomicBool>) -> (Vec<i64>, usize) {
+    let mut s = RawSession::new(connect(), &partition, ACTOR, "reader", Some(allow_all_projects()));
+    s.conn.batch_execute("SET statement_timeout = '60s'").expect("session settings");
+    s.log_epoch = Some(epoch);
+    let mut cursor = 0i64;
+    let mut seen: Vec<i64> = Vec::new();
+    let mut busy_pulls = 0usize;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        assert!(Instant::now() < deadline, "reader did not finish within 300 s");
+        let finished = done.load(Ordering::SeqCst);
+        let msg = s
+            .round(vec![
+                pull_header(0, 0, 0, 0b0011),
+                subscription("all", "tasks", &[("project_id", &["p1", "p2"])], cursor, None),
+            ])
+            .unwrap_or_else(|e| panic!("reader pull failed: {e}"));
+        let got = delivered(&msg).expect("rows decode").commit_seqs;
+        if !finished && !got.is_empty() {
+            busy_pulls += 1;
+        }
+        for seq in &got {
+            let expected = seen.last().map_or(1, |last| last + 1);
+            assert_eq!(*seq, expected, "reader saw commit {seq} after {:?}: a gap or a repeat", seen.last());
+            seen.push(*seq);
+        }
+        cursor = msg
+            .frames
+            .iter()
+            .find_map(|f| match f {
+                Frame::SubEnd { next_cursor, .. } => Some(*next_cursor),
+                _ => None,
+            })
+            .expect("SUB_END");
+        if finished && got.is_empty() {
+            return (seen, busy_pulls);
+        }
+    }
+}
+
 #[test]
 fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once() {
     let mut admin = connect();
@@ -185,6 +232,11 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
 
     let start = Arc::new(TimedBarrier::new(CONNECTIONS));
     let pairs: Vec<Arc<TimedBarrier>> = (0..CONNECTIONS / 2).map(|_| Arc::new(TimedBarrier::new(2))).collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (partition, epoch, done) = (partition.clone(), epoch.clone(), Arc::clone(&done));
+        thread::spawn(move || run_reader(partition, epoch, done))
+    };
     let began = Instant::now();
     let handles: Vec<_> = (0..CONNECTIONS)
         .map(|i| {
@@ -204,7 +256,11 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
             )),
         }
     }
+    done.store(true, Ordering::SeqCst);
+    let reader_seen = reader.join();
     assert!(panics.is_empty(), "pushers failed: {panics:#?}");
+    let (reader_seen, busy_pulls) = reader_seen.expect("the concurrent reader saw every commit in order");
+    assert!(busy_pulls >= 2, "the reader pulled while the pushers ran ({busy_pulls} pulls)");
     let elapsed = began.elapsed();
 
     // Every delivery of one commit id agrees on commitSeq and results; the
@@ -286,8 +342,13 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
         .expect("push results")
         .get(0);
     assert_eq!(results, n as i64, "one persisted result per idempotency key");
+    assert_eq!(
+        reader_seen,
+        (1..=n as i64).collect::<Vec<_>>(),
+        "the concurrent reader saw commits 1..{n} exactly once, in order"
+    );
     eprintln!(
-        "concurrency: {} deliveries, {n} commits on {CONNECTIONS} connections in {:.1}s",
+        "concurrency: {} deliveries, {n} commits on {CONNECTIONS} connections in {:.1}s; {busy_pulls} concurrent pulls",
         deliveries.len(),
         elapsed.as_secs_f64()
     );
