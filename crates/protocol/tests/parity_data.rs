@@ -444,22 +444,25 @@ fn general_canonical_json_is_permutation_invariant_and_parses() {
 
 fn schema_ir_json() -> impl Strategy<Value = serde_json::Value> {
     use serde_json::json;
-    let names = prop::sample::select(vec!["id", "ws", "title", "doc", "n", "sync_x", "ws"]);
+    // Mostly-valid tables (an `id` key and a `ws` scope column first), then
+    // random extra columns / keys / scopes that are often invalid.
+    let names = prop::sample::select(vec!["id", "ws", "title", "doc", "n", "sync_x"]);
     let types = prop::sample::select(vec![
         "string", "integer", "float", "boolean", "json", "bytes", "blob_ref", "crdt", "text",
     ]);
-    let column = (names.clone(), types, any::<bool>(), 0u8..4).prop_map(|(name, ty, nullable, extra)| {
-        let mut c = json!({"name": name, "type": ty, "nullable": nullable});
-        match extra {
-            1 => c["crdtType"] = json!("yjs-doc"),
-            2 => {
-                c["encrypted"] = json!(true);
-                c["declaredType"] = json!("string");
+    let extra = (prop::sample::select(vec!["title", "doc", "n", "sync_x", "id"]), types, any::<bool>(), 0u8..5)
+        .prop_map(|(name, ty, nullable, extra)| {
+            let mut c = json!({"name": name, "type": ty, "nullable": nullable});
+            match extra {
+                1 => c["crdtType"] = json!("yjs-doc"),
+                2 => {
+                    c["encrypted"] = json!(true);
+                    c["declaredType"] = json!("string");
+                }
+                _ => {}
             }
-            _ => {}
-        }
-        c
-    });
+            c
+        });
     let scope = (
         prop::sample::select(vec!["ws:{ws}", "w:{id}", "{ws}", "x:{a}{b}", "t:{title}", "ws:{n}"]),
         prop::option::of(names.clone()),
@@ -468,13 +471,23 @@ fn schema_ir_json() -> impl Strategy<Value = serde_json::Value> {
             Some(c) => json!({"pattern": p, "column": c}),
             None => json!({"pattern": p}),
         });
+    let scopes = prop_oneof![
+        6 => Just(vec![json!({"pattern": "ws:{ws}"})]),
+        1 => prop::collection::vec(scope, 0..3),
+    ];
+    let pk = prop_oneof![6 => Just("id"), 1 => names];
     let table = (
         prop::sample::select(vec!["tasks", "notes", "tasks"]),
-        names,
-        prop::collection::vec(column, 1..6),
-        prop::collection::vec(scope, 0..3),
+        pk,
+        prop::collection::vec(extra, 0..4),
+        scopes,
     )
-        .prop_map(|(name, pk, columns, scopes)| {
+        .prop_map(|(name, pk, extra, scopes)| {
+            let mut columns = vec![
+                json!({"name": "id", "type": "string", "nullable": false}),
+                json!({"name": "ws", "type": "string", "nullable": false}),
+            ];
+            columns.extend(extra);
             json!({"name": name, "primaryKey": pk, "columns": columns, "scopes": scopes})
         });
     (1i32..3, prop::collection::vec(table, 1..3))
