@@ -77,6 +77,11 @@ fn run() -> Result<(), String> {
         admin.query_one("SHOW server_version", &[]).map_err(|e| e.to_string())?.get::<_, String>(0)
     );
 
+    // Warm-up (not reported): backend caches, schema load, plan caches.
+    let warm = partition_name("bench-warmup");
+    sync_run(&dsn, &warm, 2, commits.min(200), "warm-up: sync")?;
+    plain_run(&dsn, &warm, 2, commits.min(200), "warm-up: INSERT … ON CONFLICT")?;
+
     let mut pairs: Vec<(Measure, Measure)> = Vec::new();
 
     // 1. One connection, fresh partition.
@@ -103,16 +108,16 @@ fn run() -> Result<(), String> {
     pairs.push((sync_big, plain_big));
 
     println!();
-    println!("{:<48} {:>8} {:>9} {:>12}", "scenario", "commits", "seconds", "commits/s");
+    println!("{:<56} {:>8} {:>9} {:>12}", "scenario", "commits", "seconds", "commits/s");
     for (s, p) in &pairs {
         for m in [s, p] {
-            println!("{:<48} {:>8} {:>9.2} {:>12.0}", m.name, m.ops, m.elapsed.as_secs_f64(), m.per_sec());
+            println!("{:<56} {:>8} {:>9.2} {:>12.0}", m.name, m.ops, m.elapsed.as_secs_f64(), m.per_sec());
         }
     }
     println!();
-    println!("{:<48} {:>12}", "ratio sync ÷ plain INSERT … ON CONFLICT", "ratio");
+    println!("{:<56} {:>12}", "ratio sync ÷ plain INSERT … ON CONFLICT", "ratio");
     for (s, p) in &pairs {
-        println!("{:<48} {:>12.3}", s.name, s.per_sec() / p.per_sec());
+        println!("{:<56} {:>12.3}", s.name, s.per_sec() / p.per_sec());
     }
     Ok(())
 }
@@ -160,7 +165,7 @@ fn sync_run(dsn: &str, partition: &str, connections: usize, per_conn: usize, nam
         h.join().map_err(|_| "a sync thread panicked".to_owned())??;
     }
     let m = Measure { name: name.to_owned(), ops: connections * per_conn, elapsed: began.elapsed() };
-    println!("{:<48} {:>10.0} commits/s", m.name, m.per_sec());
+    println!("{:<56} {:>10.0} commits/s", m.name, m.per_sec());
     Ok(m)
 }
 
@@ -207,7 +212,7 @@ fn plain_run(dsn: &str, partition: &str, connections: usize, per_conn: usize, na
         h.join().map_err(|_| "a plain thread panicked".to_owned())??;
     }
     let m = Measure { name: name.to_owned(), ops: connections * per_conn, elapsed: began.elapsed() };
-    println!("{:<48} {:>10.0} commits/s", m.name, m.per_sec());
+    println!("{:<56} {:>10.0} commits/s", m.name, m.per_sec());
     Ok(m)
 }
 
