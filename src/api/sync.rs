@@ -104,3 +104,34 @@ fn pull(
 fn commit_notification_payload(partition: &str, commit_seq: i64) -> String {
     crate::engine::notify::commit_payload(partition, commit_seq)
 }
+
+/// `syncular.commit(partition text, actor_id text, operations jsonb,
+/// client_id text DEFAULT NULL, client_commit_id text DEFAULT NULL,
+/// allowed_scopes jsonb DEFAULT NULL) returns jsonb` — a server-authored
+/// commit (SPEC §6.10) through the push path: same authorization (the
+/// `allowed_scopes` map, else the resolver), conflicts, atomicity,
+/// idempotency by `(partition, client_id, client_commit_id)`, commit log and
+/// NOTIFY. `operations` / result shapes: `crate::engine::server_commit`.
+/// `client_id` defaults to `'sql:' || actor_id`; `client_commit_id` to a
+/// fresh UUID (pass a stable one to make retries idempotent).
+/// Errors: as [`sync`] (`sync.invalid_request` for malformed operations,
+/// `sync.empty_commit`, `sync.invalid_client_id`, `sync.too_many_operations`).
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn commit(
+    partition: Option<&str>,
+    actor_id: Option<&str>,
+    operations: Option<JsonB>,
+    client_id: default!(Option<&str>, "NULL"),
+    client_commit_id: default!(Option<&str>, "NULL"),
+    allowed_scopes: default!(Option<JsonB>, "NULL"),
+) -> JsonB {
+    let partition = required(partition, "partition");
+    let actor_id = required(actor_id, "actor_id");
+    let Some(operations) = operations else {
+        raise(EngineError::host(HostCode::InvalidResolver, "argument operations must not be NULL"))
+    };
+    let allowed = allowed_scopes.map(|j| j.0);
+    let caller = Caller { partition, actor_id, allowed_scopes: allowed.as_ref() };
+    JsonB(crate::engine::server_commit::run(&caller, client_id, client_commit_id, &operations.0).or_raise())
+}

@@ -22,3 +22,4 @@ pub mod pull_limits;
 pub mod pull_window;
 pub mod scope_match;
 pub mod subscriptions;
+pub mod server_commit;

@@ -54,11 +54,30 @@ fn base64url(bytes: &[u8]) -> String {
         .collect()
 }
 
+thread_local! {
+    /// How many notifications this backend queued, and the last payload —
+    /// a test hook: delivery happens only at COMMIT, so a `#[pg_test]`
+    /// inside one transaction observes the queueing here. Constant memory.
+    static QUEUED: std::cell::RefCell<(u64, Option<String>)> = const { std::cell::RefCell::new((0, None)) };
+}
+
 /// Queues the notification of applied commit `commit_seq` (call only when
 /// the commit emitted at least one change). Errors: store failures.
 pub fn notify_commit(partition: &str, commit_seq: i64) -> EngineResult<()> {
-    notifications::queue_notification(COMMIT_CHANNEL, &commit_payload(partition, commit_seq))?;
+    let payload = commit_payload(partition, commit_seq);
+    notifications::queue_notification(COMMIT_CHANNEL, &payload)?;
+    QUEUED.with(|q| {
+        let mut q = q.borrow_mut();
+        q.0 += 1;
+        q.1 = Some(payload);
+    });
     Ok(())
+}
+
+/// `(count, last payload)` of the notifications this backend queued since it
+/// started — a test hook (see `QUEUED`).
+pub fn queued_in_backend() -> (u64, Option<String>) {
+    QUEUED.with(|q| q.borrow().clone())
 }
 
 #[cfg(test)]

@@ -214,8 +214,19 @@ fn record_applied(
         for (var, value) in &change.scopes {
             index_entries.push((change.table.clone(), var.clone(), value.clone()));
         }
+    }
+    // Tombstones follow each row's final state in this commit: deleted → the
+    // tombstone points at this commit; (re-)inserted → any tombstone goes.
+    for (i, change) in staged.iter().enumerate() {
+        let key = (&change.table, &change.row_id);
+        if staged[i + 1..].iter().any(|later| (&later.table, &later.row_id) == key) {
+            continue;
+        }
+        let inserted = staged[..=i].iter().any(|c| (&c.table, &c.row_id) == key && c.inserted);
         if change.op == Op::Delete {
             tombstones::upsert_tombstone(partition, &change.table, &change.row_id, commit_seq)?;
+        } else if inserted {
+            tombstones::delete_tombstone(partition, &change.table, &change.row_id)?;
         }
     }
     changes::insert_changes(partition, commit_seq, &rows)?;

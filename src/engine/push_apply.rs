@@ -37,7 +37,7 @@ use crate::engine::push_result::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql};
-use crate::store::{row_scopes, tombstones};
+use crate::store::row_scopes;
 
 /// A change staged by an applied operation (§2.2), written to the log once
 /// the commit's `commitSeq` is allocated.
@@ -52,6 +52,9 @@ pub struct StagedChange {
     pub scopes: BTreeMap<String, String>,
     /// Row-codec payload after the write (upserts).
     pub payload: Option<Vec<u8>>,
+    /// True for an upsert that inserted a row absent before (its tombstone,
+    /// if any, is cleared when the commit is recorded).
+    pub inserted: bool,
 }
 
 /// How one operation ended: applied (maybe with a change) or terminated
@@ -201,6 +204,7 @@ pub fn apply_operation(
                 row_version: None,
                 scopes,
                 payload: None,
+                inserted: false,
             })))
         }
         Op::Upsert => {
@@ -278,6 +282,7 @@ pub fn apply_operation(
                         row_version: Some(version),
                         scopes,
                         payload: Some(new_payload),
+                        inserted: false,
                     })))
                 }
                 None => {
@@ -326,7 +331,6 @@ pub fn apply_operation(
                     writing.set(None);
                     row_scopes::delete_row_scopes(partition, &table.name, &op.row_id)?;
                     row_scopes::insert_row_scopes(partition, &table.name, &op.row_id, &entries)?;
-                    tombstones::delete_tombstone(partition, &table.name, &op.row_id)?;
                     Ok(Ok(Some(StagedChange {
                         table: table.name.clone(),
                         row_id: op.row_id.clone(),
@@ -334,6 +338,7 @@ pub fn apply_operation(
                         row_version: Some(1),
                         scopes,
                         payload: Some(payload.to_vec()),
+                        inserted: true,
                     })))
                 }
             }

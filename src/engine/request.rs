@@ -60,7 +60,9 @@ fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> 
 
 /// §3.2 rule 3: the allowed map, from the gateway argument or the resolver,
 /// key-validated against the union of every table's declared variables.
-fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> EngineResult<Allowed> {
+/// Errors: `sync.invalid_subscription` (undeclared key), a malformed map
+/// (`syncular.resolver_malformed`), resolver storage failures.
+pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> EngineResult<Allowed> {
     let allowed = match caller.allowed_scopes {
         Some(value) => resolver::parse_allowed_map(value).map(Allowed::Map).map_err(|problem| {
             EngineError::host(HostCode::ResolverMalformed, format!("allowed_scopes argument {problem}"))
@@ -81,6 +83,25 @@ fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> EngineResu
         }
     }
     Ok(allowed)
+}
+
+/// §1.5 client record: refuses the reserved server-command prefix and a
+/// `clientId` bound to another actor in the partition
+/// (`sync.invalid_client_id`), else binds it and stores `wire_version`.
+pub fn bind_client_id(partition: &str, client_id: &str, actor_id: &str, wire_version: u16, now_ms: i64) -> EngineResult<()> {
+    if client_id.starts_with(REMOTE_COMMAND_PREFIX) {
+        return Err(EngineError::protocol(
+            ErrorCode::InvalidClientId,
+            format!("clientId may not start with the reserved server-command prefix {REMOTE_COMMAND_PREFIX} (§1.5)"),
+        ));
+    }
+    if !clients_write::bind_client(partition, client_id, actor_id, i32::from(wire_version), now_ms)? {
+        return Err(EngineError::protocol(
+            ErrorCode::InvalidClientId,
+            "clientId is already bound to a different actor in this partition (§1.5)",
+        ));
+    }
+    Ok(())
 }
 
 /// Runs one SSP2 request for `caller` and returns the encoded response.
@@ -131,18 +152,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     }
 
     let client_id = req.header.client_id.as_str();
-    if client_id.starts_with(REMOTE_COMMAND_PREFIX) {
-        return Err(EngineError::protocol(
-            ErrorCode::InvalidClientId,
-            format!("clientId may not start with the reserved server-command prefix {REMOTE_COMMAND_PREFIX} (§1.5)"),
-        ));
-    }
-    if !clients_write::bind_client(caller.partition, client_id, caller.actor_id, i32::from(wire), now_ms)? {
-        return Err(EngineError::protocol(
-            ErrorCode::InvalidClientId,
-            "clientId is already bound to a different actor in this partition (§1.5)",
-        ));
-    }
+    bind_client_id(caller.partition, client_id, caller.actor_id, wire, now_ms)?;
 
     let max_operations = crate::settings::max_operations();
     let total_ops: usize = req.commits.iter().map(|c| c.operations.len()).sum();

@@ -75,8 +75,8 @@ pub fn select_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
          WHERE _sync_partition = $1 AND _sync_row_id = $2",
         t.qualified_name
     );
-    Spi::connect(|client| {
-        let table = client.select(&sql, Some(1), &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
+    Spi::connect_mut(|client| {
+        let table = client.update(&sql, Some(1), &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
         if table.is_empty() {
             return Ok(None);
         }
@@ -104,9 +104,30 @@ pub struct AppRowWrite<'a> {
     pub payload: &'a [u8],
 }
 
+/// Whether a `json` value's text can be cast to `jsonb`: Postgres refuses
+/// `\u0000` and lone surrogate escapes, which the row codec accepts.
+fn jsonb_storable(text: &str) -> bool {
+    fn clean(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::String(s) => !s.contains('\0'),
+            serde_json::Value::Array(a) => a.iter().all(clean),
+            serde_json::Value::Object(m) => m.iter().all(|(k, v)| !k.contains('\0') && clean(v)),
+            _ => true,
+        }
+    }
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| clean(&v))
+}
+
+/// The bound value of one projection column. A value Postgres cannot hold
+/// in the column's type — a `json` text `jsonb` refuses, a string with a NUL
+/// character — projects as NULL; the verbatim payload still carries it.
 fn value_datum(v: &Option<RowValue>) -> DatumWithOid<'static> {
     match v {
         None => DatumWithOid::from(Option::<String>::None),
+        Some(RowValue::Json(s)) if !jsonb_storable(s) => DatumWithOid::from(Option::<String>::None),
+        Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) if s.contains('\0') => {
+            DatumWithOid::from(Option::<String>::None)
+        }
         Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) => {
             DatumWithOid::from(s.clone())
         }

@@ -41,3 +41,11 @@ pub fn insert_commit(c: &NewCommit<'_>) -> StoreResult<()> {
     })
     .map_err(StoreError::spi("insert_commit"))
 }
+
+/// A fresh unpredictable commit id (`gen_random_uuid()`), for a
+/// server-authored commit whose caller supplied none. Errors: SPI failures.
+pub fn generate_commit_id() -> StoreResult<String> {
+    Spi::get_one::<String>("SELECT pg_catalog.gen_random_uuid()::text")
+        .map_err(StoreError::spi("generate_commit_id"))?
+        .ok_or_else(|| StoreError::new("generate_commit_id", "gen_random_uuid() returned NULL"))
+}

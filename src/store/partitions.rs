@@ -36,8 +36,8 @@ fn registry_row(
 /// Reads the registry row of `partition` (plain MVCC read, takes no lock).
 /// Errors: SPI failures.
 pub fn select_partition_registry(partition: &str) -> StoreResult<Option<RegistryRow>> {
-    Spi::connect(|client| {
-        let table = client.select(
+    Spi::connect_mut(|client| {
+        let table = client.update(
             "SELECT log_epoch, epoch_required, last_authenticated_at_ms \
              FROM syncular.sync_partition_registry WHERE partition = $1",
             Some(1),

@@ -13,8 +13,8 @@ pub fn select_push_result(
     client_id: &str,
     client_commit_id: &str,
 ) -> StoreResult<Option<String>> {
-    Spi::connect(|client| {
-        let t = client.select(
+    Spi::connect_mut(|client| {
+        let t = client.update(
             "SELECT result::text FROM syncular.sync_push_results \
              WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",
             Some(1),

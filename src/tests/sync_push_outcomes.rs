@@ -308,4 +308,89 @@ mod tests {
         let sql = Spi::get_one::<String>("SELECT syncular.commit_notification_payload('tenant-a', 2)").unwrap().unwrap();
         assert_eq!(sql, "dGVuYW50LWE:2");
     }
+
+    #[pg_test]
+    fn later_commits_and_operations_see_earlier_writes_of_the_same_request() {
+        let epoch = ready();
+        let a = allowed_p1_p2();
+        let r = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![
+                commit("k1", vec![upsert(&task("t1", "p1", "v1", None), Some(0)), upsert(&task("t1", "p1", "v2", None), Some(1))]),
+                commit("k2", vec![upsert(&task("t1", "p1", "v3", None), Some(2))]),
+                commit("k3", vec![delete("t1"), upsert(&task("t1", "p1", "v4", None), Some(0))]),
+            ],
+            Some(&a),
+        );
+        assert_eq!(r.iter().map(|x| (x.status, x.commit_seq)).collect::<Vec<_>>(),
+                   vec![(PushStatus::Applied, Some(1)), (PushStatus::Applied, Some(2)), (PushStatus::Applied, Some(3))]);
+        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't1' AND title = 'v4' AND _sync_version = 1"), 1);
+        let log = Spi::get_one::<String>(
+            "SELECT string_agg(commit_seq || '/' || idx || '/' || op || '/' || coalesce(row_version::text, '-'), ',' ORDER BY commit_seq, idx) \
+             FROM syncular.sync_changes WHERE row_id = 't1'",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(log, "1/0/1/1,1/1/1/2,2/0/1/3,3/0/2/-,3/1/1/1");
+        assert_eq!(count("SELECT count(*) FROM syncular.sync_tombstones WHERE row_id = 't1'"), 0);
+    }
+
+    #[pg_test]
+    fn projection_columns_hold_typed_values_and_null_for_unstorable_json() {
+        let epoch = ready();
+        let a = allowed_p1_p2();
+        let good = with(with(task("t1", "p1", "a", None), "meta", Some(RowValue::Json("{\"k\": [1, 2]}".into()))), "n", Some(RowValue::Integer(42)));
+        let nul = with(task("t2", "p1", "b", None), "meta", Some(RowValue::Json("{\"k\": \"\\u0000\"}".into())));
+        let r = push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&good, None), upsert(&nul, None)])], Some(&a));
+        assert_eq!(r[0].status, PushStatus::Applied);
+        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't1' AND meta = '{\"k\": [1, 2]}'::jsonb AND n = 42"), 1);
+        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't2' AND meta IS NULL"), 1);
+        let stored = Spi::get_one::<Vec<u8>>("SELECT _sync_payload FROM public.tasks WHERE _sync_row_id = 't2'").unwrap().unwrap();
+        assert_eq!(stored, payload(&nul), "the payload keeps the value verbatim");
+    }
+
+    #[pg_test]
+    fn server_authored_commit_uses_the_push_path() {
+        let _ = ready();
+        let ops = json!([
+            {"table": "tasks", "op": "upsert", "row": {"id": "s1", "project_id": "p1", "title": "from sql", "done": true}},
+            {"table": "tasks", "op": "upsert", "row": {"id": "s2", "project_id": "p2", "done": false}}
+        ]);
+        let call = |ops: &serde_json::Value, id: &str, allowed: serde_json::Value| {
+            Spi::get_one_with_args::<pgrx::JsonB>(
+                "SELECT syncular.commit($1, $2, $3, client_commit_id => $4, allowed_scopes => $5)",
+                &[P.into(), "svc".into(), pgrx::JsonB(ops.clone()).into(), id.into(), pgrx::JsonB(allowed).into()],
+            )
+            .unwrap()
+            .unwrap()
+            .0
+        };
+        let out = call(&ops, "op-1", allowed_p1_p2());
+        assert_eq!(out["status"], "applied");
+        assert_eq!(out["commitSeq"], 1);
+        assert_eq!(out["clientId"], "sql:svc");
+        assert_eq!(out["results"].as_array().unwrap().len(), 2);
+        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 's1' AND title = 'from sql' AND done"), 1);
+        assert_eq!(count("SELECT count(*) FROM syncular.sync_commits WHERE actor_id = 'svc' AND client_id = 'sql:svc'"), 1);
+        // Same ids → cached, nothing re-applied.
+        let again = call(&ops, "op-1", allowed_p1_p2());
+        assert_eq!((again["status"].as_str(), again["commitSeq"].as_i64()), (Some("cached"), Some(1)));
+        // A stale baseVersion is a conflict carrying the server row as JSON.
+        let stale = json!([{"table": "tasks", "op": "upsert", "baseVersion": 9,
+                            "row": {"id": "s1", "project_id": "p1", "title": "x", "done": false}}]);
+        let out = call(&stale, "op-2", allowed_p1_p2());
+        assert_eq!(out["status"], "rejected");
+        assert_eq!(out["results"][0]["status"], "conflict");
+        assert_eq!(out["results"][0]["serverVersion"], 1);
+        assert_eq!(out["results"][0]["serverRow"]["title"], "from sql");
+        // Authorization applies.
+        let out = call(&json!([{"table": "tasks", "op": "delete", "rowId": "s1"}]), "op-3", json!({"project_id": ["p2"]}));
+        assert_eq!((out["status"].as_str(), out["results"][0]["code"].as_str()), (Some("rejected"), Some("sync.forbidden")));
+        // Malformed operations fail the call.
+        let bad = crate::store::subtransaction::run(|| call(&json!([{"table": "tasks", "op": "upsert", "row": {"nope": 1}}]), "op-4", allowed_p1_p2()));
+        assert!(bad.unwrap_err().message.starts_with("sync.invalid_request: "));
+    }
 }

@@ -187,8 +187,3 @@ pub fn rejection(result: &PushResult) -> (i32, String, bool) {
 pub fn count(sql: &str) -> i64 {
     support::int8(sql).unwrap_or(0)
 }
-
-/// Quotes a string literal for test SQL.
-pub fn lit(s: &str) -> String {
-    pgrx::spi::quote_literal(s)
-}

@@ -1,0 +1,194 @@
+//! Server-authored commits from SQL (SPEC §6.10, DESIGN §2
+//! `syncular.commit`): the same authorization, conflict, validation,
+//! atomicity, idempotency, commit-log and NOTIFY path as a replica's push —
+//! only the operations arrive as JSON rows instead of row-codec payloads.
+//!
+//! Input `operations`: a JSON array of
+//! `{"table": "tasks", "op": "upsert", "row": {"id": "t1", …}, "baseVersion": 3?}`
+//! or `{"table": "tasks", "op": "delete", "rowId": "t1"}` (an upsert's
+//! `rowId` defaults to its rendered primary key). Output: the commit's
+//! result as JSON,
+//! `{"clientId", "clientCommitId", "status": "applied"|"cached"|"rejected",
+//!   "commitSeq"?, "results": [{"opIndex", "status": "applied"} |
+//!   {"opIndex", "status": "conflict", "code", "message", "serverVersion",
+//!    "serverRow": {column: value, …}} |
+//!   {"opIndex", "status": "error", "code", "message", "retryable"}]}`.
+
+use serde_json::{json, Map, Value};
+use syncular_protocol::frame_fields::Op;
+use syncular_protocol::request::{Operation, PushCommit};
+use syncular_protocol::response::{OpResult, PushStatus};
+use syncular_protocol::row_codec::{decode_row, encode_row, render_row, row_from_json};
+use syncular_protocol::{ErrorCode, ProtocolError};
+
+use crate::engine::context::SyncContext;
+use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::push_apply::table_schema;
+use crate::engine::request::{bind_client_id, resolve_allowed, Caller};
+use crate::engine::schema::RegisteredSchema;
+use crate::engine::{clock, partition, push};
+use crate::store::commits;
+
+/// Wire version recorded for a SQL producer's client record.
+const SQL_PRODUCER_WIRE_VERSION: u16 = 2;
+
+fn invalid(message: impl Into<String>) -> EngineError {
+    EngineError::Protocol(ProtocolError::invalid(message))
+}
+
+fn str_field<'v>(op: &'v Map<String, Value>, key: &str, i: usize) -> EngineResult<Option<&'v str>> {
+    match op.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(invalid(format!("operations[{i}].{key} must be a string, got {other}"))),
+    }
+}
+
+/// Parses the JSON operations into push operations (payloads encoded with
+/// the registered row codec). Errors: `sync.invalid_request` naming the
+/// operation; `sync.empty_commit` for an empty array.
+pub fn parse_operations(schema: &RegisteredSchema, operations: &Value) -> EngineResult<Vec<Operation>> {
+    let items = operations
+        .as_array()
+        .ok_or_else(|| invalid(format!("operations must be a JSON array, got {operations}")))?;
+    if items.is_empty() {
+        return Err(EngineError::protocol(ErrorCode::EmptyCommit, "a commit needs at least one operation (§6.1)"));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let op = item.as_object().ok_or_else(|| invalid(format!("operations[{i}] must be an object")))?;
+        let table = str_field(op, "table", i)?.ok_or_else(|| invalid(format!("operations[{i}].table is required")))?;
+        let base_version = match op.get("baseVersion") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_i64().ok_or_else(|| invalid(format!("operations[{i}].baseVersion must be an integer")))?),
+        };
+        let row_id = str_field(op, "rowId", i)?;
+        match str_field(op, "op", i)?.unwrap_or("upsert") {
+            "delete" => out.push(Operation {
+                table: table.to_owned(),
+                row_id: row_id.ok_or_else(|| invalid(format!("operations[{i}]: a delete needs rowId")))?.to_owned(),
+                op: Op::Delete,
+                base_version,
+                payload: None,
+            }),
+            "upsert" => {
+                let row_json = op.get("row").ok_or_else(|| invalid(format!("operations[{i}]: an upsert needs row")))?;
+                let Some(registered) = schema.table(table) else {
+                    // Commit-level sync.unknown_table, decided by the push path.
+                    out.push(Operation {
+                        table: table.to_owned(),
+                        row_id: row_id.unwrap_or_default().to_owned(),
+                        op: Op::Upsert,
+                        base_version,
+                        payload: Some(Vec::new()),
+                    });
+                    continue;
+                };
+                let t = table_schema(registered);
+                let row = row_from_json(t.layout(), row_json)
+                    .map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
+                let rendered = t.row_id(&row);
+                let row_id = match (row_id, rendered) {
+                    (Some(given), _) => given.to_owned(),
+                    (None, Some(pk)) => pk,
+                    (None, None) => return Err(invalid(format!("operations[{i}].row has no primary key value"))),
+                };
+                let payload = encode_row(t.layout(), &row).map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
+                out.push(Operation { table: table.to_owned(), row_id, op: Op::Upsert, base_version, payload: Some(payload) });
+            }
+            other => return Err(invalid(format!("operations[{i}].op must be \"upsert\" or \"delete\", got {other:?}"))),
+        }
+    }
+    Ok(out)
+}
+
+fn result_json(schema: &RegisteredSchema, ops: &[Operation], r: &OpResult) -> Value {
+    match r {
+        OpResult::Applied { op_index } => json!({"opIndex": op_index, "status": "applied"}),
+        OpResult::Error { op_index, code, message, retryable } => {
+            json!({"opIndex": op_index, "status": "error", "code": code, "message": message, "retryable": retryable})
+        }
+        OpResult::Conflict { op_index, code, message, server_version, server_row } => {
+            let rendered = usize::try_from(*op_index)
+                .ok()
+                .and_then(|i| ops.get(i))
+                .and_then(|op| schema.table(&op.table))
+                .and_then(|t| {
+                    let layout = table_schema(t).layout();
+                    decode_row(layout, server_row).ok().map(|row| render_row(layout, &row))
+                })
+                .unwrap_or(Value::Null);
+            json!({"opIndex": op_index, "status": "conflict", "code": code, "message": message,
+                   "serverVersion": server_version, "serverRow": rendered})
+        }
+    }
+}
+
+/// Applies one server-authored commit for `caller` and returns its result
+/// JSON (module docs). `client_id` defaults to `"sql:<actor_id>"`,
+/// `client_commit_id` to a fresh UUID (no idempotency across calls then);
+/// a repeated `(client_id, client_commit_id)` replays the stored outcome.
+/// Errors (request-level): `sync.invalid_request`, `sync.empty_commit`,
+/// `sync.invalid_client_id`, `sync.too_many_operations`,
+/// `sync.invalid_subscription` (allowed-map keys), `syncular.no_schema`.
+pub fn run(
+    caller: &Caller<'_>,
+    client_id: Option<&str>,
+    client_commit_id: Option<&str>,
+    operations: &Value,
+) -> EngineResult<Value> {
+    let now_ms = clock::now_ms()?;
+    let schema = crate::engine::schema::require_registered_schema()?;
+    let schema: &RegisteredSchema = &schema;
+    let registry = partition::touch(caller.partition, now_ms)?;
+    let client_id = client_id.map_or_else(|| format!("sql:{}", caller.actor_id), str::to_owned);
+    if client_id.is_empty() {
+        return Err(invalid("client_id must be non-empty"));
+    }
+    let client_commit_id = match client_commit_id {
+        Some(id) if id.is_empty() => return Err(invalid("client_commit_id must be non-empty")),
+        Some(id) => id.to_owned(),
+        None => commits::generate_commit_id()?,
+    };
+    let ops = parse_operations(schema, operations)?;
+    bind_client_id(caller.partition, &client_id, caller.actor_id, SQL_PRODUCER_WIRE_VERSION, now_ms)?;
+    let max_operations = crate::settings::max_operations();
+    if ops.len() > max_operations {
+        return Err(EngineError::protocol(
+            ErrorCode::TooManyOperations,
+            format!("commit carries {} operations; the limit is {max_operations} (§6.1)", ops.len()),
+        ));
+    }
+    let allowed = resolve_allowed(caller, schema)?;
+    let ctx = SyncContext {
+        partition: caller.partition.to_owned(),
+        actor_id: caller.actor_id.to_owned(),
+        client_id: client_id.clone(),
+        wire_version: SQL_PRODUCER_WIRE_VERSION,
+        schema,
+        allowed,
+        log_epoch: registry.log_epoch,
+        now_ms,
+        response_budget_bytes: crate::settings::response_budget_bytes(),
+        max_operations,
+    };
+    let commit = PushCommit { client_commit_id: client_commit_id.clone(), operations: ops };
+    let answer = push::run(&ctx, std::slice::from_ref(&commit))?
+        .pop()
+        .ok_or_else(|| EngineError::internal("push answered no result"))?;
+    let status = match answer.result.status {
+        PushStatus::Applied => "applied",
+        PushStatus::Cached => "cached",
+        PushStatus::Rejected => "rejected",
+    };
+    let mut out = json!({
+        "clientId": client_id,
+        "clientCommitId": client_commit_id,
+        "status": status,
+        "results": answer.result.results.iter().map(|r| result_json(schema, &commit.operations, r)).collect::<Vec<_>>(),
+    });
+    if let Some(seq) = answer.result.commit_seq {
+        out["commitSeq"] = json!(seq);
+    }
+    Ok(out)
+}
