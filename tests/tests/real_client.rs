@@ -227,3 +227,50 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
         .collect();
     assert!(!server_ids.iter().any(|id| id == "sneaky"), "{server_ids:?}");
 }
+
+#[test]
+fn request_level_errors_reach_the_client_as_their_sync_code() {
+    let partition = fresh_partition("real-client-errors");
+    let mut c = new_client("typo-client").expect("client");
+    c.subscribe(
+        "typo".to_owned(),
+        "tasks".to_owned(),
+        vec![("team_id".to_owned(), vec!["t1".to_owned()])],
+        None,
+    )
+    .expect("the client accepts any key locally");
+    let mut t = PgTransport::new(connect(), &partition, "erin", Some(allow_projects(&["p1"])));
+    c.mutate(vec![upsert_task(task_values("e1", "p1", "must not land", false, None))])
+        .expect("local write");
+    let err = sync_idle(&mut c, &mut t, 6).expect_err("an undeclared scope key fails the round");
+    assert!(err.starts_with("sync.invalid_subscription: "), "{err}");
+    assert_eq!(c.pending_commit_ids().len(), 1, "the commit stays in the outbox");
+    assert!(
+        server_tasks(&mut connect(), &partition).expect("server rows").is_empty(),
+        "the failed request pushed nothing"
+    );
+}
+
+#[test]
+fn a_client_on_an_unserved_schema_version_stops_at_the_floor() {
+    let partition = fresh_partition("real-client-floor");
+    let mut ir = syncular_integration_tests::fixtures::schema_ir();
+    ir["version"] = json!(99);
+    let mut c = syncular_client::SyncClient::new("future-client".to_owned(), &ir, syncular_client::ClientLimits::default())
+        .expect("client on schema 99");
+    subscribe_projects(&mut c, "f-tasks", &["p1"]).expect("subscribe");
+    c.mutate(vec![upsert_task(task_values("f1", "p1", "from the future", false, None))])
+        .expect("local write");
+    let mut t = PgTransport::new(connect(), &partition, "fred", Some(allow_projects(&["p1"])));
+    let report = sync_idle(&mut c, &mut t, 6).expect("the floor response is a normal response");
+    let floor = report.schema_floor.clone().expect("the client surfaced the schema floor");
+    let registered: i32 = connect()
+        .query_one("SELECT syncular.current_schema_version()", &[])
+        .expect("current version")
+        .get(0);
+    assert_eq!(floor.latest_schema_version, Some(registered), "{floor:?}");
+    assert!(floor.required_schema_version.is_some(), "{floor:?}");
+    assert!(report.applied.is_empty() && report.rejected.is_empty(), "nothing processed: {report:?}");
+    assert_eq!(c.pending_commit_ids().len(), 1, "the outbox is kept for after the upgrade");
+    assert!(server_tasks(&mut connect(), &partition).expect("server rows").is_empty());
+}
