@@ -4,8 +4,10 @@
 //!
 //! Candidates come from one lateral, ordered, LIMITed index range scan of
 //! `sync_row_scopes (partition, tbl, var, value, row_id)` per effective value,
-//! merged and de-duplicated, then LEFT JOINed to the app table by its primary
-//! key `(_sync_partition, _sync_row_id)`. A candidate whose app row vanished
+//! merged and de-duplicated, then joined (a LATERAL probe fenced with
+//! `OFFSET 0`, so the plan is a primary-key lookup per candidate whatever the
+//! statistics say — never a hash join over the partition's rows) to the app
+//! table by its primary key `(_sync_partition, _sync_row_id)`. A candidate whose app row vanished
 //! comes back without data and still advances the row cursor. The exact
 //! multi-variable scope match is the engine's job.
 //!
@@ -72,8 +74,10 @@ fn page_sql(q: &PageQuery<'_>) -> String {
                    WHERE rs.partition = $1 AND rs.tbl = $2 AND rs.var = $3 AND rs.value = v.value{after} \
                    ORDER BY rs.row_id LIMIT {limit}) s \
                ORDER BY s.row_id LIMIT {limit}) c \
-         LEFT JOIN {app_table} r \
-                ON r._sync_partition = $5 AND r._sync_row_id = c.row_id \
+         LEFT JOIN LATERAL ( \
+             SELECT a._sync_version, a._sync_scopes, a._sync_payload FROM {app_table} a \
+             WHERE a._sync_partition = $5 AND a._sync_row_id = c.row_id \
+             OFFSET 0) r ON true \
          ORDER BY c.row_id",
         app_table = q.app_table,
     )
@@ -100,8 +104,8 @@ fn page_args<'a>(q: &PageQuery<'a>) -> Vec<DatumWithOid<'a>> {
 pub fn read_bootstrap_page(q: &PageQuery<'_>) -> StoreResult<Vec<PageRow>> {
     let sql = page_sql(q);
     let args = page_args(q);
-    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
-        let table = client.select(sql.as_str(), None, &args)?;
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.update(sql.as_str(), None, &args)?;
         let mut out = Vec::with_capacity(table.len());
         for row in table {
             let row_id = row.get::<String>(1)?.unwrap_or_default();

@@ -44,8 +44,8 @@ pub fn record_pull(
 /// The stored pull state of one client: `(cursor, subscriptions JSON text)`,
 /// or `None` when the client has no record. Errors: SPI failures.
 pub fn read_pull_state(partition: &str, client_id: &str) -> StoreResult<Option<(i64, String)>> {
-    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
-        let table = client.select(
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.update(
             "SELECT cursor, subscriptions::text FROM syncular.sync_clients \
              WHERE partition = $1 AND client_id = $2",
             Some(1),

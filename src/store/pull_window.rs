@@ -6,7 +6,8 @@
 //! of `sync_change_scopes (partition, tbl, var, value, commit_seq)` per
 //! effective value of ONE scope variable, merged and de-duplicated; they are
 //! then joined to `sync_commits` (metadata) and `sync_changes` (the table's
-//! changes). The exact multi-variable match against each change's stored
+//! changes) through LATERAL probes fenced with `OFFSET 0`, so each candidate
+//! is a primary-key lookup whatever the statistics say. The exact multi-variable match against each change's stored
 //! scopes is the engine's job (it needs the whole effective map). Never a
 //! log scan: `src/tests/sync_pull_explain.rs` asserts the plan.
 
@@ -27,8 +28,8 @@ pub struct PartitionBounds {
 /// Reads `max_commit_seq` and `horizon_seq` of `partition`; a partition with
 /// no `sync_partitions` row reads as `(0, 0)`. Errors: SPI failures.
 pub fn read_partition_bounds(partition: &str) -> StoreResult<PartitionBounds> {
-    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
-        let table = client.select(
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.update(
             "SELECT max_commit_seq, horizon_seq FROM syncular.sync_partitions WHERE partition = $1",
             Some(1),
             &[DatumWithOid::from(partition)],
@@ -92,10 +93,12 @@ FROM (SELECT DISTINCT s.commit_seq \
             AND cs.commit_seq > $5 AND cs.commit_seq <= $6 \
           ORDER BY cs.commit_seq LIMIT $7) s \
       ORDER BY s.commit_seq LIMIT $7) c \
-LEFT JOIN syncular.sync_commits m \
-       ON m.partition = $1 AND m.commit_seq = c.commit_seq \
-LEFT JOIN syncular.sync_changes ch \
-       ON ch.partition = $1 AND ch.commit_seq = c.commit_seq AND ch.tbl = $2 \
+LEFT JOIN LATERAL ( \
+    SELECT cm.created_at_ms, cm.actor_id FROM syncular.sync_commits cm \
+    WHERE cm.partition = $1 AND cm.commit_seq = c.commit_seq OFFSET 0) m ON true \
+LEFT JOIN LATERAL ( \
+    SELECT x.idx, x.row_id, x.op, x.row_version, x.scopes, x.payload FROM syncular.sync_changes x \
+    WHERE x.partition = $1 AND x.commit_seq = c.commit_seq AND x.tbl = $2 OFFSET 0) ch ON true \
 ORDER BY c.commit_seq, ch.idx";
 
 /// The parameters of one window page read.
@@ -120,7 +123,7 @@ pub struct WindowPageQuery<'a> {
 /// `variable ∈ values`, oldest first, each with all of its `table` changes
 /// in `idx` order. Errors: SPI failures.
 pub fn read_window_page(q: &WindowPageQuery<'_>) -> StoreResult<Vec<WindowRow>> {
-    Spi::connect(|client| -> Result<_, pgrx::spi::Error> {
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let args = [
             DatumWithOid::from(q.partition),
             DatumWithOid::from(q.table),
@@ -130,7 +133,7 @@ pub fn read_window_page(q: &WindowPageQuery<'_>) -> StoreResult<Vec<WindowRow>> 
             DatumWithOid::from(q.through_seq),
             DatumWithOid::from(q.candidate_limit),
         ];
-        let table = client.select(WINDOW_PAGE_SQL, None, &args)?;
+        let table = client.update(WINDOW_PAGE_SQL, None, &args)?;
         let mut out = Vec::with_capacity(table.len());
         for row in table {
             let commit_seq = row.get::<i64>(1)?.unwrap_or_default();

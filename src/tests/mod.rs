@@ -21,3 +21,7 @@ mod sync_push_idempotency;
 mod sync_push_outcomes;
 mod sync_request_gates;
 pub mod sync_support;
+mod sync_pull_bootstrap;
+mod sync_pull_budget;
+mod sync_pull_explain;
+mod sync_pull_scopes;

@@ -23,6 +23,7 @@ mod tests {
         let s4 = a.push_ok(vec![delete("tasks", "t3")]);
         let mut b = Client::new("p1", "bob", "cb");
         let p = b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![tasks_sub(0)]);
+        assert_eq!(p.response.wire_version, 2, "answered in the request's wire version");
         let sec = p.one();
         assert_eq!(sec.start.status.name(), "active");
         assert!(!sec.start.bootstrap);

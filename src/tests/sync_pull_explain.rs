@@ -1,0 +1,120 @@
+//! Plan tests: with 20k rows per index (`enable_seqscan` left ON, so the
+//! assertion means something), the incremental window reads
+//! `sync_change_scopes` and the bootstrap page reads `sync_row_scopes` by an
+//! index range scan, and no sync_* table or app table is read sequentially.
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+    use serde_json::Value;
+
+    use crate::store::bootstrap_page::{explain_bootstrap_page, PageQuery};
+    use crate::store::pull_window::{explain_window_page, WindowPageQuery};
+    use crate::tests::support::{run, text};
+    use crate::tests::sync_pull_support::setup;
+
+    const ROWS: i64 = 20_000;
+
+    /// 20k commits/changes/rows in partition `p1`, table `tasks`, spread over
+    /// 20 workspaces (1000 each), plus the same volume in partition `p2`.
+    fn seed() {
+        setup();
+        for p in ["p1", "p2"] {
+            run(&format!(
+                "INSERT INTO syncular.sync_partitions(partition, max_commit_seq, horizon_seq) VALUES ('{p}', {ROWS}, 0);
+                 INSERT INTO syncular.sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms)
+                   SELECT '{p}', g, 'c', 'cc' || g, 'a', 1700000000000 + g FROM generate_series(1, {ROWS}) g;
+                 INSERT INTO syncular.sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+                   SELECT '{p}', g, 0, 'tasks', 'r' || lpad(g::text, 6, '0'), 1, 1,
+                          jsonb_build_object('ws', 'w' || (g % 20)), '\\x00'::bytea
+                     FROM generate_series(1, {ROWS}) g;
+                 INSERT INTO syncular.sync_change_scopes(partition, tbl, var, value, commit_seq)
+                   SELECT '{p}', 'tasks', 'ws', 'w' || (g % 20), g FROM generate_series(1, {ROWS}) g;
+                 INSERT INTO syncular.sync_row_scopes(partition, tbl, var, value, row_id)
+                   SELECT '{p}', 'tasks', 'ws', 'w' || (g % 20), 'r' || lpad(g::text, 6, '0') FROM generate_series(1, {ROWS}) g;
+                 INSERT INTO public.tasks(_sync_partition, _sync_row_id, id, ws, title, _sync_version, _sync_scopes, _sync_payload)
+                   SELECT '{p}', 'r' || lpad(g::text, 6, '0'), 'r' || lpad(g::text, 6, '0'), 'w' || (g % 20), 't', 1,
+                          jsonb_build_object('ws', 'w' || (g % 20)), '\\x00'::bytea
+                     FROM generate_series(1, {ROWS}) g;"
+            ));
+        }
+        run("ANALYZE syncular.sync_commits, syncular.sync_changes, syncular.sync_change_scopes, \
+             syncular.sync_row_scopes, public.tasks");
+        assert_eq!(text("SHOW enable_seqscan").as_deref(), Some("on"));
+    }
+
+    /// Every `(Node Type, Relation Name, Index Name)` of a JSON plan.
+    fn nodes(plan: &Value, out: &mut Vec<(String, String, String)>) {
+        match plan {
+            Value::Object(map) => {
+                if let Some(Value::String(node)) = map.get("Node Type") {
+                    let rel = map.get("Relation Name").and_then(Value::as_str).unwrap_or("").to_string();
+                    let idx = map.get("Index Name").and_then(Value::as_str).unwrap_or("").to_string();
+                    out.push((node.clone(), rel, idx));
+                }
+                map.values().for_each(|v| nodes(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| nodes(v, out)),
+            _ => {}
+        }
+    }
+
+    fn assert_indexed(plan_json: &str, driving_table: &str) {
+        let plan: Value = serde_json::from_str(plan_json).unwrap();
+        let mut all = vec![];
+        nodes(&plan, &mut all);
+        let seq: Vec<_> = all.iter().filter(|(n, _, _)| n == "Seq Scan").collect();
+        assert!(seq.is_empty(), "no sequential scan expected, plan: {plan_json}");
+        // Index Scan / Index Only Scan name the relation; a Bitmap Index
+        // Scan names only the index (`<table>_pkey`).
+        assert!(
+            all.iter().any(|(n, rel, idx)| n.contains("Index")
+                && (rel == driving_table || idx.starts_with(driving_table))),
+            "an index scan on {driving_table} expected, plan: {plan_json}"
+        );
+    }
+
+    #[pg_test]
+    fn incremental_window_is_an_index_range_scan() {
+        seed();
+        let one = vec!["w7".to_string()];
+        let many = vec!["w3".to_string(), "w7".to_string(), "w11".to_string()];
+        for values in [&one, &many] {
+            for after in [0, 15_000] {
+                let plan = explain_window_page(&WindowPageQuery {
+                    partition: "p1",
+                    table: "tasks",
+                    variable: "ws",
+                    values,
+                    after_seq: after,
+                    through_seq: ROWS,
+                    candidate_limit: 257,
+                })
+                .unwrap();
+                assert_indexed(&plan, "sync_change_scopes");
+            }
+        }
+    }
+
+    #[pg_test]
+    fn bootstrap_page_is_an_index_range_scan() {
+        seed();
+        let one = vec!["w7".to_string()];
+        let many = vec!["w3".to_string(), "w7".to_string(), "w11".to_string()];
+        for values in [&one, &many] {
+            for after in [None, Some("r010000")] {
+                let plan = explain_bootstrap_page(&PageQuery {
+                    partition: "p1",
+                    app_table: "\"public\".\"tasks\"",
+                    table: "tasks",
+                    variable: "ws",
+                    values,
+                    after_row_id: after,
+                    candidate_limit: 1001,
+                })
+                .unwrap();
+                assert_indexed(&plan, "sync_row_scopes");
+            }
+        }
+    }
+}
