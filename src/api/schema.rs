@@ -32,8 +32,10 @@ fn register_schema(
 
 /// `syncular.current_schema_version() returns integer` — the registered
 /// `schemaVersion` the server serves (§1.6), NULL before the first
-/// registration. Granted to `syncular_gateway`.
-#[pg_extern(stable)]
+/// registration. Granted to `syncular_gateway`; SECURITY DEFINER with a
+/// pinned `search_path`, so the gateway needs no grant on the marker tables.
+#[pg_extern(stable, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
 fn current_schema_version() -> Option<i32> {
     schema::load_registered_schema().or_raise().map(|s| s.version)
 }

@@ -143,9 +143,9 @@ pub fn drop_index(app_schema: &str, index: &str) -> StoreResult<()> {
 /// owns and rebuilds; operator-added indexes are left alone).
 pub fn list_owned_indexes(app_schema: &str, table: &str) -> StoreResult<Vec<String>> {
     const STATEMENT: &str = "list_owned_indexes";
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(
+            .update(
                 "SELECT ic.relname::text \
                    FROM pg_catalog.pg_index i \
                    JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid \
@@ -172,9 +172,9 @@ pub fn list_owned_indexes(app_schema: &str, table: &str) -> StoreResult<Vec<Stri
 /// or `None` when no such table exists.
 pub fn app_table_columns(app_schema: &str, table: &str) -> StoreResult<Option<Vec<String>>> {
     const STATEMENT: &str = "app_table_columns";
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(
+            .update(
                 "SELECT a.attname::text \
                    FROM pg_catalog.pg_class c \
                    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
@@ -217,9 +217,9 @@ pub fn select_payload_page(
         pl = quote_identifier(PAYLOAD_COLUMN),
         t = qualified_name(app_schema, table),
     );
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(sql.as_str(), None, &[after_partition.into(), after_row_id.into(), limit.into()])
+            .update(sql.as_str(), None, &[after_partition.into(), after_row_id.into(), limit.into()])
             .map_err(StoreError::spi(STATEMENT))?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {

@@ -4,6 +4,12 @@
 //! always bound parameters. Every sync_* table lives in schema `syncular`;
 //! statements name it explicitly (`syncular.sync_commits`), so they do not
 //! depend on the caller's `search_path`.
+//!
+//! Reads use `Spi::connect_mut` + `update` (SPI read-write mode) on purpose:
+//! a read-only SPI query reuses the statement's snapshot and does not see
+//! rows written earlier in the same function call (e.g. inside a
+//! subtransaction after a write), while read-write mode takes a fresh
+//! command id for every statement.
 
 pub mod app_table_ddl;
 pub mod error;

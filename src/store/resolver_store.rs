@@ -35,9 +35,9 @@ pub struct ResolverName {
 /// Reads `pg_proc` for `function`; `None` when no such function exists.
 pub fn describe_function(function: pg_sys::Oid) -> StoreResult<Option<FunctionShape>> {
     const STATEMENT: &str = "describe_function";
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(
+            .update(
                 "SELECT p.oid::pg_catalog.regprocedure::text, \
                         pg_catalog.array_to_string(p.proargtypes::pg_catalog.oid[], ','), \
                         p.prorettype, p.proretset, p.prokind::text \
@@ -95,9 +95,9 @@ pub fn delete_scope_resolver() -> StoreResult<()> {
 /// The stored resolver's schema and name; `None` when none is set.
 pub fn load_scope_resolver() -> StoreResult<Option<ResolverName>> {
     const STATEMENT: &str = "load_scope_resolver";
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(
+            .update(
                 "SELECT n.nspname::text, p.proname::text \
                    FROM syncular.sync_scope_resolver r \
                    JOIN pg_catalog.pg_proc p ON p.oid = r.resolver \

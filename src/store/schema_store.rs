@@ -43,9 +43,9 @@ pub struct StoredTable {
 /// check.
 pub fn current_version_key() -> StoreResult<Option<(i64, String)>> {
     const STATEMENT: &str = "current_version_key";
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(
+            .update(
                 "SELECT version, xmin::text FROM syncular.sync_schema_versions \
                   ORDER BY version DESC LIMIT 1",
                 Some(1),
@@ -62,9 +62,9 @@ pub fn current_version_key() -> StoreResult<Option<(i64, String)>> {
 /// The current version row (highest version), if any.
 pub fn load_current_version() -> StoreResult<Option<StoredVersion>> {
     const STATEMENT: &str = "load_current_version";
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(
+            .update(
                 "SELECT version, xmin::text, ir, app_schema FROM syncular.sync_schema_versions \
                   ORDER BY version DESC LIMIT 1",
                 Some(1),
@@ -88,9 +88,9 @@ pub fn load_current_version() -> StoreResult<Option<StoredVersion>> {
 /// Every row of `sync_schema_tables`, ordered by name.
 pub fn load_schema_tables() -> StoreResult<Vec<StoredTable>> {
     const STATEMENT: &str = "load_schema_tables";
-    Spi::connect(|client| {
+    Spi::connect_mut(|client| {
         let rows = client
-            .select(
+            .update(
                 "SELECT tbl, version, app_schema, app_table, layout \
                    FROM syncular.sync_schema_tables ORDER BY tbl",
                 None,

@@ -76,7 +76,7 @@ mod tests {
             crate::api::errors::raise(resolve_allowed("p", "a").unwrap_err())
         })
         .unwrap_err();
-        assert_eq!(err.sqlstate, "39000");
+        assert_eq!(err.sqlstate, "39000", "{err:?}");
         assert!(err.message.starts_with("syncular.resolver_malformed: scope resolver public.test_resolver returned a JSON string"), "{err:?}");
     }
 

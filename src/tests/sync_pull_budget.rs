@@ -93,7 +93,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn bootstrap_pages_stop_at_the_budget_and_a_fresh_bootstrap_always_gets_its_first_page() {
+    fn bootstrap_pages_stop_at_the_budget_and_a_fresh_bootstrap_always_gets_a_first_segment() {
         setup();
         let mut a = Client::new("p1", "alice", "ca");
         let mut last = 0;
@@ -102,8 +102,9 @@ mod tests {
         }
         run("SET LOCAL syncular.response_budget_bytes = 2048");
         let mut b = Client::new("p1", "bob", "cb");
-        // Two fresh bootstraps in one request: the second one still gets a
-        // (one-row) first page although the first used the budget up.
+        // Two fresh bootstraps in one request: the second one still gets its
+        // first segment (empty: the budget is spent) so the client's §5.6
+        // first-page clear happens, then a token from the table start.
         let p = b.pull(
             header(0, 0, 0, ACCEPT_ROWS),
             vec![
@@ -115,9 +116,13 @@ mod tests {
         let x_ids = x.segment_ids();
         assert!(!x_ids.is_empty() && x_ids.len() < 12, "page cut by bytes: {x_ids:?}");
         let y = &p.sections[1];
+        assert!(y.start.bootstrap);
         assert_eq!(y.segments.len(), 1);
-        assert_eq!(y.segment_ids(), ["t00"], "at least one row, then deferred");
-        assert!(p.bytes < 2048 + 2 * 1024, "response stays near the budget ({} bytes)", p.bytes);
+        assert!(y.segment_ids().is_empty(), "an empty first page, then deferred");
+        assert_eq!(y.segments[0].header.table, "tasks");
+        let y_token = ResumeToken::parse(y.end.bootstrap_state.as_deref().unwrap()).unwrap();
+        assert_eq!((y_token.as_of_commit_seq, y_token.row_cursor), (last, None));
+        assert!(p.bytes < 2048 + 1024, "response stays near the budget ({} bytes)", p.bytes);
         // Resuming walks the rest without loss or duplicates.
         let mut ids = x_ids.clone();
         let mut token = x.end.bootstrap_state.clone();
@@ -132,5 +137,27 @@ mod tests {
         }
         let expected: Vec<String> = (0..12).map(|i| format!("t{i:02}")).collect();
         assert_eq!(ids, expected);
+    }
+
+    #[pg_test]
+    fn maximal_clamps_and_many_subscriptions_stay_near_the_budget() {
+        setup();
+        let mut a = Client::new("p1", "alice", "ca");
+        for c in 0..4 {
+            a.push_ok((0..100).map(|i| task(&format!("r{c}-{i:03}"), "w1", &big(1000))).collect());
+        }
+        run("SET LOCAL syncular.response_budget_bytes = 16384");
+        let mut b = Client::new("p1", "bob", "cb");
+        let mut subs = vec![];
+        for i in 0..40 {
+            subs.push(sub(&format!("boot{i}"), "tasks", &[("ws", &["w1"])], -1, None));
+            subs.push(sub(&format!("inc{i}"), "tasks", &[("ws", &["w1"])], 0, None));
+        }
+        let p = b.pull(header(i32::MAX, i32::MAX, i32::MAX, ACCEPT_ROWS), subs);
+        assert_eq!(p.sections.len(), 80);
+        // 400 rows of ~1 KiB × 80 subscriptions would be ~32 MB unbounded.
+        assert!(p.bytes < 16384 + 1100 + 80 * 256, "bounded by budget + one row + framing: {} bytes", p.bytes);
+        assert!(p.sections[0].segment_ids().len() >= 1);
+        assert!(p.sections.iter().skip(1).all(|s| s.segment_ids().is_empty() && s.commits.is_empty()));
     }
 }

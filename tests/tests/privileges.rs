@@ -33,8 +33,17 @@ fn only_the_gateway_role_may_call_and_admin_stays_admin() {
         let err = as_nobody.query_one("SELECT syncular.register_schema('{}'::jsonb)", &[]).unwrap_err();
         assert_eq!(sqlstate(&err), "42501", "{err}");
 
+        let err = as_nobody.query_one("SELECT syncular.sync('p', 'a', '\\x00'::bytea)", &[]).unwrap_err();
+        assert_eq!(sqlstate(&err), "42501", "{err}");
+
         let mut as_gateway = connect_to(&dsn_as(&base, &gateway));
         as_gateway.query_one("SELECT syncular.current_schema_version()", &[]).unwrap();
+        // The gateway reaches the sync round itself (SECURITY DEFINER, no table
+        // grants needed): garbage bytes are a request-level decode error.
+        let err = as_gateway.query_one("SELECT syncular.sync('p', 'a', '\\x00'::bytea)", &[]).unwrap_err();
+        assert_eq!(sqlstate(&err), "22023", "{err}");
+        let message = err.as_db_error().map(|e| e.message().to_string()).unwrap_or_default();
+        assert!(message.starts_with("sync.invalid_request: "), "{message}");
         let err = as_gateway.query_one("SELECT syncular.register_schema('{}'::jsonb)", &[]).unwrap_err();
         assert_eq!(sqlstate(&err), "42501", "{err}");
         let err = as_gateway.query_one("SELECT syncular.set_scope_resolver(NULL)", &[]).unwrap_err();
