@@ -26,3 +26,4 @@ pub mod realtime;
 pub mod canonical_json;
 pub mod scope_digest;
 pub mod scopes;
+pub mod json_text;

@@ -15,6 +15,7 @@
 //! violations" of §5.2's closed list). Decoders never panic on any input.
 
 use crate::errors::{ErrorCode, ProtocolError, Result};
+use crate::json_text::is_json_document;
 use crate::primitives::{validate_json, Reader, Writer, MAX_SAFE_INTEGER};
 use serde_json::Value;
 
@@ -352,6 +353,21 @@ pub fn validate_blob_ref(text: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
+fn not_json(what: &str) -> ProtocolError {
+    ProtocolError::invalid(format!("{what}: not a JSON document (§2.4 tag 5)"))
+}
+
+/// A tag-5 value: a `str` that is one JSON document ([`is_json_document`],
+/// the same acceptance as `primitives::validate_json`, without allocating).
+fn json_str<'a>(r: &mut Reader<'a>, what: &str) -> Result<&'a str> {
+    let s = r.str(what)?;
+    if is_json_document(s) {
+        Ok(s)
+    } else {
+        Err(not_json(what))
+    }
+}
+
 fn read_bitmap<'a>(r: &mut Reader<'a>, layout: &TableLayout) -> Result<&'a [u8]> {
     let n = layout.columns.len();
     let bitmap = r.take(layout.bitmap_len(), "row null bitmap")?;
@@ -387,7 +403,7 @@ fn read_value(r: &mut Reader<'_>, col: &ColumnLayout) -> Result<RowValue> {
         ColumnType::Integer => RowValue::Integer(r.i64(what)?),
         ColumnType::Float => RowValue::Float(r.f64(what)?),
         ColumnType::Boolean => RowValue::Boolean(r.bool(what)?),
-        ColumnType::Json => RowValue::Json(r.json(what)?.to_owned()),
+        ColumnType::Json => RowValue::Json(json_str(r, what)?.to_owned()),
         ColumnType::Bytes => RowValue::Bytes(r.bytes(what)?.to_vec()),
         ColumnType::BlobRef => {
             let s = r.str(what)?;
@@ -414,7 +430,7 @@ fn skip_value(r: &mut Reader<'_>, col: &ColumnLayout) -> Result<()> {
             r.bool(what)?;
         }
         ColumnType::Json => {
-            r.json(what)?;
+            json_str(r, what)?;
         }
         ColumnType::Bytes | ColumnType::Crdt => {
             r.bytes(what)?;
@@ -498,8 +514,8 @@ fn check_value(v: &RowValue, what: &str, texts: TextCheck) -> Result<()> {
         RowValue::Json(j) => {
             len_ok(j.len())?;
             match texts {
-                TextCheck::Full => validate_json(j, what),
-                TextCheck::Trusted => Ok(()),
+                TextCheck::Full if !is_json_document(j) => Err(not_json(what)),
+                _ => Ok(()),
             }
         }
         RowValue::BlobRef(j) => {

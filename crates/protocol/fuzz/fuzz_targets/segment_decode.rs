@@ -5,7 +5,9 @@
 //! against the remaining bytes first). The fast validator must accept exactly
 //! what the full decoder accepts; whatever decodes must re-encode to the
 //! exact input bytes (canonical encoding) and render (§11.1 rule 8). The
-//! same bytes are also fed to the row codec under a fixed all-types layout.
+//! same bytes are also fed to the row codec under a fixed all-types layout,
+//! and (when UTF-8) to the allocation-free JSON checker, which must agree
+//! with serde_json (`primitives::validate_json`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -15,9 +17,14 @@ use syncular_protocol::row_codec::{
 use syncular_protocol::segment::{
     decode_rows_segment, encode_rows_segment, render_rows_segment, validate_rows_segment,
 };
+use syncular_protocol::json_text::is_json_document;
+use syncular_protocol::primitives::validate_json;
 use syncular_protocol::ErrorCode;
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert_eq!(is_json_document(text), validate_json(text, "fuzz").is_ok(), "{text:?}");
+    }
     let valid = validate_rows_segment(data);
     match decode_rows_segment(data) {
         Ok(seg) => {
