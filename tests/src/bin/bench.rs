@@ -5,6 +5,7 @@
 //! Scenarios (each sync scenario has its baseline measured right after it):
 //! 1. one connection, empty partition;
 //! 2. eight connections, one shared partition;
+//!    (diagnostic: eight connections on eight partitions — no shared counter row);
 //! 3. one connection into a partition already holding 100,000 rows
 //!    (baseline: a plain table already holding 100,000 rows for that key).
 //!
@@ -95,6 +96,12 @@ fn run() -> Result<(), String> {
     let sync8 = sync_run(&dsn, &p8, 8, commits, "sync, 8 connections")?;
     let plain8 = plain_run(&dsn, &p8, 8, commits, "INSERT … ON CONFLICT, 8 connections")?;
     pairs.push((sync8, plain8));
+    // Diagnostic: the same 8 connections, each on its own partition (no
+    // shared counter row), separates partition serialization from CPU load.
+    let spread: Vec<String> = (0..8).map(|i| partition_name(&format!("bench-8x{i}"))).collect();
+    let sync8x = sync_run_on(&dsn, &spread, commits, "sync, 8 connections, 8 partitions")?;
+    let plain8x = plain_run(&dsn, &partition_name("bench-8x-plain"), 8, commits, "INSERT … ON CONFLICT, 8 connections (again)")?;
+    pairs.push((sync8x, plain8x));
 
     // 3. Into a partition already holding `preload` rows.
     let big = partition_name("bench-100k");
@@ -130,13 +137,23 @@ fn epoch_for(dsn: &str, partition: &str) -> Result<String, String> {
 /// `connections` threads, each pushing `per_conn` single-row commits (one
 /// request per commit, autocommit) as fast as they can.
 fn sync_run(dsn: &str, partition: &str, connections: usize, per_conn: usize, name: &str) -> Result<Measure, String> {
-    let epoch = epoch_for(dsn, partition)?;
+    sync_run_on(dsn, &vec![partition.to_owned(); connections], per_conn, name)
+}
+
+/// [`sync_run`] with one connection per entry of `partitions` (connection
+/// `c` pushes into `partitions[c]`).
+fn sync_run_on(dsn: &str, partitions: &[String], per_conn: usize, name: &str) -> Result<Measure, String> {
+    let connections = partitions.len();
+    let mut epochs = Vec::with_capacity(connections);
+    for p in partitions {
+        epochs.push(epoch_for(dsn, p)?);
+    }
     let allowed = allow_all_projects();
     let barrier = Arc::new(Barrier::new(connections + 1));
     let handles: Vec<_> = (0..connections)
         .map(|c| {
             let (dsn, partition, epoch, allowed, barrier) =
-                (dsn.to_owned(), partition.to_owned(), epoch.clone(), allowed.clone(), Arc::clone(&barrier));
+                (dsn.to_owned(), partitions[c].clone(), epochs[c].clone(), allowed.clone(), Arc::clone(&barrier));
             thread::spawn(move || -> Result<(), String> {
                 let mut conn = connect_to(&dsn);
                 let stmt = conn.prepare(SYNC_SQL).map_err(|e| e.to_string())?;
