@@ -17,7 +17,8 @@
 //!   that follows, so the client converges.
 //! - Budget ([`super::budget`]): a page stops adding rows once the response
 //!   plus the page reaches the budget (keeping at least one row), and no new
-//!   page starts past it — except the first page of a fresh bootstrap.
+//!   page starts past it; a fresh bootstrap deferred before its first page
+//!   gets an empty first segment so the §5.6 first-page clear still happens.
 
 use syncular_protocol::resume_token::ResumeToken;
 use syncular_protocol::scopes::ScopeMap;
@@ -95,7 +96,7 @@ pub struct BootstrapRequest<'a> {
     pub effective: &'a ScopeMap,
     pub start: BootstrapStart,
     /// True for a fresh bootstrap in the client's sense (§5.6): request
-    /// `cursor < 0` and no token. Its first page is never deferred.
+    /// `cursor < 0` and no token. Its first segment is never omitted.
     pub fresh: bool,
     pub limits: PullLimits,
 }
@@ -128,9 +129,16 @@ pub fn run_bootstrap(
     let mut deferred = false;
     let mut done = false;
     for page_no in 0..req.limits.max_snapshot_pages {
-        let first_fresh_page = req.fresh && page_no == 0;
-        if !first_fresh_page && budget.exhausted(written, 0) {
+        if budget.exhausted(written, 0) {
             deferred = true;
+            if req.fresh && page_no == 0 {
+                // §5.6: the first-page clear happens only in the response to
+                // the fresh request, so a deferred fresh bootstrap still gets
+                // its first page — empty (a few header bytes): the client
+                // clears, then resumes from the table start with the token.
+                emit_segment(&empty_segment(req)?)?;
+                segments += 1;
+            }
             break;
         }
         let page = build_page(req, cursor.as_deref(), budget, written)?;
@@ -163,6 +171,21 @@ pub fn run_bootstrap(
     Ok(BootstrapOutcome { resume_token, segments, rows, deferred })
 }
 
+fn segment_header(req: &BootstrapRequest<'_>) -> SegmentHeader {
+    SegmentHeader {
+        table: req.table.name().to_owned(),
+        schema_version: req.schema_version,
+        layout: req.table.layout().clone(),
+    }
+}
+
+/// An SSG2 segment with no rows (header and end marker only).
+fn empty_segment(req: &BootstrapRequest<'_>) -> EngineResult<Vec<u8>> {
+    let internal = |e: &dyn std::fmt::Display| EngineError::internal(format!("empty rows segment: {e}"));
+    let encoder = SegmentEncoder::new(Vec::new(), &segment_header(req)).map_err(|e| internal(&e))?;
+    encoder.finish().map_err(|e| internal(&e))
+}
+
 /// Builds one page after `after` (exclusive): matching rows in row-id order
 /// until `limitSnapshotRows` rows, the budget (≥ 1 row kept), or the end of
 /// the table; a one-row lookahead proves the end.
@@ -178,12 +201,7 @@ fn build_page(
             req.table.name()
         ))
     };
-    let header = SegmentHeader {
-        table: req.table.name().to_owned(),
-        schema_version: req.schema_version,
-        layout: req.table.layout().clone(),
-    };
-    let mut encoder = SegmentEncoder::new(Vec::new(), &header).map_err(|e| corrupt(&e))?;
+    let mut encoder = SegmentEncoder::new(Vec::new(), &segment_header(req)).map_err(|e| corrupt(&e))?;
     let Some((variable, values)) = candidate_key(req.effective) else {
         // An active subscription always has a non-empty effective map (§3.2
         // rule 5); an empty one selects nothing.

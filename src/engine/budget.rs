@@ -9,8 +9,12 @@
 //!   `COMMIT` or segment (a single commit larger than the budget is delivered
 //!   whole and alone);
 //! - a fresh bootstrap (request `cursor = -1`, no resume token) always gets
-//!   its first page, because the §5.6 first-page clear happens only in the
-//!   response that answers the fresh request.
+//!   a first segment, because the §5.6 first-page clear happens only in the
+//!   response that answers the fresh request — an empty one (header bytes
+//!   only) when the budget is already spent.
+//!
+//! So a response passes the budget by at most one commit or one row, plus a
+//! few framing bytes per subscription, whatever the §4.2 clamps.
 //!
 //! A deferred subscription gets a legal "come back" section: incremental →
 //! `SUB_END.nextCursor` = the last delivered `commitSeq` (the §4.5
