@@ -69,12 +69,15 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
             answers.push(replay(known, id)?);
             continue;
         }
-        if let Some(known) = lookup(ctx, id)? {
-            answers.push(replay(&known, id)?);
-            seen.insert(id, known);
-            continue;
-        }
+        // Optimistic lookup without the lock (a replay-only request never
+        // queues behind pushes); once this request holds the lock one
+        // lookup is the locked re-check.
         if !locked {
+            if let Some(known) = lookup(ctx, id)? {
+                answers.push(replay(&known, id)?);
+                seen.insert(id, known);
+                continue;
+            }
             lock_partition(&ctx.partition)?;
             locked = true;
         }

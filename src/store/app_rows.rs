@@ -11,11 +11,12 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 use pgrx::spi::quote_identifier;
-use syncular_protocol::row_codec::RowValue;
+use syncular_protocol::row_codec::{ColumnType, RowValue};
 use syncular_protocol::schema_ir::TableSchema;
 
 use crate::store::app_table_ddl;
 
+use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// How the store addresses one app table: its quoted qualified name and its
@@ -41,6 +42,7 @@ impl AppTableSql {
                 .map(|c| ProjectionColumn {
                     quoted: quote_identifier(&c.name),
                     sql_type: app_table_ddl::projection_type(c).to_owned(),
+                    ty: c.ty,
                 })
                 .collect(),
         }
@@ -54,6 +56,9 @@ pub struct ProjectionColumn {
     pub quoted: String,
     /// Postgres type name the column was created with, e.g. `bigint`.
     pub sql_type: String,
+    /// The column's wire type: decides the bound parameter's type (text,
+    /// int8, float8, bool or bytea), also for NULL.
+    pub ty: ColumnType,
 }
 
 /// The stored state of one row.
@@ -76,7 +81,7 @@ pub fn select_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         t.qualified_name
     );
     Spi::connect_mut(|client| {
-        let table = client.update(&sql, Some(1), &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
+        let table = plan_cache::execute(client, &sql, Some(1), &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
         if table.is_empty() {
             return Ok(None);
         }
@@ -118,15 +123,28 @@ fn jsonb_storable(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| clean(&v))
 }
 
-/// The bound value of one projection column. A value Postgres cannot hold
-/// in the column's type — a `json` text `jsonb` refuses, a string with a NUL
-/// character — projects as NULL; the verbatim payload still carries it.
-fn value_datum(v: &Option<RowValue>) -> DatumWithOid<'static> {
+/// A typed SQL NULL for a column of wire type `ty`.
+fn typed_null(ty: ColumnType) -> DatumWithOid<'static> {
+    match ty {
+        ColumnType::String | ColumnType::Json | ColumnType::BlobRef => DatumWithOid::from(Option::<String>::None),
+        ColumnType::Integer => DatumWithOid::from(Option::<i64>::None),
+        ColumnType::Float => DatumWithOid::from(Option::<f64>::None),
+        ColumnType::Boolean => DatumWithOid::from(Option::<bool>::None),
+        ColumnType::Bytes | ColumnType::Crdt => DatumWithOid::from(Option::<Vec<u8>>::None),
+    }
+}
+
+/// The bound value of one projection column of wire type `ty` (the
+/// parameter's type depends only on `ty`, so kept plans stay valid). A
+/// value Postgres cannot hold in the column's type — a `json` text `jsonb`
+/// refuses, a string with a NUL character — projects as NULL; the verbatim
+/// payload still carries it.
+fn value_datum(ty: ColumnType, v: &Option<RowValue>) -> DatumWithOid<'static> {
     match v {
-        None => DatumWithOid::from(Option::<String>::None),
-        Some(RowValue::Json(s)) if !jsonb_storable(s) => DatumWithOid::from(Option::<String>::None),
+        None => typed_null(ty),
+        Some(RowValue::Json(s)) if !jsonb_storable(s) => typed_null(ty),
         Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) if s.contains('\0') => {
-            DatumWithOid::from(Option::<String>::None)
+            typed_null(ty)
         }
         Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) => {
             DatumWithOid::from(s.clone())
@@ -175,12 +193,12 @@ pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     let mut args: Vec<DatumWithOid<'_>> = Vec::with_capacity(n + 5);
     args.push(DatumWithOid::from(w.partition));
     args.push(DatumWithOid::from(w.row_id));
-    args.extend(w.values.iter().map(value_datum));
+    args.extend(t.columns.iter().zip(w.values).map(|(c, v)| value_datum(c.ty, v)));
     args.push(DatumWithOid::from(w.version));
     args.push(DatumWithOid::from(w.scopes_json));
     args.push(DatumWithOid::from(w.payload));
     Spi::connect_mut(|client| {
-        client.update(&sql, None, &args)?;
+        plan_cache::execute(client, &sql, None, &args)?;
         Ok(())
     })
     .map_err(StoreError::spi("upsert_app_row"))
@@ -193,7 +211,7 @@ pub fn delete_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         t.qualified_name
     );
     Spi::connect_mut(|client| {
-        let table = client.update(&sql, None, &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
+        let table = plan_cache::execute(client, &sql, None, &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
         Ok(!table.is_empty())
     })
     .map_err(StoreError::spi("delete_app_row"))

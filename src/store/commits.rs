@@ -3,6 +3,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
+use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// The header of one applied commit.
@@ -23,7 +24,7 @@ pub struct NewCommit<'a> {
 /// (a duplicate `(partition, commit_seq)` is a Postgres ERROR).
 pub fn insert_commit(c: &NewCommit<'_>) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        client.update(
+        plan_cache::execute(client, 
             "INSERT INTO syncular.sync_commits \
                (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms) \
              VALUES ($1, $2, $3, $4, $5, $6)",

@@ -30,3 +30,4 @@ pub mod tombstones;
 pub mod bootstrap_page;
 pub mod clients;
 pub mod pull_window;
+pub mod plan_cache;

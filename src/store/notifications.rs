@@ -5,13 +5,14 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
+use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// Queues `pg_notify(channel, payload)` in the current (sub)transaction.
 /// Errors: SPI failures (a payload over 8000 bytes is a Postgres ERROR).
 pub fn queue_notification(channel: &str, payload: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        client.update(
+        plan_cache::execute(client, 
             "SELECT pg_notify($1, $2)",
             None,
             &[DatumWithOid::from(channel), DatumWithOid::from(payload)],

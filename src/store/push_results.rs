@@ -4,6 +4,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
+use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// Reads the persisted result JSON text of one idempotency key, or `None`.
@@ -14,7 +15,7 @@ pub fn select_push_result(
     client_commit_id: &str,
 ) -> StoreResult<Option<String>> {
     Spi::connect_mut(|client| {
-        let t = client.update(
+        let t = plan_cache::execute(client, 
             "SELECT result::text FROM syncular.sync_push_results \
              WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",
             Some(1),
@@ -42,7 +43,7 @@ pub fn insert_push_result(
     result_json: &str,
 ) -> StoreResult<bool> {
     Spi::connect_mut(|client| {
-        let t = client.update(
+        let t = plan_cache::execute(client, 
             "INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
              VALUES ($1, $2, $3, $4::jsonb) \
              ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING RETURNING 1",

@@ -6,6 +6,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
+use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// The statement [`delete_row_scopes`] runs (public for the EXPLAIN test).
@@ -15,7 +16,7 @@ pub const DELETE_ROW_SCOPES_SQL: &str = "DELETE FROM syncular.sync_row_scopes \
 /// Removes every scope entry of one row. Errors: SPI failures.
 pub fn delete_row_scopes(partition: &str, table: &str, row_id: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        client.update(
+        plan_cache::execute(client, 
             DELETE_ROW_SCOPES_SQL,
             None,
             &[
@@ -43,7 +44,7 @@ pub fn insert_row_scopes(
     let var: Vec<String> = scopes.iter().map(|s| s.0.clone()).collect();
     let value: Vec<String> = scopes.iter().map(|s| s.1.clone()).collect();
     Spi::connect_mut(|client| {
-        client.update(
+        plan_cache::execute(client, 
             "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
              SELECT $1, $2, u.var, u.value, $3 FROM unnest($4::text[], $5::text[]) AS u(var, value) \
              ON CONFLICT DO NOTHING",

@@ -393,4 +393,27 @@ mod tests {
         let bad = crate::store::subtransaction::run(|| call(&json!([{"table": "tasks", "op": "upsert", "row": {"nope": 1}}]), "op-4", allowed_p1_p2()));
         assert!(bad.unwrap_err().message.starts_with("sync.invalid_request: "));
     }
+
+    #[pg_test]
+    fn kept_plans_serve_nulls_and_values_of_every_projection_type() {
+        let epoch = ready();
+        let a = allowed_p1_p2();
+        // First NULLs everywhere (plans are prepared with typed NULLs), then values.
+        push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&a));
+        let full = [
+            ("n", RowValue::Integer(-7)),
+            ("f", RowValue::Float(2.5)),
+            ("meta", RowValue::Json("[true]".into())),
+            ("bin", RowValue::Bytes(vec![0, 1, 2])),
+            ("secret", RowValue::Bytes(vec![9])),
+            ("code", RowValue::String("C".into())),
+        ]
+        .into_iter()
+        .fold(task("t2", "p1", "b", None), |row, (name, v)| with(row, name, Some(v)));
+        let r = push(P, "alice", "c1", &epoch, vec![commit("k2", vec![upsert(&full, None)])], Some(&a));
+        assert_eq!(r[0].status, PushStatus::Applied);
+        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't2' AND n = -7 AND f = 2.5 \
+                          AND meta = '[true]'::jsonb AND bin = '\\x000102'::bytea AND secret = '\\x09'::bytea AND code = 'C'"), 1);
+        assert!(crate::store::plan_cache::kept_plans() >= 10, "hot statements are kept plans");
+    }
 }
