@@ -8,11 +8,11 @@ use crate::api::errors::OrRaise;
 use crate::engine::{resolver, schema};
 
 /// `syncular.register_schema(ir jsonb, app_schema text DEFAULT 'public',
-/// allow_drop boolean DEFAULT false) returns text`.
+/// allow_drop boolean DEFAULT false) returns void`.
 ///
-/// Registers or bumps the app schema IR (rules: `crate::engine::schema`).
-/// Returns what happened: `created`, `unchanged`, or
-/// `migrated (rewritten rows: N, retired tables: […])`.
+/// Registers or bumps the app schema IR (rules: `crate::engine::schema`) and
+/// reports what happened in a NOTICE (`syncular: schema version N created |
+/// unchanged | migrated (rewritten rows: N, retired tables: […])`).
 /// Errors: `syncular.invalid_schema` (42P15), `syncular.schema_refused`
 /// (55000). Admin only (EXECUTE not granted to `syncular_gateway`).
 #[pg_extern(volatile)]
@@ -20,8 +20,16 @@ fn register_schema(
     ir: JsonB,
     app_schema: default!(String, "'public'"),
     allow_drop: default!(bool, false),
-) -> String {
-    match schema::register(&ir.0, &app_schema, allow_drop).or_raise() {
+) {
+    let outcome = schema::register(&ir.0, &app_schema, allow_drop).or_raise();
+    let version = ir.0.get("version").or_else(|| ir.0.get("schemaVersion")).cloned().unwrap_or_default();
+    pgrx::notice!("syncular: schema version {version} {}", describe_outcome(&outcome));
+}
+
+/// The NOTICE text of a registration outcome: `created`, `unchanged`, or
+/// `migrated (rewritten rows: N, retired tables: […])`.
+pub fn describe_outcome(outcome: &schema::RegisterOutcome) -> String {
+    match outcome {
         schema::RegisterOutcome::Created => "created".to_string(),
         schema::RegisterOutcome::Unchanged => "unchanged".to_string(),
         schema::RegisterOutcome::Migrated { rewritten_rows, retired } => {

@@ -73,6 +73,19 @@ mod tests {
     }
 
     #[pg_test]
+    fn the_sql_function_returns_void_and_takes_named_defaults() {
+        register_sql(&tasks_ir(1), "public", false).unwrap();
+        assert!(table_exists("public", "tasks"));
+        run("SELECT syncular.register_schema(ir => (SELECT ir FROM syncular.sync_schema_versions), app_schema => 'public')");
+        assert_eq!(
+            text("SELECT pg_catalog.format_type(prorettype, NULL) || ' ' || pronargdefaults FROM pg_catalog.pg_proc WHERE proname = 'register_schema'"),
+            Some("void 2".into())
+        );
+        expect_error(register_sql(&json!({"version": 0}), "public", false), INVALID.0, INVALID.1, "schema IR");
+        expect_error(register_sql(&tasks_ir(0), "public", false), INVALID.0, INVALID.1, "version");
+    }
+
+    #[pg_test]
     fn identical_re_registration_is_unchanged() {
         assert_eq!(register(&tasks_ir(1)).unwrap(), "created");
         assert_eq!(register(&tasks_ir(1)).unwrap(), "unchanged");

@@ -27,18 +27,31 @@ pub fn int8(sql: &str) -> Option<i64> {
     Spi::get_one::<i64>(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
-/// `syncular.register_schema(ir, app_schema, allow_drop)` in a
-/// subtransaction: its text result, or the error it raised.
+/// Registers `ir` through the engine exactly as `syncular.register_schema`
+/// does (errors raised through `api::errors`, so SQLSTATE and message are the
+/// SQL surface's), in a subtransaction: the outcome text
+/// (`created` / `unchanged` / `migrated (…)`) or the error it raised.
 pub fn register_with(ir: &Value, app_schema: &str, allow_drop: bool) -> Result<String, SubtransactionError> {
+    use crate::api::errors::OrRaise;
     let ir = ir.clone();
     let app_schema = app_schema.to_string();
     subtransaction::run(move || {
-        Spi::get_one_with_args::<String>(
+        let outcome = crate::engine::schema::register(&ir, &app_schema, allow_drop).or_raise();
+        crate::api::schema::describe_outcome(&outcome)
+    })
+}
+
+/// `SELECT syncular.register_schema($1, $2, $3)` through SQL, in a
+/// subtransaction.
+pub fn register_sql(ir: &Value, app_schema: &str, allow_drop: bool) -> Result<(), SubtransactionError> {
+    let ir = ir.clone();
+    let app_schema = app_schema.to_string();
+    subtransaction::run(move || {
+        Spi::run_with_args(
             "SELECT syncular.register_schema($1, $2, $3)",
             &[JsonB(ir).into(), app_schema.as_str().into(), allow_drop.into()],
         )
         .unwrap_or_else(|e| panic!("SPI: {e}"))
-        .unwrap_or_default()
     })
 }
 
