@@ -4,7 +4,7 @@
 #[pgrx::pg_schema]
 mod tests {
     use pgrx::prelude::*;
-    use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS, ACCEPT_SQLITE};
+    use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_SQLITE};
     use syncular_protocol::request::PullRequest;
 
     use crate::tests::support::{expect_error, int8};
@@ -94,7 +94,6 @@ mod tests {
             vec![sub("s", "tasks", &[("ws", &["w1"])], 99, None)],
         );
         expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "lacks bit 0");
-        let _ = ACCEPT_INLINE_ROWS;
     }
 
     #[pg_test]
@@ -115,5 +114,32 @@ mod tests {
         expect_error(c.sync_bytes(bytes), INVALID_SUBSCRIPTION.0, INVALID_SUBSCRIPTION.1, "'*'");
         assert_eq!(int8("SELECT count(*) FROM syncular.sync_commits").unwrap(), before);
         assert_eq!(int8("SELECT count(*) FROM public.tasks").unwrap(), 0);
+    }
+
+    #[pg_test]
+    fn a_pull_failing_after_the_push_half_leaves_nothing_applied() {
+        let mut c = client();
+        c.push_ok(vec![task("t0", "w1", "before")]);
+        let commits = int8("SELECT count(*) FROM syncular.sync_commits").unwrap();
+        let commit = syncular_protocol::request::PushCommit {
+            client_commit_id: "late-fail".into(),
+            operations: vec![task("t1", "w1", "a")],
+        };
+        // cursor 99 > maxCommitSeq: a bootstrap discovered only when the pull
+        // runs (after the push), refused for lack of accept bit 0.
+        let bytes = c.request(
+            vec![commit],
+            Some(PullRequest {
+                header: header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
+                subscriptions: vec![sub("s", "tasks", &[("ws", &["w1"])], 99, None)],
+            }),
+        );
+        expect_error(c.sync_bytes(bytes), INVALID_REQUEST.0, INVALID_REQUEST.1, "lacks bit 0");
+        assert_eq!(int8("SELECT count(*) FROM syncular.sync_commits").unwrap(), commits, "the push rolled back");
+        assert_eq!(int8("SELECT count(*) FROM public.tasks WHERE id = 't1'").unwrap(), 0);
+        assert_eq!(
+            int8("SELECT count(*) FROM syncular.sync_push_results WHERE client_commit_id = 'late-fail'").unwrap(),
+            0
+        );
     }
 }
