@@ -25,3 +25,4 @@ mod sync_pull_bootstrap;
 mod sync_pull_budget;
 mod sync_pull_explain;
 mod sync_pull_scopes;
+mod sync_push_access;
