@@ -19,7 +19,11 @@ pub fn new_client(client_id: &str) -> Result<SyncClient, String> {
 /// `sub_id`, requested scopes `{"project_id": projects}`).
 ///
 /// Errors: the client's subscribe error text.
-pub fn subscribe_projects(client: &mut SyncClient, sub_id: &str, projects: &[&str]) -> Result<(), String> {
+pub fn subscribe_projects(
+    client: &mut SyncClient,
+    sub_id: &str,
+    projects: &[&str],
+) -> Result<(), String> {
     client.subscribe(
         sub_id.to_owned(),
         TASKS.to_owned(),
@@ -32,13 +36,22 @@ pub fn subscribe_projects(client: &mut SyncClient, sub_id: &str, projects: &[&st
 }
 
 /// The values map of one `tasks` row.
-pub fn task_values(id: &str, project_id: &str, title: &str, done: bool, priority: Option<i64>) -> Map<String, Value> {
+pub fn task_values(
+    id: &str,
+    project_id: &str,
+    title: &str,
+    done: bool,
+    priority: Option<i64>,
+) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("id".to_owned(), json!(id));
     m.insert("project_id".to_owned(), json!(project_id));
     m.insert("title".to_owned(), json!(title));
     m.insert("done".to_owned(), json!(done));
-    m.insert("priority".to_owned(), priority.map_or(Value::Null, |p| json!(p)));
+    m.insert(
+        "priority".to_owned(),
+        priority.map_or(Value::Null, |p| json!(p)),
+    );
     m
 }
 
@@ -63,20 +76,33 @@ pub fn delete_task(row_id: &str) -> Mutation {
 /// Runs `sync_until_idle` (at most `max_rounds` rounds).
 ///
 /// Errors: `code: message` of a failed round.
-pub fn sync_idle(client: &mut SyncClient, transport: &mut PgTransport, max_rounds: u32) -> Result<SyncReport, String> {
+pub fn sync_idle(
+    client: &mut SyncClient,
+    transport: &mut PgTransport,
+    max_rounds: u32,
+) -> Result<SyncReport, String> {
     match client.sync_until_idle(transport, Some(max_rounds)) {
         SyncOutcome::Ok(report) => Ok(report),
-        SyncOutcome::Failed { error_code, message } => Err(format!("{error_code}: {message}")),
+        SyncOutcome::Failed {
+            error_code,
+            message,
+        } => Err(format!("{error_code}: {message}")),
     }
 }
 
 /// Runs exactly one round.
 ///
 /// Errors: `code: message` of a failed round.
-pub fn sync_once(client: &mut SyncClient, transport: &mut PgTransport) -> Result<SyncReport, String> {
+pub fn sync_once(
+    client: &mut SyncClient,
+    transport: &mut PgTransport,
+) -> Result<SyncReport, String> {
     match client.sync(transport) {
         SyncOutcome::Ok(report) => Ok(report),
-        SyncOutcome::Failed { error_code, message } => Err(format!("{error_code}: {message}")),
+        SyncOutcome::Failed {
+            error_code,
+            message,
+        } => Err(format!("{error_code}: {message}")),
     }
 }
 
@@ -87,11 +113,13 @@ pub fn held_rows(client: &SyncClient) -> Result<Vec<RowState>, String> {
     client.read_rows(TASKS)
 }
 
-/// `(row id, server version, values)` of the rows a client holds, for
-/// equality checks across clients.
+/// One held row: `(row id, server version, values)`.
+pub type HeldRow = (String, i64, Map<String, Value>);
+
+/// The rows a client holds as [`HeldRow`]s, for equality checks across clients.
 ///
 /// Errors: the client's read error text.
-pub fn held_snapshot(client: &SyncClient) -> Result<Vec<(String, i64, Map<String, Value>)>, String> {
+pub fn held_snapshot(client: &SyncClient) -> Result<Vec<HeldRow>, String> {
     Ok(held_rows(client)?
         .into_iter()
         .map(|r| (r.row_id, r.version, r.values))

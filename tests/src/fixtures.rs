@@ -42,7 +42,10 @@ pub fn schema_ir() -> Value {
 pub fn register_schema(conn: &mut Client) -> Result<(), postgres::Error> {
     let mut tx = conn.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock(7315001)", &[])?;
-    tx.execute("SELECT syncular.register_schema($1::jsonb)", &[&schema_ir()])?;
+    tx.execute(
+        "SELECT syncular.register_schema($1::jsonb)",
+        &[&schema_ir()],
+    )?;
     tx.commit()
 }
 
@@ -138,15 +141,17 @@ fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Rows of the app table `tasks` for `partition` as `(id, project_id,
-/// title, done, priority, server version)`, ordered by id — read with plain
-/// SQL through the projection columns.
+/// One app-table row: `(id, project_id, title, done, priority, server version)`.
+pub type ServerTask = (String, String, String, bool, Option<i64>, i64);
+
+/// Rows of the app table `tasks` for `partition`, ordered by id — read with
+/// plain SQL through the projection columns.
 ///
 /// Errors: any Postgres error.
 pub fn server_tasks(
     conn: &mut Client,
     partition: &str,
-) -> Result<Vec<(String, String, String, bool, Option<i64>, i64)>, postgres::Error> {
+) -> Result<Vec<ServerTask>, postgres::Error> {
     let rows = conn.query(
         "SELECT id, project_id, title, done, priority, _sync_version
            FROM public.tasks WHERE _sync_partition = $1 ORDER BY id",

@@ -14,7 +14,10 @@ pub const CHANNEL: &str = "syncular_commit";
 
 /// The exact payload the reference fanout format prescribes for a commit.
 pub fn expected_payload(partition: &str, commit_seq: i64) -> String {
-    format!("{}:{commit_seq}", URL_SAFE_NO_PAD.encode(partition.as_bytes()))
+    format!(
+        "{}:{commit_seq}",
+        URL_SAFE_NO_PAD.encode(partition.as_bytes())
+    )
 }
 
 /// Parses `<base64url(partition)>:<commitSeq>` leniently (padded or not), so
@@ -57,7 +60,12 @@ impl CommitListener {
     /// Notifications of other partitions are dropped.
     ///
     /// Errors: the Postgres error of the listening connection.
-    pub fn drain(&mut self, partition: &str, quiet: Duration, max_wait: Duration) -> Result<Vec<Seen>, postgres::Error> {
+    pub fn drain(
+        &mut self,
+        partition: &str,
+        quiet: Duration,
+        max_wait: Duration,
+    ) -> Result<Vec<Seen>, postgres::Error> {
         let deadline = Instant::now() + max_wait;
         let mut seen = Vec::new();
         let mut notifications = self.conn.notifications();

@@ -47,7 +47,10 @@ pub fn call_sync(
     request: &[u8],
     allowed_scopes: Option<&Value>,
 ) -> Result<Vec<u8>, postgres::Error> {
-    let row = conn.query_one(SYNC_SQL, &[&partition, &actor_id, &request, &allowed_scopes])?;
+    let row = conn.query_one(
+        SYNC_SQL,
+        &[&partition, &actor_id, &request, &allowed_scopes],
+    )?;
     row.try_get::<_, Vec<u8>>(0)
 }
 

@@ -32,7 +32,11 @@ pub struct Task {
 
 impl Task {
     /// A not-done task without priority.
-    pub fn new(id: impl Into<String>, project_id: impl Into<String>, title: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        project_id: impl Into<String>,
+        title: impl Into<String>,
+    ) -> Self {
         Task {
             id: id.into(),
             project_id: project_id.into(),
@@ -140,7 +144,12 @@ pub fn commit(client_commit_id: impl Into<String>, operations: Vec<Operation>) -
 }
 
 /// A `PULL_HEADER` frame (§4.2).
-pub fn pull_header(limit_commits: i32, limit_snapshot_rows: i32, max_snapshot_pages: i32, accept: u8) -> Frame {
+pub fn pull_header(
+    limit_commits: i32,
+    limit_snapshot_rows: i32,
+    max_snapshot_pages: i32,
+    accept: u8,
+) -> Frame {
     Frame::PullHeader {
         limit_commits,
         limit_snapshot_rows,
@@ -162,7 +171,12 @@ pub fn subscription(
         table: table.to_owned(),
         scopes: scopes
             .iter()
-            .map(|(k, vs)| ((*k).to_owned(), vs.iter().map(|v| (*v).to_owned()).collect()))
+            .map(|(k, vs)| {
+                (
+                    (*k).to_owned(),
+                    vs.iter().map(|v| (*v).to_owned()).collect(),
+                )
+            })
             .collect(),
         params: None,
         cursor,
@@ -212,7 +226,9 @@ impl PushOutcome {
         self.results
             .iter()
             .filter_map(|r| match r {
-                OpResult::Error { code, .. } | OpResult::Conflict { code, .. } => Some(code.clone()),
+                OpResult::Error { code, .. } | OpResult::Conflict { code, .. } => {
+                    Some(code.clone())
+                }
                 OpResult::Applied { .. } => None,
             })
             .collect()
@@ -266,7 +282,13 @@ pub struct RawSession {
 
 impl RawSession {
     /// Wraps `conn`; no round is made yet.
-    pub fn new(conn: Client, partition: &str, actor_id: &str, client_id: &str, allowed: Option<Value>) -> Self {
+    pub fn new(
+        conn: Client,
+        partition: &str,
+        actor_id: &str,
+        client_id: &str,
+        allowed: Option<Value>,
+    ) -> Self {
         RawSession {
             conn,
             partition: partition.to_owned(),
@@ -290,7 +312,9 @@ impl RawSession {
                 self.log_epoch = Some(epoch.clone());
                 Ok(epoch)
             }
-            other => Err(format!("expected a reset response with a logEpoch, got {other:?}: {msg:?}")),
+            other => Err(format!(
+                "expected a reset response with a logEpoch, got {other:?}: {msg:?}"
+            )),
         }
     }
 
@@ -298,7 +322,13 @@ impl RawSession {
     ///
     /// Errors: the Postgres error (message starts with the SSP2 code).
     pub fn send_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, postgres::Error> {
-        call_sync(&mut self.conn, &self.partition, &self.actor_id, bytes, self.allowed.as_ref())
+        call_sync(
+            &mut self.conn,
+            &self.partition,
+            &self.actor_id,
+            bytes,
+            self.allowed.as_ref(),
+        )
     }
 
     /// Encodes `frames` after a `REQ_HEADER` carrying the acquired epoch.
@@ -324,7 +354,10 @@ impl RawSession {
         let msg = self.round(commits)?;
         let outcomes = push_outcomes(&msg);
         if outcomes.len() != n {
-            return Err(format!("expected {n} PUSH_RESULT frames, got {}: {msg:?}", outcomes.len()));
+            return Err(format!(
+                "expected {n} PUSH_RESULT frames, got {}: {msg:?}",
+                outcomes.len()
+            ));
         }
         Ok(outcomes)
     }
@@ -358,7 +391,9 @@ pub fn delivered(msg: &Message) -> Result<Delivered, String> {
     for frame in &msg.frames {
         match frame {
             Frame::Commit {
-                commit_seq, changes, ..
+                commit_seq,
+                changes,
+                ..
             } => {
                 out.commit_seqs.push(*commit_seq);
                 for change in changes {
@@ -366,7 +401,9 @@ pub fn delivered(msg: &Message) -> Result<Delivered, String> {
                     match (&change.op, &change.row) {
                         (Op::Upsert, Some(row)) => out.rows.push(decode_task(row)?),
                         (Op::Delete, _) => out.deleted.push(change.row_id.clone()),
-                        (Op::Upsert, None) => return Err(format!("upsert change without a row: {change:?}")),
+                        (Op::Upsert, None) => {
+                            return Err(format!("upsert change without a row: {change:?}"))
+                        }
                     }
                 }
             }

@@ -13,7 +13,8 @@ use syncular_integration_tests::fixtures::{
     allow_projects, fingerprint, partition_name, register_schema, Coverage,
 };
 use syncular_integration_tests::wire::{
-    commit, decode_response, delivered, encode_task, pull_header, request, subscription, upsert, RawSession, Task,
+    commit, decode_response, delivered, encode_task, pull_header, request, subscription, upsert,
+    RawSession, Task,
 };
 
 /// Deterministic xorshift64* generator (reproducible failures).
@@ -36,7 +37,13 @@ fn session(label: &str, client: &str) -> RawSession {
     let mut admin = connect();
     register_schema(&mut admin).expect("register the sample schema");
     let partition = partition_name(label);
-    let mut s = RawSession::new(connect(), &partition, "alice", client, Some(allow_projects(&["p1", "p2"])));
+    let mut s = RawSession::new(
+        connect(),
+        &partition,
+        "alice",
+        client,
+        Some(allow_projects(&["p1", "p2"])),
+    );
     s.acquire_epoch().expect("acquire logEpoch");
     s
 }
@@ -48,30 +55,50 @@ fn seed(s: &mut RawSession) {
             commit("seed-2", vec![upsert(&Task::new("b", "p2", "beta"), None)]),
         ])
         .expect("seed");
-    assert!(out.iter().all(|o| o.status == PushStatus::Applied), "{out:?}");
+    assert!(
+        out.iter().all(|o| o.status == PushStatus::Applied),
+        "{out:?}"
+    );
 }
 
 /// Asserts the request fails with `code` (message prefix), a non-internal
 /// SQLSTATE, and that the same connection still answers a query.
 fn expect_request_error(s: &mut RawSession, bytes: &[u8], code: &str, what: &str) {
     let err = match s.send_bytes(bytes) {
-        Ok(response) => panic!("{what}: expected {code}, got a response {:?}", decode_response(&response)),
+        Ok(response) => panic!(
+            "{what}: expected {code}, got a response {:?}",
+            decode_response(&response)
+        ),
         Err(e) => e,
     };
-    let db = err.as_db_error().unwrap_or_else(|| panic!("{what}: not a server error: {err}"));
+    let db = err
+        .as_db_error()
+        .unwrap_or_else(|| panic!("{what}: not a server error: {err}"));
     assert!(
         db.message().starts_with(&format!("{code}: ")),
         "{what}: message {:?} must start with {code:?}",
         db.message()
     );
-    assert_ne!(db.code().code(), "XX000", "{what}: a {code} is not an internal error ({})", db.message());
-    let one: i32 = s.conn.query_one("SELECT 1", &[]).expect("backend alive").get(0);
+    assert_ne!(
+        db.code().code(),
+        "XX000",
+        "{what}: a {code} is not an internal error ({})",
+        db.message()
+    );
+    let one: i32 = s
+        .conn
+        .query_one("SELECT 1", &[])
+        .expect("backend alive")
+        .get(0);
     assert_eq!(one, 1, "{what}: the backend answers the next query");
 }
 
 fn valid_push_and_pull(s: &RawSession) -> Vec<u8> {
     s.encode(vec![
-        commit("valid-1", vec![upsert(&Task::new("v", "p1", "valid"), None)]),
+        commit(
+            "valid-1",
+            vec![upsert(&Task::new("v", "p1", "valid"), None)],
+        ),
         pull_header(0, 0, 0, 0b0011),
         subscription("sub-1", "tasks", &[("project_id", &["p1"])], 0, None),
     ])
@@ -94,11 +121,20 @@ fn random_bytes_and_truncated_requests_are_invalid_requests_and_change_nothing()
             framed.append(&mut bytes);
             bytes = framed;
         }
-        expect_request_error(&mut s, &bytes, "sync.invalid_request", &format!("random case {case} ({} bytes)", bytes.len()));
+        expect_request_error(
+            &mut s,
+            &bytes,
+            "sync.invalid_request",
+            &format!("random case {case} ({} bytes)", bytes.len()),
+        );
     }
     // Wrong message kind, unknown wire version, non-zero flags, empty body.
     let valid = valid_push_and_pull(&s);
-    for (what, patch) in [("response kind", (6usize, 2u8)), ("wire version 9", (4, 9)), ("flags", (7, 1))] {
+    for (what, patch) in [
+        ("response kind", (6usize, 2u8)),
+        ("wire version 9", (4, 9)),
+        ("flags", (7, 1)),
+    ] {
         let mut bytes = valid.clone();
         bytes[patch.0] = patch.1;
         expect_request_error(&mut s, &bytes, "sync.invalid_request", what);
@@ -107,12 +143,22 @@ fn random_bytes_and_truncated_requests_are_invalid_requests_and_change_nothing()
 
     // Every strict prefix of a valid request is truncated (no END frame).
     for cut in 0..valid.len() {
-        expect_request_error(&mut s, &valid[..cut], "sync.invalid_request", &format!("truncated at {cut}/{}", valid.len()));
+        expect_request_error(
+            &mut s,
+            &valid[..cut],
+            "sync.invalid_request",
+            &format!("truncated at {cut}/{}", valid.len()),
+        );
     }
     // Bytes after END.
     let mut trailing = valid.clone();
     trailing.push(0);
-    expect_request_error(&mut s, &trailing, "sync.invalid_request", "trailing byte after END");
+    expect_request_error(
+        &mut s,
+        &trailing,
+        "sync.invalid_request",
+        "trailing byte after END",
+    );
     // A request without push or pull (§1.5 no-content rule).
     let empty = request(&s.client_id, s.log_epoch.as_deref(), vec![]);
     expect_request_error(&mut s, &empty, "sync.invalid_request", "no-content request");
@@ -122,7 +168,16 @@ fn random_bytes_and_truncated_requests_are_invalid_requests_and_change_nothing()
     // And the untouched valid request is still served afterwards.
     let response = s.send_bytes(&valid).expect("the valid request is served");
     let msg = decode_response(&response).expect("decodes");
-    assert!(matches!(msg.frames.get(1), Some(Frame::PushResult { status: PushStatus::Applied, .. })), "{msg:?}");
+    assert!(
+        matches!(
+            msg.frames.get(1),
+            Some(Frame::PushResult {
+                status: PushStatus::Applied,
+                ..
+            })
+        ),
+        "{msg:?}"
+    );
 }
 
 #[test]
@@ -130,13 +185,22 @@ fn request_level_violations_fail_the_whole_request_before_any_push() {
     let mut s = session("bad-request-level", "rl-client");
     seed(&mut s);
     let before = fingerprint(&mut s.conn, &s.partition, Coverage::Everything).expect("fingerprint");
-    let push = || commit("would-apply", vec![upsert(&Task::new("w", "p1", "must not land"), None)]);
+    let push = || {
+        commit(
+            "would-apply",
+            vec![upsert(&Task::new("w", "p1", "must not land"), None)],
+        )
+    };
 
     let cases: Vec<(&str, &str, Vec<Frame>)> = vec![
         (
             "subscription on an unknown table",
             "sync.unknown_table",
-            vec![push(), pull_header(0, 0, 0, 0b0011), subscription("s", "no_such_table", &[("project_id", &["p1"])], 0, None)],
+            vec![
+                push(),
+                pull_header(0, 0, 0, 0b0011),
+                subscription("s", "no_such_table", &[("project_id", &["p1"])], 0, None),
+            ],
         ),
         (
             "duplicate subscription ids",
@@ -151,29 +215,47 @@ fn request_level_violations_fail_the_whole_request_before_any_push() {
         (
             "requested '*'",
             "sync.invalid_subscription",
-            vec![push(), pull_header(0, 0, 0, 0b0011), subscription("s", "tasks", &[("project_id", &["*"])], 0, None)],
+            vec![
+                push(),
+                pull_header(0, 0, 0, 0b0011),
+                subscription("s", "tasks", &[("project_id", &["*"])], 0, None),
+            ],
         ),
         (
             "undeclared requested key",
             "sync.invalid_subscription",
-            vec![push(), pull_header(0, 0, 0, 0b0011), subscription("s", "tasks", &[("team_id", &["t1"])], 0, None)],
+            vec![
+                push(),
+                pull_header(0, 0, 0, 0b0011),
+                subscription("s", "tasks", &[("team_id", &["t1"])], 0, None),
+            ],
         ),
         (
             "accept without rows bits",
             "sync.invalid_request",
-            vec![push(), pull_header(0, 0, 0, 0b0100), subscription("s", "tasks", &[("project_id", &["p1"])], 0, None)],
+            vec![
+                push(),
+                pull_header(0, 0, 0, 0b0100),
+                subscription("s", "tasks", &[("project_id", &["p1"])], 0, None),
+            ],
         ),
         (
             "bootstrap without inline rows (accept bit 0) while no stored segments exist",
             "sync.invalid_request",
-            vec![push(), pull_header(0, 0, 0, 0b0010), subscription("s", "tasks", &[("project_id", &["p1"])], -1, None)],
+            vec![
+                push(),
+                pull_header(0, 0, 0, 0b0010),
+                subscription("s", "tasks", &[("project_id", &["p1"])], -1, None),
+            ],
         ),
         (
             "more operations than the cap",
             "sync.too_many_operations",
             vec![commit(
                 "huge",
-                (0..501).map(|i| upsert(&Task::new(format!("h{i}"), "p1", "x"), None)).collect(),
+                (0..501)
+                    .map(|i| upsert(&Task::new(format!("h{i}"), "p1", "x"), None))
+                    .collect(),
             )],
         ),
     ];
@@ -185,17 +267,39 @@ fn request_level_violations_fail_the_whole_request_before_any_push() {
     let mut no_payload = upsert(&Task::new("w", "p1", "x"), None);
     no_payload.payload = None;
     let bytes = s.encode(vec![push(), commit("no-payload", vec![no_payload])]);
-    expect_request_error(&mut s, &bytes, "sync.invalid_request", "upsert without payload");
+    expect_request_error(
+        &mut s,
+        &bytes,
+        "sync.invalid_request",
+        "upsert without payload",
+    );
     // A clientId in the reserved server-command namespace, and one bound to another actor.
-    let reserved = request("[\"remote-command\",\"x\"]", s.log_epoch.as_deref(), vec![push()]);
-    expect_request_error(&mut s, &reserved, "sync.invalid_client_id", "reserved clientId");
+    let reserved = request(
+        "[\"remote-command\",\"x\"]",
+        s.log_epoch.as_deref(),
+        vec![push()],
+    );
+    expect_request_error(
+        &mut s,
+        &reserved,
+        "sync.invalid_client_id",
+        "reserved clientId",
+    );
     let stolen = s.encode(vec![push()]);
     let actor = std::mem::replace(&mut s.actor_id, "mallory".to_owned());
-    expect_request_error(&mut s, &stolen, "sync.invalid_client_id", "clientId bound to another actor");
+    expect_request_error(
+        &mut s,
+        &stolen,
+        "sync.invalid_client_id",
+        "clientId bound to another actor",
+    );
     s.actor_id = actor;
 
     let after = fingerprint(&mut s.conn, &s.partition, Coverage::Everything).expect("fingerprint");
-    assert_eq!(before, after, "request-level failures change nothing at all");
+    assert_eq!(
+        before, after,
+        "request-level failures change nothing at all"
+    );
 }
 
 #[test]
@@ -218,13 +322,41 @@ fn unknown_tables_and_corrupt_payloads_reject_only_their_commit() {
     let mut trailing = good.clone();
     trailing.push(0);
     let cases: Vec<(&str, &str, ssp2::model::Operation)> = vec![
-        ("operation on an unknown table", "sync.unknown_table", with_op("no_such_table", "n", Some(good.clone()))),
-        ("garbage payload", "sync.invalid_request", with_op("tasks", "n", Some(vec![0xde, 0xad, 0xbe, 0xef]))),
-        ("truncated payload", "sync.invalid_request", with_op("tasks", "n", Some(good[..good.len() - 1].to_vec()))),
-        ("payload with a trailing byte", "sync.invalid_request", with_op("tasks", "n", Some(trailing))),
-        ("null bit on a non-null column", "sync.invalid_request", with_op("tasks", "n", Some(null_pk))),
-        ("set padding bit", "sync.invalid_request", with_op("tasks", "n", Some(padding))),
-        ("primary key differs from rowId", "sync.invalid_request", with_op("tasks", "other-id", Some(good.clone()))),
+        (
+            "operation on an unknown table",
+            "sync.unknown_table",
+            with_op("no_such_table", "n", Some(good.clone())),
+        ),
+        (
+            "garbage payload",
+            "sync.invalid_request",
+            with_op("tasks", "n", Some(vec![0xde, 0xad, 0xbe, 0xef])),
+        ),
+        (
+            "truncated payload",
+            "sync.invalid_request",
+            with_op("tasks", "n", Some(good[..good.len() - 1].to_vec())),
+        ),
+        (
+            "payload with a trailing byte",
+            "sync.invalid_request",
+            with_op("tasks", "n", Some(trailing)),
+        ),
+        (
+            "null bit on a non-null column",
+            "sync.invalid_request",
+            with_op("tasks", "n", Some(null_pk)),
+        ),
+        (
+            "set padding bit",
+            "sync.invalid_request",
+            with_op("tasks", "n", Some(padding)),
+        ),
+        (
+            "primary key differs from rowId",
+            "sync.invalid_request",
+            with_op("tasks", "other-id", Some(good.clone())),
+        ),
     ];
     let mut commits = Vec::new();
     let mut expected = Vec::new();
@@ -235,14 +367,28 @@ fn unknown_tables_and_corrupt_payloads_reject_only_their_commit() {
     let frames = commits.clone();
     let out = s.push(frames).expect("the request itself is served");
     for (o, (what, code)) in out.iter().zip(&expected) {
-        assert_eq!(o.status, PushStatus::Rejected, "{what}: rejected, got {o:?}");
-        assert_eq!(o.commit_seq, None, "{what}: a rejected commit has no commitSeq");
+        assert_eq!(
+            o.status,
+            PushStatus::Rejected,
+            "{what}: rejected, got {o:?}"
+        );
+        assert_eq!(
+            o.commit_seq, None,
+            "{what}: a rejected commit has no commitSeq"
+        );
         assert_eq!(o.error_codes(), [code.to_string()], "{what}: {o:?}");
     }
-    let one: i32 = s.conn.query_one("SELECT 1", &[]).expect("backend alive").get(0);
+    let one: i32 = s
+        .conn
+        .query_one("SELECT 1", &[])
+        .expect("backend alive")
+        .get(0);
     assert_eq!(one, 1);
     let after = fingerprint(&mut s.conn, &s.partition, Coverage::LogAndData).expect("fingerprint");
-    assert_eq!(before, after, "rejected commits leave no row, change or log entry");
+    assert_eq!(
+        before, after,
+        "rejected commits leave no row, change or log entry"
+    );
 
     // A replay of a rejected commit returns the stored rejection unchanged.
     let replay = s.push(commits).expect("replay");
@@ -255,10 +401,14 @@ fn unknown_tables_and_corrupt_payloads_reject_only_their_commit() {
 fn response_budget(s: &mut RawSession) -> usize {
     let row = s
         .conn
-        .query_one("SELECT current_setting('syncular.response_budget_bytes', true)", &[])
+        .query_one(
+            "SELECT current_setting('syncular.response_budget_bytes', true)",
+            &[],
+        )
         .expect("read the budget setting");
     let raw: Option<String> = row.get(0);
-    raw.and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(4 * 1024 * 1024)
+    raw.and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(4 * 1024 * 1024)
 }
 
 #[test]
@@ -276,12 +426,17 @@ fn maximal_clamp_pulls_stay_within_the_byte_budget_and_page_to_completion() {
                 upsert(&Task::new(format!("row-{n:05}"), "p1", title), None)
             })
             .collect();
-        let out = s.push(vec![commit(format!("load-{c}"), ops)]).expect("load");
+        let out = s
+            .push(vec![commit(format!("load-{c}"), ops)])
+            .expect("load");
         assert_eq!(out[0].status, PushStatus::Applied, "{:?}", out[0]);
     }
     let commits = (ROWS / PER_COMMIT) as i64;
     let data = ROWS * TITLE_BYTES;
-    assert!(data > budget, "the data ({data} B) must exceed the budget ({budget} B) for this test to bite");
+    assert!(
+        data > budget,
+        "the data ({data} B) must exceed the budget ({budget} B) for this test to bite"
+    );
     let before = fingerprint(&mut s.conn, &s.partition, Coverage::LogAndData).expect("fingerprint");
     let row_bytes = encode_task(&Task::new("row-00000", "p1", "x".repeat(TITLE_BYTES))).len();
     let slack = 64 * 1024;
@@ -296,7 +451,13 @@ fn maximal_clamp_pulls_stay_within_the_byte_budget_and_page_to_completion() {
         assert!(rounds <= 200, "bootstrap did not finish in 200 rounds");
         let bytes = s.encode(vec![
             pull_header(i32::MAX, i32::MAX, i32::MAX, 0b0001),
-            subscription("boot", "tasks", &[("project_id", &["p1"])], cursor, token.clone()),
+            subscription(
+                "boot",
+                "tasks",
+                &[("project_id", &["p1"])],
+                cursor,
+                token.clone(),
+            ),
         ]);
         let response = s.send_bytes(&bytes).expect("maximal-clamp bootstrap pull");
         assert!(
@@ -312,18 +473,27 @@ fn maximal_clamp_pulls_stay_within_the_byte_budget_and_page_to_completion() {
             .frames
             .iter()
             .find_map(|f| match f {
-                Frame::SubEnd { next_cursor, bootstrap_state } => Some((*next_cursor, bootstrap_state.clone())),
+                Frame::SubEnd {
+                    next_cursor,
+                    bootstrap_state,
+                } => Some((*next_cursor, bootstrap_state.clone())),
                 _ => None,
             })
             .expect("SUB_END");
-        assert_eq!(end.0, commits, "every bootstrap response sets nextCursor = asOfCommitSeq (§4.7)");
+        assert_eq!(
+            end.0, commits,
+            "every bootstrap response sets nextCursor = asOfCommitSeq (§4.7)"
+        );
         cursor = end.0;
         match end.1 {
             Some(state) => token = Some(state.0),
             None => break,
         }
     }
-    assert!(rounds > 1, "a {data} B bootstrap cannot fit one {budget} B response");
+    assert!(
+        rounds > 1,
+        "a {data} B bootstrap cannot fit one {budget} B response"
+    );
     assert_eq!(seen.len(), ROWS, "every row delivered");
     assert!(seen.values().all(|n| *n == 1), "no row delivered twice");
 
@@ -339,7 +509,9 @@ fn maximal_clamp_pulls_stay_within_the_byte_budget_and_page_to_completion() {
             pull_header(i32::MAX, i32::MAX, i32::MAX, 0b0011),
             subscription("inc", "tasks", &[("project_id", &["p1"])], cursor, None),
         ]);
-        let response = s.send_bytes(&bytes).expect("maximal-clamp incremental pull");
+        let response = s
+            .send_bytes(&bytes)
+            .expect("maximal-clamp incremental pull");
         assert!(
             response.len() <= budget + commit_bytes + slack,
             "incremental response of {} B exceeds budget + one commit",
@@ -364,15 +536,24 @@ fn maximal_clamp_pulls_stay_within_the_byte_budget_and_page_to_completion() {
             })
             .expect("SUB_END");
     }
-    assert_eq!(seqs, (1..=commits).collect::<Vec<_>>(), "commits 1..{commits} each exactly once");
+    assert_eq!(
+        seqs,
+        (1..=commits).collect::<Vec<_>>(),
+        "commits 1..{commits} each exactly once"
+    );
 
     // Negative limits clamp to 1 (silently): one row per page, still valid.
     let bytes = s.encode(vec![
         pull_header(i32::MIN, i32::MIN, i32::MIN, 0b0011),
         subscription("tiny", "tasks", &[("project_id", &["p1"])], -1, None),
     ]);
-    let msg = decode_response(&s.send_bytes(&bytes).expect("negative-clamp pull")).expect("decodes");
-    assert_eq!(delivered(&msg).expect("rows").rows.len(), 1, "limitSnapshotRows clamps to 1, pages to 1");
+    let msg =
+        decode_response(&s.send_bytes(&bytes).expect("negative-clamp pull")).expect("decodes");
+    assert_eq!(
+        delivered(&msg).expect("rows").rows.len(),
+        1,
+        "limitSnapshotRows clamps to 1, pages to 1"
+    );
 
     let after = fingerprint(&mut s.conn, &s.partition, Coverage::LogAndData).expect("fingerprint");
     assert_eq!(before, after, "pulls change no data");

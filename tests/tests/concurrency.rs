@@ -21,8 +21,8 @@ use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_all_projects, partition_name, register_schema};
 use syncular_integration_tests::transport::call_sync;
 use syncular_integration_tests::wire::{
-    commit, db_message, decode_response, delivered, pull_header, push_outcomes, request, subscription, upsert,
-    PushOutcome, RawSession, Task,
+    commit, db_message, decode_response, delivered, pull_header, push_outcomes, request,
+    subscription, upsert, PushOutcome, RawSession, Task,
 };
 
 const CONNECTIONS: usize = 8;
@@ -70,7 +70,10 @@ impl TimedBarrier {
         let deadline = Instant::now() + timeout;
         while guard.1 == generation {
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "barrier partner did not arrive within {timeout:?}");
+            assert!(
+                !left.is_zero(),
+                "barrier partner did not arrive within {timeout:?}"
+            );
             guard = self.cv.wait_timeout(guard, left).expect("barrier wait").0;
         }
     }
@@ -95,8 +98,14 @@ impl Pusher {
     fn push(&mut self, client_id: &str, frames: Vec<Frame>) -> Vec<PushOutcome> {
         let n = frames.len();
         let bytes = request(client_id, Some(&self.epoch), frames);
-        let response = call_sync(&mut self.conn, &self.partition, ACTOR, &bytes, Some(&self.allowed))
-            .unwrap_or_else(|e| panic!("push by {client_id} failed: {}", db_message(&e)));
+        let response = call_sync(
+            &mut self.conn,
+            &self.partition,
+            ACTOR,
+            &bytes,
+            Some(&self.allowed),
+        )
+        .unwrap_or_else(|e| panic!("push by {client_id} failed: {}", db_message(&e)));
         let outcomes = push_outcomes(&decode_response(&response).expect("response decodes"));
         assert_eq!(outcomes.len(), n, "one PUSH_RESULT per PUSH_COMMIT");
         outcomes
@@ -144,7 +153,11 @@ fn run_connection(
 
     for k in 0..OWN_COMMITS {
         let commit_id = format!("c{k}");
-        let row = Task::new(format!("r-{index}-{k}"), "p1", format!("row {k} of connection {index}"));
+        let row = Task::new(
+            format!("r-{index}-{k}"),
+            "p1",
+            format!("row {k} of connection {index}"),
+        );
         let frame = commit(commit_id.clone(), vec![upsert(&row, None)]);
 
         if k % ROLLBACK_EVERY == ROLLBACK_EVERY - 1 {
@@ -152,12 +165,24 @@ fn run_connection(
         }
         if k % INNER_DUP_EVERY == INNER_DUP_EVERY - 1 {
             let outcomes = pusher.push(&own_client, vec![frame.clone(), frame.clone()]);
-            log.push(Delivery { client_id: own_client.clone(), outcome: outcomes[0].clone(), kind: "fresh" });
-            log.push(Delivery { client_id: own_client.clone(), outcome: outcomes[1].clone(), kind: "inner-duplicate" });
+            log.push(Delivery {
+                client_id: own_client.clone(),
+                outcome: outcomes[0].clone(),
+                kind: "fresh",
+            });
+            log.push(Delivery {
+                client_id: own_client.clone(),
+                outcome: outcomes[1].clone(),
+                kind: "inner-duplicate",
+            });
             acked.push((commit_id, outcomes[0].clone()));
         } else {
             let outcomes = pusher.push(&own_client, vec![frame]);
-            log.push(Delivery { client_id: own_client.clone(), outcome: outcomes[0].clone(), kind: "fresh" });
+            log.push(Delivery {
+                client_id: own_client.clone(),
+                outcome: outcomes[0].clone(),
+                kind: "fresh",
+            });
             acked.push((commit_id, outcomes[0].clone()));
         }
 
@@ -166,14 +191,29 @@ fn run_connection(
             let shared = commit(format!("s{k}"), vec![upsert(&shared_row, None)]);
             pair.wait(Duration::from_secs(60));
             let outcomes = pusher.push(&pair_client, vec![shared]);
-            log.push(Delivery { client_id: pair_client.clone(), outcome: outcomes[0].clone(), kind: "shared" });
+            log.push(Delivery {
+                client_id: pair_client.clone(),
+                outcome: outcomes[0].clone(),
+                kind: "shared",
+            });
         }
 
         if k % REPLAY_EVERY == REPLAY_EVERY - 1 {
             let (old_id, _) = acked[k - 2].clone();
-            let old_row = Task::new(format!("r-{index}-{}", k - 2), "p1", format!("row {} of connection {index}", k - 2));
-            let outcomes = pusher.push(&own_client, vec![commit(old_id, vec![upsert(&old_row, None)])]);
-            log.push(Delivery { client_id: own_client.clone(), outcome: outcomes[0].clone(), kind: "replay" });
+            let old_row = Task::new(
+                format!("r-{index}-{}", k - 2),
+                "p1",
+                format!("row {} of connection {index}", k - 2),
+            );
+            let outcomes = pusher.push(
+                &own_client,
+                vec![commit(old_id, vec![upsert(&old_row, None)])],
+            );
+            log.push(Delivery {
+                client_id: own_client.clone(),
+                outcome: outcomes[0].clone(),
+                kind: "replay",
+            });
         }
     }
     log
@@ -183,20 +223,37 @@ fn run_connection(
 /// nothing new; returns every commitSeq seen, in order. Panics on a gap or
 /// repeat: a commit may never become visible before a lower-numbered one.
 fn run_reader(partition: String, epoch: String, done: Arc<AtomicBool>) -> (Vec<i64>, usize) {
-    let mut s = RawSession::new(connect(), &partition, ACTOR, "reader", Some(allow_all_projects()));
-    s.conn.batch_execute("SET statement_timeout = '60s'").expect("session settings");
+    let mut s = RawSession::new(
+        connect(),
+        &partition,
+        ACTOR,
+        "reader",
+        Some(allow_all_projects()),
+    );
+    s.conn
+        .batch_execute("SET statement_timeout = '60s'")
+        .expect("session settings");
     s.log_epoch = Some(epoch);
     let mut cursor = 0i64;
     let mut seen: Vec<i64> = Vec::new();
     let mut busy_pulls = 0usize;
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        assert!(Instant::now() < deadline, "reader did not finish within 300 s");
+        assert!(
+            Instant::now() < deadline,
+            "reader did not finish within 300 s"
+        );
         let finished = done.load(Ordering::SeqCst);
         let msg = s
             .round(vec![
                 pull_header(0, 0, 0, 0b0011),
-                subscription("all", "tasks", &[("project_id", &["p1", "p2"])], cursor, None),
+                subscription(
+                    "all",
+                    "tasks",
+                    &[("project_id", &["p1", "p2"])],
+                    cursor,
+                    None,
+                ),
             ])
             .unwrap_or_else(|e| panic!("reader pull failed: {e}"));
         let got = delivered(&msg).expect("rows decode").commit_seqs;
@@ -205,7 +262,12 @@ fn run_reader(partition: String, epoch: String, done: Arc<AtomicBool>) -> (Vec<i
         }
         for seq in &got {
             let expected = seen.last().map_or(1, |last| last + 1);
-            assert_eq!(*seq, expected, "reader saw commit {seq} after {:?}: a gap or a repeat", seen.last());
+            assert_eq!(
+                *seq,
+                expected,
+                "reader saw commit {seq} after {:?}: a gap or a repeat",
+                seen.last()
+            );
             seen.push(*seq);
         }
         cursor = msg
@@ -227,11 +289,21 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
     let mut admin = connect();
     register_schema(&mut admin).expect("register the sample schema");
     let partition = partition_name("concurrency");
-    let mut first = RawSession::new(connect(), &partition, ACTOR, "epoch-probe", Some(allow_all_projects()));
-    let epoch = first.acquire_epoch().expect("acquire the partition's logEpoch");
+    let mut first = RawSession::new(
+        connect(),
+        &partition,
+        ACTOR,
+        "epoch-probe",
+        Some(allow_all_projects()),
+    );
+    let epoch = first
+        .acquire_epoch()
+        .expect("acquire the partition's logEpoch");
 
     let start = Arc::new(TimedBarrier::new(CONNECTIONS));
-    let pairs: Vec<Arc<TimedBarrier>> = (0..CONNECTIONS / 2).map(|_| Arc::new(TimedBarrier::new(2))).collect();
+    let pairs: Vec<Arc<TimedBarrier>> = (0..CONNECTIONS / 2)
+        .map(|_| Arc::new(TimedBarrier::new(2)))
+        .collect();
     let done = Arc::new(AtomicBool::new(false));
     let reader = {
         let (partition, epoch, done) = (partition.clone(), epoch.clone(), Arc::clone(&done));
@@ -240,8 +312,12 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
     let began = Instant::now();
     let handles: Vec<_> = (0..CONNECTIONS)
         .map(|i| {
-            let (partition, epoch, start, pair) =
-                (partition.clone(), epoch.clone(), Arc::clone(&start), Arc::clone(&pairs[i / 2]));
+            let (partition, epoch, start, pair) = (
+                partition.clone(),
+                epoch.clone(),
+                Arc::clone(&start),
+                Arc::clone(&pairs[i / 2]),
+            );
             thread::spawn(move || run_connection(i, partition, epoch, start, pair))
         })
         .collect();
@@ -252,46 +328,87 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
             Ok(log) => deliveries.extend(log),
             Err(e) => panics.push(format!(
                 "connection {i}: {}",
-                e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned())).unwrap_or_default()
+                e.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default()
             )),
         }
     }
     done.store(true, Ordering::SeqCst);
     let reader_seen = reader.join();
     assert!(panics.is_empty(), "pushers failed: {panics:#?}");
-    let (reader_seen, busy_pulls) = reader_seen.expect("the concurrent reader saw every commit in order");
-    assert!(busy_pulls >= 2, "the reader pulled while the pushers ran ({busy_pulls} pulls)");
+    let (reader_seen, busy_pulls) =
+        reader_seen.expect("the concurrent reader saw every commit in order");
+    assert!(
+        busy_pulls >= 2,
+        "the reader pulled while the pushers ran ({busy_pulls} pulls)"
+    );
     let elapsed = began.elapsed();
 
     // Every delivery of one commit id agrees on commitSeq and results; the
     // first delivery of a fresh commit is `applied`; every later one `cached`.
     let mut by_key: BTreeMap<(String, String), Vec<&Delivery>> = BTreeMap::new();
     for d in &deliveries {
-        assert_ne!(d.outcome.status, PushStatus::Rejected, "no commit may be rejected: {d:?}");
-        assert!(d.outcome.commit_seq.is_some(), "applied/cached carry a commitSeq: {d:?}");
+        assert_ne!(
+            d.outcome.status,
+            PushStatus::Rejected,
+            "no commit may be rejected: {d:?}"
+        );
+        assert!(
+            d.outcome.commit_seq.is_some(),
+            "applied/cached carry a commitSeq: {d:?}"
+        );
         by_key
             .entry((d.client_id.clone(), d.outcome.client_commit_id.clone()))
             .or_default()
             .push(d);
     }
     for ((client, id), ds) in &by_key {
-        let applied = ds.iter().filter(|d| d.outcome.status == PushStatus::Applied).count();
-        assert_eq!(applied, 1, "{client}/{id}: exactly one delivery applies, got {ds:#?}");
+        let applied = ds
+            .iter()
+            .filter(|d| d.outcome.status == PushStatus::Applied)
+            .count();
+        assert_eq!(
+            applied, 1,
+            "{client}/{id}: exactly one delivery applies, got {ds:#?}"
+        );
         let seq = ds[0].outcome.commit_seq;
         for d in ds {
-            assert_eq!(d.outcome.commit_seq, seq, "{client}/{id}: every delivery reports one commitSeq");
-            assert_eq!(d.outcome.results, ds[0].outcome.results, "{client}/{id}: replay is byte-equivalent");
+            assert_eq!(
+                d.outcome.commit_seq, seq,
+                "{client}/{id}: every delivery reports one commitSeq"
+            );
+            assert_eq!(
+                d.outcome.results, ds[0].outcome.results,
+                "{client}/{id}: replay is byte-equivalent"
+            );
             if d.kind != "fresh" && d.kind != "shared" {
-                assert_eq!(d.outcome.status, PushStatus::Cached, "{client}/{id}: a {} is cached", d.kind);
+                assert_eq!(
+                    d.outcome.status,
+                    PushStatus::Cached,
+                    "{client}/{id}: a {} is cached",
+                    d.kind
+                );
             }
         }
         for d in ds.iter().filter(|d| d.kind == "fresh") {
-            assert_eq!(d.outcome.status, PushStatus::Applied, "{client}/{id}: first delivery applies");
+            assert_eq!(
+                d.outcome.status,
+                PushStatus::Applied,
+                "{client}/{id}: first delivery applies"
+            );
         }
         if ds[0].kind == "shared" {
             assert_eq!(ds.len(), 2, "{client}/{id}: both pair members delivered it");
-            let cached = ds.iter().filter(|d| d.outcome.status == PushStatus::Cached).count();
-            assert_eq!(cached, 1, "{client}/{id}: the simultaneous duplicate is cached");
+            let cached = ds
+                .iter()
+                .filter(|d| d.outcome.status == PushStatus::Cached)
+                .count();
+            assert_eq!(
+                cached, 1,
+                "{client}/{id}: the simultaneous duplicate is cached"
+            );
         }
     }
 
@@ -299,12 +416,23 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
     // under the sequence number its deliveries reported.
     let expected: BTreeMap<i64, (String, String)> = by_key
         .iter()
-        .map(|((client, id), ds)| (ds[0].outcome.commit_seq.unwrap_or(-1), (client.clone(), id.clone())))
+        .map(|((client, id), ds)| {
+            (
+                ds[0].outcome.commit_seq.unwrap_or(-1),
+                (client.clone(), id.clone()),
+            )
+        })
         .collect();
     let n = by_key.len();
     assert_eq!(expected.len(), n, "no two commits share a commitSeq");
-    let replays = deliveries.iter().filter(|d| d.kind == "replay" || d.kind == "inner-duplicate").count();
-    assert!(replays > CONNECTIONS * OWN_COMMITS / 10, "the run replayed commits ({replays})");
+    let replays = deliveries
+        .iter()
+        .filter(|d| d.kind == "replay" || d.kind == "inner-duplicate")
+        .count();
+    assert!(
+        replays > CONNECTIONS * OWN_COMMITS / 10,
+        "the run replayed commits ({replays})"
+    );
 
     let mut conn = connect();
     let log: Vec<(i64, String, String)> = conn
@@ -318,30 +446,59 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
     let seqs: Vec<i64> = log.iter().map(|r| r.0).collect();
-    assert_eq!(seqs, (1..=n as i64).collect::<Vec<_>>(), "commitSeq is exactly 1..{n}");
+    assert_eq!(
+        seqs,
+        (1..=n as i64).collect::<Vec<_>>(),
+        "commitSeq is exactly 1..{n}"
+    );
     for (seq, client, id) in &log {
-        assert_eq!(expected.get(seq), Some(&(client.clone(), id.clone())), "commit {seq} is the acknowledged one");
+        assert_eq!(
+            expected.get(seq),
+            Some(&(client.clone(), id.clone())),
+            "commit {seq} is the acknowledged one"
+        );
     }
     let max: i64 = conn
-        .query_one("SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1", &[&partition])
+        .query_one(
+            "SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1",
+            &[&partition],
+        )
         .expect("partition counter")
         .get(0);
-    assert_eq!(max, n as i64, "the partition counter equals the last commitSeq");
+    assert_eq!(
+        max, n as i64,
+        "the partition counter equals the last commitSeq"
+    );
     let changes: i64 = conn
-        .query_one("SELECT count(*) FROM syncular.sync_changes WHERE partition = $1", &[&partition])
+        .query_one(
+            "SELECT count(*) FROM syncular.sync_changes WHERE partition = $1",
+            &[&partition],
+        )
         .expect("changes")
         .get(0);
     assert_eq!(changes, n as i64, "one change per commit, none duplicated");
     let rows: i64 = conn
-        .query_one("SELECT count(*) FROM public.tasks WHERE _sync_partition = $1", &[&partition])
+        .query_one(
+            "SELECT count(*) FROM public.tasks WHERE _sync_partition = $1",
+            &[&partition],
+        )
         .expect("app rows")
         .get(0);
-    assert_eq!(rows, n as i64, "every commit wrote its own row exactly once");
+    assert_eq!(
+        rows, n as i64,
+        "every commit wrote its own row exactly once"
+    );
     let results: i64 = conn
-        .query_one("SELECT count(*) FROM syncular.sync_push_results WHERE partition = $1", &[&partition])
+        .query_one(
+            "SELECT count(*) FROM syncular.sync_push_results WHERE partition = $1",
+            &[&partition],
+        )
         .expect("push results")
         .get(0);
-    assert_eq!(results, n as i64, "one persisted result per idempotency key");
+    assert_eq!(
+        results, n as i64,
+        "one persisted result per idempotency key"
+    );
     assert_eq!(
         reader_seen,
         (1..=n as i64).collect::<Vec<_>>(),

@@ -28,23 +28,46 @@ fn one_notification_per_applied_commit_after_commit_and_never_otherwise() {
     register_schema(&mut admin).expect("register the sample schema");
     let partition = partition_name("notify");
     let mut listener = CommitListener::listen(connect()).expect("LISTEN");
-    let mut s = RawSession::new(connect(), &partition, "alice", "notify-client", Some(allow_projects(&["p1"])));
+    let mut s = RawSession::new(
+        connect(),
+        &partition,
+        "alice",
+        "notify-client",
+        Some(allow_projects(&["p1"])),
+    );
     s.acquire_epoch().expect("epoch");
     assert!(
-        listener.drain(&partition, QUIET, MAX_WAIT).expect("drain").is_empty(),
+        listener
+            .drain(&partition, QUIET, MAX_WAIT)
+            .expect("drain")
+            .is_empty(),
         "acquiring the epoch applies nothing and notifies nothing"
     );
 
     // 1. Autocommit push: exactly one notification, after the statement's commit.
-    let out = s.push(vec![commit("c1", vec![upsert(&Task::new("a", "p1", "first"), None)])]).expect("push c1");
+    let out = s
+        .push(vec![commit(
+            "c1",
+            vec![upsert(&Task::new("a", "p1", "first"), None)],
+        )])
+        .expect("push c1");
     assert_eq!(out[0].status, PushStatus::Applied);
     assert_eq!(out[0].commit_seq, Some(1));
-    let seen = listener.wait_for(&partition, 1, QUIET, MAX_WAIT).expect("listen");
-    assert_eq!(payloads(&seen), [expected_payload(&partition, 1)], "one notification for commit 1");
+    let seen = listener
+        .wait_for(&partition, 1, QUIET, MAX_WAIT)
+        .expect("listen");
+    assert_eq!(
+        payloads(&seen),
+        [expected_payload(&partition, 1)],
+        "one notification for commit 1"
+    );
     assert!(seen.iter().all(|n| n.channel == CHANNEL));
 
     // 2. Inside an open transaction: nothing until COMMIT, then exactly one.
-    let bytes = s.encode(vec![commit("c2", vec![upsert(&Task::new("b", "p1", "second"), None)])]);
+    let bytes = s.encode(vec![commit(
+        "c2",
+        vec![upsert(&Task::new("b", "p1", "second"), None)],
+    )]);
     let allowed = s.allowed.clone();
     let mut tx = s.conn.transaction().expect("begin");
     let response: Vec<u8> = tx
@@ -56,17 +79,32 @@ fn one_notification_per_applied_commit_after_commit_and_never_otherwise() {
         .expect("push c2 in a transaction")
         .get(0);
     let out = push_outcomes(&decode_response(&response).expect("decode"));
-    assert_eq!((out[0].status, out[0].commit_seq), (PushStatus::Applied, Some(2)));
+    assert_eq!(
+        (out[0].status, out[0].commit_seq),
+        (PushStatus::Applied, Some(2))
+    );
     assert!(
-        listener.drain(&partition, QUIET, MAX_WAIT).expect("drain").is_empty(),
+        listener
+            .drain(&partition, QUIET, MAX_WAIT)
+            .expect("drain")
+            .is_empty(),
         "no notification is delivered while the pushing transaction is open"
     );
     tx.commit().expect("commit");
-    let seen = listener.wait_for(&partition, 1, QUIET, MAX_WAIT).expect("listen");
-    assert_eq!(payloads(&seen), [expected_payload(&partition, 2)], "delivered at COMMIT");
+    let seen = listener
+        .wait_for(&partition, 1, QUIET, MAX_WAIT)
+        .expect("listen");
+    assert_eq!(
+        payloads(&seen),
+        [expected_payload(&partition, 2)],
+        "delivered at COMMIT"
+    );
 
     // 3. Rolled back: never delivered; the sequence number is reused.
-    let bytes = s.encode(vec![commit("c3", vec![upsert(&Task::new("c", "p1", "rolled back"), None)])]);
+    let bytes = s.encode(vec![commit(
+        "c3",
+        vec![upsert(&Task::new("c", "p1", "rolled back"), None)],
+    )]);
     let mut tx = s.conn.transaction().expect("begin");
     let response: Vec<u8> = tx
         .query_one(
@@ -77,10 +115,16 @@ fn one_notification_per_applied_commit_after_commit_and_never_otherwise() {
         .expect("push c3 in a transaction")
         .get(0);
     let out = push_outcomes(&decode_response(&response).expect("decode"));
-    assert_eq!((out[0].status, out[0].commit_seq), (PushStatus::Applied, Some(3)));
+    assert_eq!(
+        (out[0].status, out[0].commit_seq),
+        (PushStatus::Applied, Some(3))
+    );
     tx.rollback().expect("rollback");
     assert!(
-        listener.drain(&partition, QUIET, MAX_WAIT).expect("drain").is_empty(),
+        listener
+            .drain(&partition, QUIET, MAX_WAIT)
+            .expect("drain")
+            .is_empty(),
         "a rolled-back commit is never announced"
     );
 
@@ -91,7 +135,10 @@ fn one_notification_per_applied_commit_after_commit_and_never_otherwise() {
     unknown_table.table = "no_such_table".to_owned();
     let out = s
         .push(vec![
-            commit("r1", vec![upsert(&Task::new("x", "p9", "not allowed"), None)]),
+            commit(
+                "r1",
+                vec![upsert(&Task::new("x", "p9", "not allowed"), None)],
+            ),
             commit("r2", vec![unknown_table]),
             commit("r3", vec![bad_payload]),
         ])
@@ -101,21 +148,43 @@ fn one_notification_per_applied_commit_after_commit_and_never_otherwise() {
         "all three are rejected: {out:?}"
     );
     assert!(
-        listener.drain(&partition, QUIET, MAX_WAIT).expect("drain").is_empty(),
+        listener
+            .drain(&partition, QUIET, MAX_WAIT)
+            .expect("drain")
+            .is_empty(),
         "a rejected commit is never announced"
     );
 
     // 5. A replay (cached) of an applied commit: none.
-    let out = s.push(vec![commit("c1", vec![upsert(&Task::new("a", "p1", "first"), None)])]).expect("replay c1");
-    assert_eq!((out[0].status, out[0].commit_seq), (PushStatus::Cached, Some(1)));
-    assert!(listener.drain(&partition, QUIET, MAX_WAIT).expect("drain").is_empty(), "a replay is never announced");
+    let out = s
+        .push(vec![commit(
+            "c1",
+            vec![upsert(&Task::new("a", "p1", "first"), None)],
+        )])
+        .expect("replay c1");
+    assert_eq!(
+        (out[0].status, out[0].commit_seq),
+        (PushStatus::Cached, Some(1))
+    );
+    assert!(
+        listener
+            .drain(&partition, QUIET, MAX_WAIT)
+            .expect("drain")
+            .is_empty(),
+        "a replay is never announced"
+    );
 
     // 6. A commit whose only operation deletes an absent row: applied, no changes, none.
-    let out = s.push(vec![commit("d1", vec![delete("never-existed", None)])]).expect("push d1");
+    let out = s
+        .push(vec![commit("d1", vec![delete("never-existed", None)])])
+        .expect("push d1");
     assert_eq!(out[0].status, PushStatus::Applied, "{out:?}");
     let empty_seq = out[0].commit_seq.expect("commitSeq");
     assert!(
-        listener.drain(&partition, QUIET, MAX_WAIT).expect("drain").is_empty(),
+        listener
+            .drain(&partition, QUIET, MAX_WAIT)
+            .expect("drain")
+            .is_empty(),
         "a commit without changes is not announced"
     );
 
@@ -128,17 +197,38 @@ fn one_notification_per_applied_commit_after_commit_and_never_otherwise() {
         ])
         .expect("push m1..m3");
     let seqs: Vec<i64> = out.iter().map(|o| o.commit_seq.expect("applied")).collect();
-    assert_eq!(seqs, [empty_seq + 1, empty_seq + 2, empty_seq + 3], "{out:?}");
-    let seen = listener.wait_for(&partition, 3, QUIET, MAX_WAIT).expect("listen");
-    let expected: Vec<String> = seqs.iter().map(|q| expected_payload(&partition, *q)).collect();
-    assert_eq!(payloads(&seen), expected, "one notification per applied commit, in commit order");
+    assert_eq!(
+        seqs,
+        [empty_seq + 1, empty_seq + 2, empty_seq + 3],
+        "{out:?}"
+    );
+    let seen = listener
+        .wait_for(&partition, 3, QUIET, MAX_WAIT)
+        .expect("listen");
+    let expected: Vec<String> = seqs
+        .iter()
+        .map(|q| expected_payload(&partition, *q))
+        .collect();
+    assert_eq!(
+        payloads(&seen),
+        expected,
+        "one notification per applied commit, in commit order"
+    );
 
     // Every notification came from the pushing backends, never a duplicate.
     let total: i64 = admin
-        .query_one("SELECT count(*) FROM syncular.sync_commits WHERE partition = $1", &[&partition])
+        .query_one(
+            "SELECT count(*) FROM syncular.sync_commits WHERE partition = $1",
+            &[&partition],
+        )
         .expect("count commits")
         .get(0);
-    assert_eq!(total, empty_seq + 3, "commits 1..{} are in the log", empty_seq + 3);
+    assert_eq!(
+        total,
+        empty_seq + 3,
+        "commits 1..{} are in the log",
+        empty_seq + 3
+    );
 }
 
 #[test]
@@ -147,10 +237,23 @@ fn payload_names_partitions_that_contain_colons_and_non_ascii_text() {
     register_schema(&mut admin).expect("register the sample schema");
     let partition = format!("{}:tenant/ü:42", partition_name("notify-odd"));
     let mut listener = CommitListener::listen(connect()).expect("LISTEN");
-    let mut s = RawSession::new(connect(), &partition, "alice", "odd-client", Some(allow_projects(&["p1"])));
+    let mut s = RawSession::new(
+        connect(),
+        &partition,
+        "alice",
+        "odd-client",
+        Some(allow_projects(&["p1"])),
+    );
     s.acquire_epoch().expect("epoch");
-    let out = s.push(vec![commit("c1", vec![upsert(&Task::new("a", "p1", "x"), None)])]).expect("push");
+    let out = s
+        .push(vec![commit(
+            "c1",
+            vec![upsert(&Task::new("a", "p1", "x"), None)],
+        )])
+        .expect("push");
     assert_eq!(out[0].commit_seq, Some(1));
-    let seen = listener.wait_for(&partition, 1, QUIET, MAX_WAIT).expect("listen");
+    let seen = listener
+        .wait_for(&partition, 1, QUIET, MAX_WAIT)
+        .expect("listen");
     assert_eq!(payloads(&seen), [expected_payload(&partition, 1)]);
 }

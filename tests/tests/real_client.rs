@@ -10,10 +10,12 @@ use serde_json::json;
 use syncular_integration_tests::clients::{
     delete_task, held_snapshot, new_client, subscribe_projects, sync_idle, task_values, upsert_task,
 };
-use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema, server_tasks};
+use syncular_integration_tests::connect;
+use syncular_integration_tests::fixtures::{
+    allow_projects, partition_name, register_schema, server_tasks,
+};
 use syncular_integration_tests::transport::PgTransport;
 use syncular_integration_tests::wire::{decode_response, delivered};
-use syncular_integration_tests::connect;
 
 fn fresh_partition(label: &str) -> String {
     let mut conn = connect();
@@ -47,28 +49,55 @@ fn b_bootstraps_then_pulls_incrementally_and_ends_with_exactly_a_rows() {
         upsert_task(task_values("t3", "p2", "ship", true, Some(-7))),
     ])
     .expect("A inserts t1..t3");
-    a.mutate(vec![upsert_task(task_values("t4", "p2", "celebrate", false, Some(i64::from(i32::MAX) + 1)))])
-        .expect("A inserts t4");
+    a.mutate(vec![upsert_task(task_values(
+        "t4",
+        "p2",
+        "celebrate",
+        false,
+        Some(i64::from(i32::MAX) + 1),
+    ))])
+    .expect("A inserts t4");
     let report = sync_idle(&mut a, &mut ta, 12).expect("A syncs its inserts");
-    assert_eq!(report.applied.len(), 2, "both insert commits applied: {report:?}");
-    assert!(report.rejected.is_empty() && report.failed.is_empty(), "{report:?}");
+    assert_eq!(
+        report.applied.len(),
+        2,
+        "both insert commits applied: {report:?}"
+    );
+    assert!(
+        report.rejected.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
     assert!(a.pending_commit_ids().is_empty(), "A's outbox drained");
-    assert_eq!(max_commit_seq(&partition), 2, "two applied commits → commitSeq 1..2");
+    assert_eq!(
+        max_commit_seq(&partition),
+        2,
+        "two applied commits → commitSeq 1..2"
+    );
 
     let server_ids: Vec<String> = server_tasks(&mut connect(), &partition)
         .expect("server rows")
         .into_iter()
         .map(|r| r.0)
         .collect();
-    assert_eq!(server_ids, ["t1", "t2", "t3", "t4"], "the server holds A's rows");
+    assert_eq!(
+        server_ids,
+        ["t1", "t2", "t3", "t4"],
+        "the server holds A's rows"
+    );
 
     // B: a fresh client bootstraps (cursor −1 → inline rows segments).
     let mut b = new_client("client-b").expect("client B");
     subscribe_projects(&mut b, "b-tasks", &["p1", "p2"]).expect("B subscribes");
     let mut tb = PgTransport::new(connect(), &partition, "bob", Some(allowed.clone()));
     let report = sync_idle(&mut b, &mut tb, 12).expect("B bootstraps");
-    assert_eq!(report.segment_rows_applied, 4, "B's bootstrap delivered the 4 rows: {report:?}");
-    assert_eq!(report.commits_applied, 0, "a bootstrap is not a log replay: {report:?}");
+    assert_eq!(
+        report.segment_rows_applied, 4,
+        "B's bootstrap delivered the 4 rows: {report:?}"
+    );
+    assert_eq!(
+        report.commits_applied, 0,
+        "a bootstrap is not a log replay: {report:?}"
+    );
     let state = b.subscription_state("b-tasks").expect("B's subscription");
     assert_eq!(state.status, "active");
     assert!(!state.has_resume_token, "bootstrap completed");
@@ -80,11 +109,19 @@ fn b_bootstraps_then_pulls_incrementally_and_ends_with_exactly_a_rows() {
     );
 
     // A: update t1, delete t2, insert t5 — three commits.
-    a.mutate(vec![upsert_task(task_values("t1", "p1", "write the spec, v2", true, Some(4)))])
-        .expect("A updates t1");
+    a.mutate(vec![upsert_task(task_values(
+        "t1",
+        "p1",
+        "write the spec, v2",
+        true,
+        Some(4),
+    ))])
+    .expect("A updates t1");
     a.mutate(vec![delete_task("t2")]).expect("A deletes t2");
-    a.mutate(vec![upsert_task(task_values("t5", "p2", "retro", false, None))])
-        .expect("A inserts t5");
+    a.mutate(vec![upsert_task(task_values(
+        "t5", "p2", "retro", false, None,
+    ))])
+    .expect("A inserts t5");
     let report = sync_idle(&mut a, &mut ta, 12).expect("A syncs its changes");
     assert_eq!(report.applied.len(), 3, "{report:?}");
     assert_eq!(max_commit_seq(&partition), 5);
@@ -92,25 +129,42 @@ fn b_bootstraps_then_pulls_incrementally_and_ends_with_exactly_a_rows() {
     // B: incremental pull from cursor 2.
     let before = tb.responses.len();
     let report = sync_idle(&mut b, &mut tb, 12).expect("B pulls incrementally");
-    assert_eq!(report.segment_rows_applied, 0, "no re-bootstrap: {report:?}");
-    assert_eq!(report.commits_applied, 3, "B applied commits 3..5: {report:?}");
+    assert_eq!(
+        report.segment_rows_applied, 0,
+        "no re-bootstrap: {report:?}"
+    );
+    assert_eq!(
+        report.commits_applied, 3,
+        "B applied commits 3..5: {report:?}"
+    );
     let mut seqs = Vec::new();
     for response in &tb.responses[before..] {
         let msg = decode_response(response).expect("B's responses decode");
         seqs.extend(delivered(&msg).expect("rows decode").commit_seqs);
     }
-    assert_eq!(seqs, [3, 4, 5], "B received exactly the new commits, in order");
+    assert_eq!(
+        seqs,
+        [3, 4, 5],
+        "B received exactly the new commits, in order"
+    );
     assert_eq!(b.subscription_state("b-tasks").expect("sub").cursor, 5);
 
     let a_rows = held_snapshot(&a).expect("A rows");
     let b_rows = held_snapshot(&b).expect("B rows");
-    assert_eq!(b_rows, a_rows, "after the incremental pull B holds exactly A's rows");
+    assert_eq!(
+        b_rows, a_rows,
+        "after the incremental pull B holds exactly A's rows"
+    );
     let ids: Vec<&str> = b_rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(ids, ["t1", "t3", "t4", "t5"], "t2 deleted, t5 added");
     let t1 = &b_rows[0];
     assert_eq!(t1.2.get("title"), Some(&json!("write the spec, v2")));
     assert_eq!(t1.2.get("done"), Some(&json!(true)));
-    assert!(t1.1 >= 2, "t1's server version advanced with the update: {}", t1.1);
+    assert!(
+        t1.1 >= 2,
+        "t1's server version advanced with the update: {}",
+        t1.1
+    );
 
     // The server's projection agrees with both clients.
     let server: Vec<(String, String)> = server_tasks(&mut connect(), &partition)
@@ -120,13 +174,21 @@ fn b_bootstraps_then_pulls_incrementally_and_ends_with_exactly_a_rows() {
         .collect();
     let held: Vec<(String, String)> = b_rows
         .iter()
-        .map(|r| (r.0.clone(), r.2["title"].as_str().unwrap_or_default().to_owned()))
+        .map(|r| {
+            (
+                r.0.clone(),
+                r.2["title"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
         .collect();
     assert_eq!(server, held);
 
     // A further round for B is quiet: nothing new, same cursor.
     let report = sync_idle(&mut b, &mut tb, 3).expect("B idle round");
-    assert_eq!((report.commits_applied, report.segment_rows_applied), (0, 0));
+    assert_eq!(
+        (report.commits_applied, report.segment_rows_applied),
+        (0, 0)
+    );
     assert_eq!(held_snapshot(&b).expect("B rows"), a_rows);
 }
 
@@ -136,7 +198,12 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
 
     let mut a = new_client("writer").expect("writer");
     subscribe_projects(&mut a, "writer-tasks", &["p1", "p2"]).expect("writer subscribes");
-    let mut ta = PgTransport::new(connect(), &partition, "alice", Some(allow_projects(&["p1", "p2"])));
+    let mut ta = PgTransport::new(
+        connect(),
+        &partition,
+        "alice",
+        Some(allow_projects(&["p1", "p2"])),
+    );
     a.mutate(vec![
         upsert_task(task_values("secret-1", "p1", "p1 only", false, None)),
         upsert_task(task_values("open-1", "p2", "p2 row", false, Some(1))),
@@ -148,7 +215,12 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
     // C asks for p1 and p2 but is allowed only p2: effective = {p2}.
     let mut c = new_client("reader-c").expect("reader C");
     subscribe_projects(&mut c, "c-tasks", &["p1", "p2"]).expect("C subscribes");
-    let mut tc = PgTransport::new(connect(), &partition, "carol", Some(allow_projects(&["p2"])));
+    let mut tc = PgTransport::new(
+        connect(),
+        &partition,
+        "carol",
+        Some(allow_projects(&["p2"])),
+    );
     // D asks only for p1 and is allowed only p2: revoked.
     let mut d = new_client("reader-d").expect("reader D");
     subscribe_projects(&mut d, "d-tasks", &["p1"]).expect("D subscribes");
@@ -158,13 +230,28 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
     sync_idle(&mut d, &mut td, 12).expect("D syncs");
 
     // More writes on both sides of the fence, then incremental pulls.
-    a.mutate(vec![upsert_task(task_values("secret-2", "p1", "p1 again", true, None))])
-        .expect("writer adds a p1 row");
-    a.mutate(vec![upsert_task(task_values("open-1", "p2", "p2 row, edited", true, Some(2)))])
-        .expect("writer edits the p2 row");
-    a.mutate(vec![delete_task("secret-1")]).expect("writer deletes a p1 row");
-    a.mutate(vec![upsert_task(task_values("open-2", "p2", "p2 second", false, None))])
-        .expect("writer adds a p2 row");
+    a.mutate(vec![upsert_task(task_values(
+        "secret-2", "p1", "p1 again", true, None,
+    ))])
+    .expect("writer adds a p1 row");
+    a.mutate(vec![upsert_task(task_values(
+        "open-1",
+        "p2",
+        "p2 row, edited",
+        true,
+        Some(2),
+    ))])
+    .expect("writer edits the p2 row");
+    a.mutate(vec![delete_task("secret-1")])
+        .expect("writer deletes a p1 row");
+    a.mutate(vec![upsert_task(task_values(
+        "open-2",
+        "p2",
+        "p2 second",
+        false,
+        None,
+    ))])
+    .expect("writer adds a p2 row");
     let report = sync_idle(&mut a, &mut ta, 12).expect("writer syncs again");
     assert_eq!(report.applied.len(), 4, "{report:?}");
     sync_idle(&mut c, &mut tc, 12).expect("C pulls");
@@ -172,7 +259,10 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
 
     let c_state = c.subscription_state("c-tasks").expect("C sub");
     assert_eq!(c_state.status, "active");
-    assert_eq!(c_state.effective_scopes, Some(json!({ "project_id": ["p2"] })));
+    assert_eq!(
+        c_state.effective_scopes,
+        Some(json!({ "project_id": ["p2"] }))
+    );
     let c_rows = held_snapshot(&c).expect("C rows");
     let c_ids: Vec<&str> = c_rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(c_ids, ["open-1", "open-2"], "C holds exactly the p2 rows");
@@ -189,8 +279,16 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
     for response in &tc.responses {
         let msg = decode_response(response).expect("C's responses decode");
         let got = delivered(&msg).expect("rows decode");
-        assert!(got.rows.iter().all(|t| t.project_id == "p2"), "C received {:?}", got.rows);
-        assert!(got.deleted.iter().all(|id| !p1_ids.contains(id.as_str())), "C saw {:?}", got.deleted);
+        assert!(
+            got.rows.iter().all(|t| t.project_id == "p2"),
+            "C received {:?}",
+            got.rows
+        );
+        assert!(
+            got.deleted.iter().all(|id| !p1_ids.contains(id.as_str())),
+            "C saw {:?}",
+            got.deleted
+        );
         assert!(
             got.change_scopes.iter().all(|(_, v)| v != "p1"),
             "C saw p1 scopes {:?}",
@@ -205,19 +303,38 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
     }
 
     let d_state = d.subscription_state("d-tasks").expect("D sub");
-    assert_eq!(d_state.status, "revoked", "requested p1 ∩ allowed p2 = ∅ → revoked");
-    assert!(held_snapshot(&d).expect("D rows").is_empty(), "D holds nothing");
+    assert_eq!(
+        d_state.status, "revoked",
+        "requested p1 ∩ allowed p2 = ∅ → revoked"
+    );
+    assert!(
+        held_snapshot(&d).expect("D rows").is_empty(),
+        "D holds nothing"
+    );
     for response in &td.responses {
         let msg = decode_response(response).expect("D's responses decode");
         let got = delivered(&msg).expect("rows decode");
-        assert!(got.rows.is_empty() && got.deleted.is_empty(), "D received {got:?}");
+        assert!(
+            got.rows.is_empty() && got.deleted.is_empty(),
+            "D received {got:?}"
+        );
     }
 
     // C may not write into p1 either: the commit is rejected, nothing lands.
-    c.mutate(vec![upsert_task(task_values("sneaky", "p1", "not allowed", false, None))])
-        .expect("C writes locally");
+    c.mutate(vec![upsert_task(task_values(
+        "sneaky",
+        "p1",
+        "not allowed",
+        false,
+        None,
+    ))])
+    .expect("C writes locally");
     let report = sync_idle(&mut c, &mut tc, 4).expect("C pushes");
-    assert_eq!(report.rejected.len(), 1, "the p1 write is rejected: {report:?}");
+    assert_eq!(
+        report.rejected.len(),
+        1,
+        "the p1 write is rejected: {report:?}"
+    );
     let rejection = c.rejections().last().expect("a rejection record").clone();
     assert_eq!(rejection.code, "sync.forbidden", "{rejection:?}");
     let server_ids: Vec<String> = server_tasks(&mut connect(), &partition)
@@ -225,7 +342,10 @@ fn a_client_whose_scopes_do_not_cover_a_row_never_receives_it() {
         .into_iter()
         .map(|r| r.0)
         .collect();
-    assert!(!server_ids.iter().any(|id| id == "sneaky"), "{server_ids:?}");
+    assert!(
+        !server_ids.iter().any(|id| id == "sneaky"),
+        "{server_ids:?}"
+    );
 }
 
 #[test]
@@ -240,13 +360,25 @@ fn request_level_errors_reach_the_client_as_their_sync_code() {
     )
     .expect("the client accepts any key locally");
     let mut t = PgTransport::new(connect(), &partition, "erin", Some(allow_projects(&["p1"])));
-    c.mutate(vec![upsert_task(task_values("e1", "p1", "must not land", false, None))])
-        .expect("local write");
+    c.mutate(vec![upsert_task(task_values(
+        "e1",
+        "p1",
+        "must not land",
+        false,
+        None,
+    ))])
+    .expect("local write");
     let err = sync_idle(&mut c, &mut t, 6).expect_err("an undeclared scope key fails the round");
     assert!(err.starts_with("sync.invalid_subscription: "), "{err}");
-    assert_eq!(c.pending_commit_ids().len(), 1, "the commit stays in the outbox");
+    assert_eq!(
+        c.pending_commit_ids().len(),
+        1,
+        "the commit stays in the outbox"
+    );
     assert!(
-        server_tasks(&mut connect(), &partition).expect("server rows").is_empty(),
+        server_tasks(&mut connect(), &partition)
+            .expect("server rows")
+            .is_empty(),
         "the failed request pushed nothing"
     );
 }
@@ -256,21 +388,43 @@ fn a_client_on_an_unserved_schema_version_stops_at_the_floor() {
     let partition = fresh_partition("real-client-floor");
     let mut ir = syncular_integration_tests::fixtures::schema_ir();
     ir["version"] = json!(99);
-    let mut c = syncular_client::SyncClient::new("future-client".to_owned(), &ir, syncular_client::ClientLimits::default())
-        .expect("client on schema 99");
+    let mut c = syncular_client::SyncClient::new(
+        "future-client".to_owned(),
+        &ir,
+        syncular_client::ClientLimits::default(),
+    )
+    .expect("client on schema 99");
     subscribe_projects(&mut c, "f-tasks", &["p1"]).expect("subscribe");
-    c.mutate(vec![upsert_task(task_values("f1", "p1", "from the future", false, None))])
-        .expect("local write");
+    c.mutate(vec![upsert_task(task_values(
+        "f1",
+        "p1",
+        "from the future",
+        false,
+        None,
+    ))])
+    .expect("local write");
     let mut t = PgTransport::new(connect(), &partition, "fred", Some(allow_projects(&["p1"])));
     let report = sync_idle(&mut c, &mut t, 6).expect("the floor response is a normal response");
-    let floor = report.schema_floor.clone().expect("the client surfaced the schema floor");
+    let floor = report
+        .schema_floor
+        .clone()
+        .expect("the client surfaced the schema floor");
     let registered: i32 = connect()
         .query_one("SELECT syncular.current_schema_version()", &[])
         .expect("current version")
         .get(0);
     assert_eq!(floor.latest_schema_version, Some(registered), "{floor:?}");
     assert!(floor.required_schema_version.is_some(), "{floor:?}");
-    assert!(report.applied.is_empty() && report.rejected.is_empty(), "nothing processed: {report:?}");
-    assert_eq!(c.pending_commit_ids().len(), 1, "the outbox is kept for after the upgrade");
-    assert!(server_tasks(&mut connect(), &partition).expect("server rows").is_empty());
+    assert!(
+        report.applied.is_empty() && report.rejected.is_empty(),
+        "nothing processed: {report:?}"
+    );
+    assert_eq!(
+        c.pending_commit_ids().len(),
+        1,
+        "the outbox is kept for after the upgrade"
+    );
+    assert!(server_tasks(&mut connect(), &partition)
+        .expect("server rows")
+        .is_empty());
 }

@@ -8,8 +8,8 @@ use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema};
 use syncular_integration_tests::transport::call_sync;
 use syncular_integration_tests::wire::{
-    commit, decode_response, delivered, pull_header, push_outcomes, subscription, upsert, RawSession, Task,
-    SCHEMA_VERSION,
+    commit, decode_response, delivered, pull_header, push_outcomes, subscription, upsert,
+    RawSession, Task, SCHEMA_VERSION,
 };
 
 fn v1_request(client_id: &str, frames: Vec<Frame>) -> Vec<u8> {
@@ -19,7 +19,11 @@ fn v1_request(client_id: &str, frames: Vec<Frame>) -> Vec<u8> {
         log_epoch: None,
     }];
     all.extend(frames);
-    ssp2::encode_message(&Message { wire_version: 1, msg_kind: MsgKind::Request, frames: all })
+    ssp2::encode_message(&Message {
+        wire_version: 1,
+        msg_kind: MsgKind::Request,
+        frames: all,
+    })
 }
 
 #[test]
@@ -32,23 +36,43 @@ fn a_version_1_client_is_answered_in_version_1_and_shares_the_log() {
     let bytes = v1_request(
         "v1-client",
         vec![
-            commit("v1-c1", vec![upsert(&Task::new("old", "p1", "from a v1 client"), None)]),
+            commit(
+                "v1-c1",
+                vec![upsert(&Task::new("old", "p1", "from a v1 client"), None)],
+            ),
             pull_header(0, 0, 0, 0b0011),
             subscription("s", "tasks", &[("project_id", &["p1"])], 0, None),
         ],
     );
-    let response = call_sync(&mut admin, &partition, "vera", &bytes, Some(&allowed)).expect("v1 request served");
+    let response = call_sync(&mut admin, &partition, "vera", &bytes, Some(&allowed))
+        .expect("v1 request served");
     let msg = decode_response(&response).expect("decodes");
-    assert_eq!(msg.wire_version, 1, "answered in the request's wire version");
+    assert_eq!(
+        msg.wire_version, 1,
+        "answered in the request's wire version"
+    );
     match msg.frames.first() {
-        Some(Frame::RespHeader { log_epoch, reset_required, required_schema_version, .. }) => {
-            assert_eq!((log_epoch, reset_required), (&None, &None), "v1 RESP_HEADER ends after latestSchemaVersion");
+        Some(Frame::RespHeader {
+            log_epoch,
+            reset_required,
+            required_schema_version,
+            ..
+        }) => {
+            assert_eq!(
+                (log_epoch, reset_required),
+                (&None, &None),
+                "v1 RESP_HEADER ends after latestSchemaVersion"
+            );
             assert_eq!(*required_schema_version, None);
         }
         other => panic!("expected RESP_HEADER, got {other:?}"),
     }
     let out = push_outcomes(&msg);
-    assert_eq!((out[0].status, out[0].commit_seq), (PushStatus::Applied, Some(1)), "{out:?}");
+    assert_eq!(
+        (out[0].status, out[0].commit_seq),
+        (PushStatus::Applied, Some(1)),
+        "{out:?}"
+    );
     let got = delivered(&msg).expect("rows decode");
     assert_eq!(got.commit_seqs, [1], "the v1 client pulls its own commit");
     assert_eq!(got.rows[0].title, "from a v1 client");
@@ -57,7 +81,10 @@ fn a_version_1_client_is_answered_in_version_1_and_shares_the_log() {
     let mut v2 = RawSession::new(connect(), &partition, "walt", "v2-client", Some(allowed));
     v2.acquire_epoch().expect("epoch");
     let msg = v2
-        .round(vec![pull_header(0, 0, 0, 0b0011), subscription("s", "tasks", &[("project_id", &["p1"])], 0, None)])
+        .round(vec![
+            pull_header(0, 0, 0, 0b0011),
+            subscription("s", "tasks", &[("project_id", &["p1"])], 0, None),
+        ])
         .expect("v2 pull");
     assert_eq!(msg.wire_version, 2);
     let got = delivered(&msg).expect("rows decode");

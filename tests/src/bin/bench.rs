@@ -24,7 +24,9 @@ use ssp2::model::PushStatus;
 use syncular_integration_tests::connect_to;
 use syncular_integration_tests::fixtures::{allow_all_projects, partition_name, register_schema};
 use syncular_integration_tests::transport::SYNC_SQL;
-use syncular_integration_tests::wire::{commit, decode_response, push_outcomes, request, upsert, RawSession, Task};
+use syncular_integration_tests::wire::{
+    commit, decode_response, push_outcomes, request, upsert, RawSession, Task,
+};
 
 const ACTOR: &str = "bench";
 const PLAIN_DDL: &str = "CREATE TABLE IF NOT EXISTS public.bench_plain(
@@ -37,7 +39,10 @@ const PLAIN_UPSERT: &str = "INSERT INTO public.bench_plain AS t (partition, id, 
        SET title = EXCLUDED.title, payload = EXCLUDED.payload, version = t.version + 1";
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() -> ExitCode {
@@ -75,13 +80,22 @@ fn run() -> Result<(), String> {
     admin.batch_execute(PLAIN_DDL).map_err(|e| e.to_string())?;
     println!(
         "bench: {commits} single-row commits per connection; preload {preload} rows; server {}",
-        admin.query_one("SHOW server_version", &[]).map_err(|e| e.to_string())?.get::<_, String>(0)
+        admin
+            .query_one("SHOW server_version", &[])
+            .map_err(|e| e.to_string())?
+            .get::<_, String>(0)
     );
 
     // Warm-up (not reported): backend caches, schema load, plan caches.
     let warm = partition_name("bench-warmup");
     sync_run(&dsn, &warm, 2, commits.min(200), "warm-up: sync")?;
-    plain_run(&dsn, &warm, 2, commits.min(200), "warm-up: INSERT … ON CONFLICT")?;
+    plain_run(
+        &dsn,
+        &warm,
+        2,
+        commits.min(200),
+        "warm-up: INSERT … ON CONFLICT",
+    )?;
 
     let mut pairs: Vec<(Measure, Measure)> = Vec::new();
 
@@ -98,9 +112,17 @@ fn run() -> Result<(), String> {
     pairs.push((sync8, plain8));
     // Diagnostic: the same 8 connections, each on its own partition (no
     // shared counter row), separates partition serialization from CPU load.
-    let spread: Vec<String> = (0..8).map(|i| partition_name(&format!("bench-8x{i}"))).collect();
+    let spread: Vec<String> = (0..8)
+        .map(|i| partition_name(&format!("bench-8x{i}")))
+        .collect();
     let sync8x = sync_run_on(&dsn, &spread, commits, "sync, 8 connections, 8 partitions")?;
-    let plain8x = plain_run(&dsn, &partition_name("bench-8x-plain"), 8, commits, "INSERT … ON CONFLICT, 8 connections (again)")?;
+    let plain8x = plain_run(
+        &dsn,
+        &partition_name("bench-8x-plain"),
+        8,
+        commits,
+        "INSERT … ON CONFLICT, 8 connections (again)",
+    )?;
     pairs.push((sync8x, plain8x));
 
     // 3. Into a partition already holding `preload` rows.
@@ -108,21 +130,48 @@ fn run() -> Result<(), String> {
     let began = Instant::now();
     preload_sync(&dsn, &big, preload)?;
     preload_plain(&mut admin, &big, preload)?;
-    println!("preloaded {preload} rows into {big} (sync and plain) in {:.1}s", began.elapsed().as_secs_f64());
+    println!(
+        "preloaded {preload} rows into {big} (sync and plain) in {:.1}s",
+        began.elapsed().as_secs_f64()
+    );
     admin.batch_execute("ANALYZE").map_err(|e| e.to_string())?;
-    let sync_big = sync_run(&dsn, &big, 1, commits, &format!("sync, 1 connection, {preload} rows present"))?;
-    let plain_big = plain_run(&dsn, &big, 1, commits, &format!("INSERT … ON CONFLICT, 1 connection, {preload} rows present"))?;
+    let sync_big = sync_run(
+        &dsn,
+        &big,
+        1,
+        commits,
+        &format!("sync, 1 connection, {preload} rows present"),
+    )?;
+    let plain_big = plain_run(
+        &dsn,
+        &big,
+        1,
+        commits,
+        &format!("INSERT … ON CONFLICT, 1 connection, {preload} rows present"),
+    )?;
     pairs.push((sync_big, plain_big));
 
     println!();
-    println!("{:<56} {:>8} {:>9} {:>12}", "scenario", "commits", "seconds", "commits/s");
+    println!(
+        "{:<56} {:>8} {:>9} {:>12}",
+        "scenario", "commits", "seconds", "commits/s"
+    );
     for (s, p) in &pairs {
         for m in [s, p] {
-            println!("{:<56} {:>8} {:>9.2} {:>12.0}", m.name, m.ops, m.elapsed.as_secs_f64(), m.per_sec());
+            println!(
+                "{:<56} {:>8} {:>9.2} {:>12.0}",
+                m.name,
+                m.ops,
+                m.elapsed.as_secs_f64(),
+                m.per_sec()
+            );
         }
     }
     println!();
-    println!("{:<56} {:>12}", "ratio sync ÷ plain INSERT … ON CONFLICT", "ratio");
+    println!(
+        "{:<56} {:>12}",
+        "ratio sync ÷ plain INSERT … ON CONFLICT", "ratio"
+    );
     for (s, p) in &pairs {
         println!("{:<56} {:>12.3}", s.name, s.per_sec() / p.per_sec());
     }
@@ -130,19 +179,41 @@ fn run() -> Result<(), String> {
 }
 
 fn epoch_for(dsn: &str, partition: &str) -> Result<String, String> {
-    let mut s = RawSession::new(connect_to(dsn), partition, ACTOR, "bench-epoch", Some(allow_all_projects()));
+    let mut s = RawSession::new(
+        connect_to(dsn),
+        partition,
+        ACTOR,
+        "bench-epoch",
+        Some(allow_all_projects()),
+    );
     s.acquire_epoch()
 }
 
 /// `connections` threads, each pushing `per_conn` single-row commits (one
 /// request per commit, autocommit) as fast as they can.
-fn sync_run(dsn: &str, partition: &str, connections: usize, per_conn: usize, name: &str) -> Result<Measure, String> {
-    sync_run_on(dsn, &vec![partition.to_owned(); connections], per_conn, name)
+fn sync_run(
+    dsn: &str,
+    partition: &str,
+    connections: usize,
+    per_conn: usize,
+    name: &str,
+) -> Result<Measure, String> {
+    sync_run_on(
+        dsn,
+        &vec![partition.to_owned(); connections],
+        per_conn,
+        name,
+    )
 }
 
 /// [`sync_run`] with one connection per entry of `partitions` (connection
 /// `c` pushes into `partitions[c]`).
-fn sync_run_on(dsn: &str, partitions: &[String], per_conn: usize, name: &str) -> Result<Measure, String> {
+fn sync_run_on(
+    dsn: &str,
+    partitions: &[String],
+    per_conn: usize,
+    name: &str,
+) -> Result<Measure, String> {
     let connections = partitions.len();
     let mut epochs = Vec::with_capacity(connections);
     for p in partitions {
@@ -152,16 +223,29 @@ fn sync_run_on(dsn: &str, partitions: &[String], per_conn: usize, name: &str) ->
     let barrier = Arc::new(Barrier::new(connections + 1));
     let handles: Vec<_> = (0..connections)
         .map(|c| {
-            let (dsn, partition, epoch, allowed, barrier) =
-                (dsn.to_owned(), partitions[c].clone(), epochs[c].clone(), allowed.clone(), Arc::clone(&barrier));
+            let (dsn, partition, epoch, allowed, barrier) = (
+                dsn.to_owned(),
+                partitions[c].clone(),
+                epochs[c].clone(),
+                allowed.clone(),
+                Arc::clone(&barrier),
+            );
             thread::spawn(move || -> Result<(), String> {
                 let mut conn = connect_to(&dsn);
                 let stmt = conn.prepare(SYNC_SQL).map_err(|e| e.to_string())?;
                 let client_id = format!("bench-{c}");
                 let requests: Vec<Vec<u8>> = (0..per_conn)
                     .map(|k| {
-                        let task = Task::new(format!("r-{c}-{k}"), "p1", format!("task {k} of connection {c}"));
-                        request(&client_id, Some(&epoch), vec![commit(format!("k{k}"), vec![upsert(&task, None)])])
+                        let task = Task::new(
+                            format!("r-{c}-{k}"),
+                            "p1",
+                            format!("task {k} of connection {c}"),
+                        );
+                        request(
+                            &client_id,
+                            Some(&epoch),
+                            vec![commit(format!("k{k}"), vec![upsert(&task, None)])],
+                        )
                     })
                     .collect();
                 barrier.wait();
@@ -179,9 +263,14 @@ fn sync_run_on(dsn: &str, partitions: &[String], per_conn: usize, name: &str) ->
     barrier.wait();
     let began = Instant::now();
     for h in handles {
-        h.join().map_err(|_| "a sync thread panicked".to_owned())??;
+        h.join()
+            .map_err(|_| "a sync thread panicked".to_owned())??;
     }
-    let m = Measure { name: name.to_owned(), ops: connections * per_conn, elapsed: began.elapsed() };
+    let m = Measure {
+        name: name.to_owned(),
+        ops: connections * per_conn,
+        elapsed: began.elapsed(),
+    };
     println!("{:<56} {:>10.0} commits/s", m.name, m.per_sec());
     Ok(m)
 }
@@ -195,17 +284,28 @@ fn check_applied(response: &[u8]) -> Result<(), String> {
 }
 
 /// The same shape of work as [`sync_run`] as plain autocommit upserts.
-fn plain_run(dsn: &str, partition: &str, connections: usize, per_conn: usize, name: &str) -> Result<Measure, String> {
+fn plain_run(
+    dsn: &str,
+    partition: &str,
+    connections: usize,
+    per_conn: usize,
+    name: &str,
+) -> Result<Measure, String> {
     let barrier = Arc::new(Barrier::new(connections + 1));
     let handles: Vec<_> = (0..connections)
         .map(|c| {
-            let (dsn, partition, barrier) = (dsn.to_owned(), partition.to_owned(), Arc::clone(&barrier));
+            let (dsn, partition, barrier) =
+                (dsn.to_owned(), partition.to_owned(), Arc::clone(&barrier));
             thread::spawn(move || -> Result<(), String> {
                 let mut conn = connect_to(&dsn);
                 let stmt = conn.prepare(PLAIN_UPSERT).map_err(|e| e.to_string())?;
                 let rows: Vec<(String, String, Vec<u8>)> = (0..per_conn)
                     .map(|k| {
-                        let task = Task::new(format!("r-{c}-{k}"), "p1", format!("task {k} of connection {c}"));
+                        let task = Task::new(
+                            format!("r-{c}-{k}"),
+                            "p1",
+                            format!("task {k} of connection {c}"),
+                        );
                         let payload = syncular_integration_tests::wire::encode_task(&task);
                         (task.id, task.title, payload)
                     })
@@ -226,9 +326,14 @@ fn plain_run(dsn: &str, partition: &str, connections: usize, per_conn: usize, na
     barrier.wait();
     let began = Instant::now();
     for h in handles {
-        h.join().map_err(|_| "a plain thread panicked".to_owned())??;
+        h.join()
+            .map_err(|_| "a plain thread panicked".to_owned())??;
     }
-    let m = Measure { name: name.to_owned(), ops: connections * per_conn, elapsed: began.elapsed() };
+    let m = Measure {
+        name: name.to_owned(),
+        ops: connections * per_conn,
+        elapsed: began.elapsed(),
+    };
     println!("{:<56} {:>10.0} commits/s", m.name, m.per_sec());
     Ok(m)
 }
@@ -236,12 +341,23 @@ fn plain_run(dsn: &str, partition: &str, connections: usize, per_conn: usize, na
 /// Loads `rows` rows into `partition` through `syncular.sync` (500-op
 /// commits, so the log, scope index and app table are all realistic).
 fn preload_sync(dsn: &str, partition: &str, rows: usize) -> Result<(), String> {
-    let mut s = RawSession::new(connect_to(dsn), partition, ACTOR, "bench-preload", Some(allow_all_projects()));
+    let mut s = RawSession::new(
+        connect_to(dsn),
+        partition,
+        ACTOR,
+        "bench-preload",
+        Some(allow_all_projects()),
+    );
     s.acquire_epoch()?;
     let per_commit = 500;
     for (c, start) in (0..rows).step_by(per_commit).enumerate() {
         let ops = (start..(start + per_commit).min(rows))
-            .map(|n| upsert(&Task::new(format!("pre-{n:06}"), "p1", format!("preloaded row {n}")), None))
+            .map(|n| {
+                upsert(
+                    &Task::new(format!("pre-{n:06}"), "p1", format!("preloaded row {n}")),
+                    None,
+                )
+            })
             .collect();
         let out = s.push(vec![commit(format!("pre-{c}"), ops)])?;
         if out[0].status != PushStatus::Applied {

@@ -15,7 +15,9 @@ use syncular_integration_tests::clients::{
     delete_task, held_rows, new_client, subscribe_projects, sync_idle, task_values, upsert_task,
 };
 use syncular_integration_tests::connect_to;
-use syncular_integration_tests::fixtures::{allow_projects, register_schema, schema_ir, server_tasks};
+use syncular_integration_tests::fixtures::{
+    allow_projects, register_schema, schema_ir, server_tasks,
+};
 use syncular_integration_tests::notify::{parse_payload, CommitListener};
 use syncular_integration_tests::transport::PgTransport;
 use syncular_integration_tests::wire::decode_response;
@@ -44,14 +46,20 @@ fn run() -> Result<(), String> {
         .ok_or("usage: demo DSN (or set SYNCULAR_TEST_DSN)")?;
     let mut admin = connect_to(&dsn);
     let version: String = admin
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'syncular'", &[])
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'syncular'",
+            &[],
+        )
         .map_err(|e| format!("is the extension installed? {e}"))?
         .get(0);
     println!("== syncular {version} on {}", server_version(&mut admin)?);
 
     step("register the sample schema: syncular.register_schema(ir jsonb)");
     register_schema(&mut admin).map_err(|e| e.to_string())?;
-    println!("{}", serde_json::to_string_pretty(&schema_ir()).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&schema_ir()).unwrap_or_default()
+    );
 
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -77,7 +85,13 @@ fn run() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     laptop
         .client
-        .mutate(vec![upsert_task(task_values("t3", "work", "book flights", false, None))])
+        .mutate(vec![upsert_task(task_values(
+            "t3",
+            "work",
+            "book flights",
+            false,
+            None,
+        ))])
         .map_err(|e| e.to_string())?;
     round(&mut laptop)?;
     notifications(&mut listener, &partition)?;
@@ -89,13 +103,28 @@ fn run() -> Result<(), String> {
     step("phone completes t1 and adds t4; laptop deletes t3 — both offline");
     phone
         .client
-        .mutate(vec![upsert_task(task_values("t1", "home", "buy milk", true, Some(2)))])
+        .mutate(vec![upsert_task(task_values(
+            "t1",
+            "home",
+            "buy milk",
+            true,
+            Some(2),
+        ))])
         .map_err(|e| e.to_string())?;
     phone
         .client
-        .mutate(vec![upsert_task(task_values("t4", "home", "call mum", false, Some(3)))])
+        .mutate(vec![upsert_task(task_values(
+            "t4",
+            "home",
+            "call mum",
+            false,
+            Some(3),
+        ))])
         .map_err(|e| e.to_string())?;
-    laptop.client.mutate(vec![delete_task("t3")]).map_err(|e| e.to_string())?;
+    laptop
+        .client
+        .mutate(vec![delete_task("t3")])
+        .map_err(|e| e.to_string())?;
     holdings(&[&laptop, &phone])?;
 
     step("phone syncs (pushes two commits), then laptop syncs (pushes one, pulls phone's)");
@@ -110,7 +139,9 @@ fn run() -> Result<(), String> {
     let a = rows_of(&laptop)?;
     let b = rows_of(&phone)?;
     if a != b {
-        return Err(format!("the clients diverged:\n laptop {a:?}\n phone  {b:?}"));
+        return Err(format!(
+            "the clients diverged:\n laptop {a:?}\n phone  {b:?}"
+        ));
     }
     println!("✔ laptop and phone hold the same {} rows", a.len());
 
@@ -131,7 +162,8 @@ fn run() -> Result<(), String> {
         )
         .map_err(|e| e.to_string())?
     {
-        let (seq, client, commit, actor): (i64, String, String, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
+        let (seq, client, commit, actor): (i64, String, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
         println!("  commitSeq {seq}: {client} / {commit} by {actor}");
     }
     println!("\ndone.");
@@ -155,7 +187,11 @@ fn device(
     let mut client = new_client(&format!("{name}-{}", std::process::id()))?;
     subscribe_projects(&mut client, "tasks", &["home", "work"])?;
     let transport = PgTransport::new(connect_to(dsn), partition, actor, Some(allowed.clone()));
-    Ok(Device { name, client, transport })
+    Ok(Device {
+        name,
+        client,
+        transport,
+    })
 }
 
 fn step(title: &str) {
@@ -168,7 +204,12 @@ fn round(device: &mut Device) -> Result<(), String> {
     let report = sync_idle(&mut device.client, &mut device.transport, 12)?;
     for (i, response) in device.transport.responses[first..].iter().enumerate() {
         let msg = decode_response(response)?;
-        println!("  {} round {}: syncular.sync → {} bytes", device.name, i + 1, response.len());
+        println!(
+            "  {} round {}: syncular.sync → {} bytes",
+            device.name,
+            i + 1,
+            response.len()
+        );
         for frame in &msg.frames {
             describe(frame);
         }
@@ -187,32 +228,68 @@ fn round(device: &mut Device) -> Result<(), String> {
 
 fn describe(frame: &Frame) {
     match frame {
-        Frame::RespHeader { log_epoch, reset_required, .. } => {
-            if reset_required == &Some(true) {
-                println!("    RESP_HEADER reset required: adopt logEpoch {}", log_epoch.clone().unwrap_or_default());
-            }
+        Frame::RespHeader {
+            log_epoch,
+            reset_required: Some(true),
+            ..
+        } => {
+            println!(
+                "    RESP_HEADER reset required: adopt logEpoch {}",
+                log_epoch.clone().unwrap_or_default()
+            );
         }
-        Frame::PushResult { client_commit_id, status, commit_seq, .. } => println!(
+        Frame::PushResult {
+            client_commit_id,
+            status,
+            commit_seq,
+            ..
+        } => println!(
             "    PUSH_RESULT {client_commit_id}: {} commitSeq={}",
             status.name(),
             commit_seq.map_or("-".to_owned(), |s| s.to_string())
         ),
-        Frame::SubStart { id, status, effective_scopes, bootstrap, .. } => println!(
+        Frame::SubStart {
+            id,
+            status,
+            effective_scopes,
+            bootstrap,
+            ..
+        } => println!(
             "    SUB_START {id}: {} effective={effective_scopes:?}{}",
             status.name(),
             if *bootstrap { " (bootstrap)" } else { "" }
         ),
-        Frame::Commit { commit_seq, actor_id, changes, .. } => {
-            let what: Vec<String> = changes.iter().map(|c| format!("{} {}", c.op.name(), c.row_id)).collect();
+        Frame::Commit {
+            commit_seq,
+            actor_id,
+            changes,
+            ..
+        } => {
+            let what: Vec<String> = changes
+                .iter()
+                .map(|c| format!("{} {}", c.op.name(), c.row_id))
+                .collect();
             println!("    COMMIT {commit_seq} by {actor_id}: {}", what.join(", "));
         }
         Frame::SegmentInline { payload } => {
-            let rows = ssp2::decode_rows_segment(payload).map(|s| s.blocks.iter().map(Vec::len).sum::<usize>());
-            println!("    SEGMENT_INLINE rows segment: {} rows, {} bytes", rows.unwrap_or(0), payload.len());
+            let rows = ssp2::decode_rows_segment(payload)
+                .map(|s| s.blocks.iter().map(Vec::len).sum::<usize>());
+            println!(
+                "    SEGMENT_INLINE rows segment: {} rows, {} bytes",
+                rows.unwrap_or(0),
+                payload.len()
+            );
         }
-        Frame::SubEnd { next_cursor, bootstrap_state } => println!(
+        Frame::SubEnd {
+            next_cursor,
+            bootstrap_state,
+        } => println!(
             "    SUB_END nextCursor={next_cursor}{}",
-            if bootstrap_state.is_some() { " (bootstrap continues)" } else { "" }
+            if bootstrap_state.is_some() {
+                " (bootstrap continues)"
+            } else {
+                ""
+            }
         ),
         _ => {}
     }
@@ -221,7 +298,13 @@ fn describe(frame: &Frame) {
 fn rows_of(device: &Device) -> Result<Vec<(String, i64, String)>, String> {
     Ok(held_rows(&device.client)?
         .into_iter()
-        .map(|r| (r.row_id, r.version, serde_json::Value::Object(r.values).to_string()))
+        .map(|r| {
+            (
+                r.row_id,
+                r.version,
+                serde_json::Value::Object(r.values).to_string(),
+            )
+        })
         .collect())
 }
 
@@ -236,7 +319,11 @@ fn holdings(devices: &[&Device]) -> Result<(), String> {
                 v["project_id"].as_str().unwrap_or(""),
                 v["title"].as_str().unwrap_or(""),
                 v["done"],
-                if r.version < 0 { "pending".to_owned() } else { r.version.to_string() }
+                if r.version < 0 {
+                    "pending".to_owned()
+                } else {
+                    r.version.to_string()
+                }
             );
         }
     }
@@ -245,13 +332,18 @@ fn holdings(devices: &[&Device]) -> Result<(), String> {
 
 fn notifications(listener: &mut CommitListener, partition: &str) -> Result<(), String> {
     let seen = listener
-        .drain(partition, Duration::from_millis(300), Duration::from_secs(5))
+        .drain(
+            partition,
+            Duration::from_millis(300),
+            Duration::from_secs(5),
+        )
         .map_err(|e| e.to_string())?;
     if seen.is_empty() {
         println!("  listener: no notifications");
     }
     for n in seen {
-        let decoded = parse_payload(&n.payload).map(|(p, s)| format!("partition {p}, commitSeq {s}"));
+        let decoded =
+            parse_payload(&n.payload).map(|(p, s)| format!("partition {p}, commitSeq {s}"));
         println!(
             "  listener: NOTIFY {} '{}' → {}",
             n.channel,
