@@ -106,17 +106,24 @@ fn stream_payloads(header: &SegmentHeader, payloads: &[(i64, Vec<u8>)]) -> Vec<u
     enc.finish().expect("finish")
 }
 
-/// Median wall time of `f` over `runs` runs, in seconds.
-fn median_secs(runs: usize, mut f: impl FnMut()) -> f64 {
-    let mut t: Vec<f64> = (0..runs)
-        .map(|_| {
+/// Median wall time (seconds) of each job, measured round-robin over
+/// `runs` rounds so every job sees the same machine load.
+fn round_robin(runs: usize, jobs: &mut [&mut dyn FnMut()]) -> Vec<f64> {
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); jobs.len()];
+    for _ in 0..runs {
+        for (j, job) in jobs.iter_mut().enumerate() {
             let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
+            job();
+            times[j].push(s.elapsed().as_secs_f64());
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut t| {
+            t.sort_by(|a, b| a.total_cmp(b));
+            t[t.len() / 2]
         })
-        .collect();
-    t.sort_by(|a, b| a.total_cmp(b));
-    t[runs / 2]
+        .collect()
 }
 
 fn main() {
@@ -160,17 +167,24 @@ fn main() {
     }
     c.final_summary();
 
-    // Same-run summary with explicit ratios.
-    let runs = 9;
+    // Same-run summary with explicit ratios (round-robin, median of 15).
+    let runs = 15;
     let mbps = |secs: f64| len as f64 / secs / 1e6;
-    let enc_ours = mbps(median_secs(runs, || drop(black_box(encode_rows_segment(&ours)))));
-    let enc_trusted = mbps(median_secs(runs, || drop(black_box(encode_rows_segment_trusted(&ours)))));
-    let enc_stream = mbps(median_secs(runs, || drop(black_box(stream_encode(&ours)))));
-    let enc_payloads = mbps(median_secs(runs, || drop(black_box(stream_payloads(&ours.header, &payloads)))));
-    let enc_ref = mbps(median_secs(runs, || drop(black_box(theirs::encode_rows_segment(&ref_seg)))));
-    let dec_ours = mbps(median_secs(runs, || drop(black_box(decode_rows_segment(&bytes)))));
-    let dec_ref = mbps(median_secs(runs, || drop(black_box(theirs::decode_rows_segment(&bytes)))));
-    let val_ours = mbps(median_secs(runs, || drop(black_box(validate_rows_segment(&bytes)))));
+    let t = round_robin(
+        runs,
+        &mut [
+            &mut || drop(black_box(encode_rows_segment(&ours))),
+            &mut || drop(black_box(encode_rows_segment_trusted(&ours))),
+            &mut || drop(black_box(stream_encode(&ours))),
+            &mut || drop(black_box(stream_payloads(&ours.header, &payloads))),
+            &mut || drop(black_box(theirs::encode_rows_segment(&ref_seg))),
+            &mut || drop(black_box(decode_rows_segment(&bytes))),
+            &mut || drop(black_box(theirs::decode_rows_segment(&bytes))),
+            &mut || drop(black_box(validate_rows_segment(&bytes))),
+        ],
+    );
+    let [enc_ours, enc_trusted, enc_stream, enc_payloads, enc_ref, dec_ours, dec_ref, val_ours] =
+        [t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]].map(mbps);
     println!("\nSSG2 segment, {n} rows, {:.2} MB ({len} bytes), median of {runs}:", len as f64 / 1e6);
     println!(
         "  encode  ours trusted (same work as the reference: no JSON re-parse) {enc_trusted:8.1} MB/s | syncular-ssp2 {enc_ref:8.1} MB/s | ratio {:.2}x",

@@ -29,10 +29,12 @@ impl<'a> Reader<'a> {
     }
 
     /// Bytes left to read.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
     }
@@ -51,6 +53,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Takes `n` raw bytes; an `n` past the end is an error, not a panic.
+    #[inline]
     pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         if n > self.remaining() {
             return Err(ProtocolError::invalid(format!(
@@ -63,29 +66,35 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N, what)?);
         Ok(out)
     }
 
+    #[inline]
     pub fn u8(&mut self, what: &str) -> Result<u8> {
         Ok(self.array::<1>(what)?[0])
     }
 
+    #[inline]
     pub fn u16(&mut self, what: &str) -> Result<u16> {
         Ok(u16::from_le_bytes(self.array(what)?))
     }
 
+    #[inline]
     pub fn u32(&mut self, what: &str) -> Result<u32> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
+    #[inline]
     pub fn i32(&mut self, what: &str) -> Result<i32> {
         Ok(i32::from_le_bytes(self.array(what)?))
     }
 
     /// An `i64` within ±(2^53−1); anything outside is a decode error.
+    #[inline]
     pub fn i64(&mut self, what: &str) -> Result<i64> {
         let v = i64::from_le_bytes(self.array(what)?);
         if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&v) {
@@ -96,11 +105,13 @@ impl<'a> Reader<'a> {
         Ok(v)
     }
 
+    #[inline]
     pub fn f64(&mut self, what: &str) -> Result<f64> {
         Ok(f64::from_le_bytes(self.array(what)?))
     }
 
     /// `0x00` / `0x01`; any other byte is a decode error.
+    #[inline]
     pub fn bool(&mut self, what: &str) -> Result<bool> {
         match self.u8(what)? {
             0 => Ok(false),
@@ -110,6 +121,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An `opt()` presence byte: `0x00` absent, `0x01` present.
+    #[inline]
     pub fn presence(&mut self, what: &str) -> Result<bool> {
         match self.u8(what)? {
             0 => Ok(false),
@@ -121,6 +133,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `opt(T)`: reads the presence byte, then `T` iff present.
+    #[inline]
     pub fn opt<T>(
         &mut self,
         what: &str,
@@ -134,12 +147,14 @@ impl<'a> Reader<'a> {
     }
 
     /// `bytes`: `u32` length + raw bytes, borrowed from the input.
+    #[inline]
     pub fn bytes(&mut self, what: &str) -> Result<&'a [u8]> {
         let n = self.u32(what)? as usize;
         self.take(n, what)
     }
 
     /// `str`: `u32` length + well-formed UTF-8, borrowed from the input.
+    #[inline]
     pub fn str(&mut self, what: &str) -> Result<&'a str> {
         let raw = self.bytes(what)?;
         std::str::from_utf8(raw)
@@ -249,6 +264,23 @@ impl Writer {
     /// one scratch writer per frame).
     pub fn clear(&mut self) {
         self.buf.clear();
+    }
+
+    /// Drops everything after the first `len` bytes (no-op when `len` ≥
+    /// [`Writer::len`]) — lets an encoder undo a partly written value.
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
+    }
+
+    /// Reserves room for at least `additional` more bytes.
+    pub fn reserve(&mut self, additional: usize) {
+        self.buf.reserve(additional);
+    }
+
+    /// Mutable view of the bytes written so far (for back-patching fixed-size
+    /// fields such as a null bitmap).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf
     }
 
     /// Overwrites the 4 bytes at `at` with `v` (LE) — used to back-patch a

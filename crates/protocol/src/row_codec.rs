@@ -561,55 +561,77 @@ pub(crate) fn write_row_after(
             layout.columns.len()
         )));
     }
-    let mut bitmap = [0u8; 32];
-    let blen = layout.bitmap_len();
-    let mut heap;
-    let bits: &mut [u8] = if blen <= bitmap.len() {
-        &mut bitmap[..blen]
-    } else {
-        heap = vec![0u8; blen];
-        &mut heap
-    };
-    for (i, (v, col)) in row.iter().zip(&layout.columns).enumerate() {
-        match v {
-            None if !col.nullable => {
-                return Err(ProtocolError::invalid(format!(
-                    "NULL for non-nullable column {:?}",
-                    col.name
-                )))
-            }
-            None => bits[i / 8] |= 1 << (i % 8),
-            Some(v) if v.column_type() != col.ty => {
-                return Err(ProtocolError::invalid(format!(
-                    "column {:?} is {}, value is {}",
-                    col.name,
-                    col.ty.name(),
-                    v.column_type().name()
-                )))
-            }
-            Some(v) => check_value(v, &col.name, texts)?,
-        }
-    }
+    // One pass: bitmap placeholder, then each value checked and written; any
+    // failure truncates back to `mark`, so nothing is left appended.
+    let mark = w.len();
     w.raw(lead);
-    w.raw(bits);
-    for (v, col) in row.iter().zip(&layout.columns) {
+    let bitmap_at = w.len();
+    let blen = layout.bitmap_len();
+    for _ in 0..blen {
+        w.u8(0);
+    }
+    let res = write_values(w, layout, row, bitmap_at, texts);
+    if res.is_err() {
+        w.truncate(mark);
+    }
+    res
+}
+
+fn write_values(
+    w: &mut Writer,
+    layout: &TableLayout,
+    row: &[Option<RowValue>],
+    bitmap_at: usize,
+    texts: TextCheck,
+) -> Result<()> {
+    for (i, (v, col)) in row.iter().zip(&layout.columns).enumerate() {
         let what = col.name.as_str();
+        let Some(v) = v else {
+            if !col.nullable {
+                return Err(ProtocolError::invalid(format!("NULL for non-nullable column {what:?}")));
+            }
+            w.as_mut_slice()[bitmap_at + i / 8] |= 1 << (i % 8);
+            continue;
+        };
+        if v.column_type() != col.ty {
+            return Err(ProtocolError::invalid(format!(
+                "column {what:?} is {}, value is {}",
+                col.ty.name(),
+                v.column_type().name()
+            )));
+        }
+        check_value(v, what, texts)?;
         match v {
-            None => {}
-            Some(RowValue::String(s)) => w.str(s, what)?,
-            Some(RowValue::Integer(n)) => w.i64(*n, what)?,
-            Some(RowValue::Float(f)) => w.f64(*f),
-            Some(RowValue::Boolean(b)) => w.bool(*b),
-            Some(RowValue::Json(j)) | Some(RowValue::BlobRef(j)) => w.str(j, what)?,
-            Some(RowValue::Bytes(b)) | Some(RowValue::Crdt(b)) => w.bytes(b, what)?,
+            RowValue::String(s) => w.str(s, what)?,
+            RowValue::Integer(n) => w.i64(*n, what)?,
+            RowValue::Float(f) => w.f64(*f),
+            RowValue::Boolean(b) => w.bool(*b),
+            RowValue::Json(j) | RowValue::BlobRef(j) => w.str(j, what)?,
+            RowValue::Bytes(b) | RowValue::Crdt(b) => w.bytes(b, what)?,
         }
     }
     Ok(())
 }
 
+/// Bytes [`write_row`] appends for `row` (bitmap + non-NULL values); a
+/// size hint only — it does not validate the row.
+pub fn encoded_len(layout: &TableLayout, row: &[Option<RowValue>]) -> usize {
+    layout.bitmap_len()
+        + row
+            .iter()
+            .flatten()
+            .map(|v| match v {
+                RowValue::String(s) | RowValue::Json(s) | RowValue::BlobRef(s) => 4 + s.len(),
+                RowValue::Bytes(b) | RowValue::Crdt(b) => 4 + b.len(),
+                RowValue::Integer(_) | RowValue::Float(_) => 8,
+                RowValue::Boolean(_) => 1,
+            })
+            .sum::<usize>()
+}
+
 /// Encodes one row as a standalone payload. See [`write_row`].
 pub fn encode_row(layout: &TableLayout, row: &[Option<RowValue>]) -> Result<Vec<u8>> {
-    let mut w = Writer::with_capacity(64);
+    let mut w = Writer::with_capacity(encoded_len(layout, row));
     write_row(&mut w, layout, row)?;
     Ok(w.into_vec())
 }

@@ -293,28 +293,35 @@ pub fn encode_rows_segment_trusted(seg: &RowsSegment) -> Result<Vec<u8>> {
 }
 
 fn encode_rows_segment_with(seg: &RowsSegment, texts: TextCheck) -> Result<Vec<u8>> {
-    let rows: usize = seg.blocks.iter().map(Vec::len).sum();
-    let mut w = Writer::with_capacity(256 + rows * 48);
+    // Rows are written in place and each block's byteLength back-patched;
+    // after the first block the output is reserved for the rest by that
+    // block's bytes-per-row, so a large segment reallocates about once.
+    let layout = &seg.header.layout;
+    let total_rows: usize = seg.blocks.iter().map(Vec::len).sum();
+    let mut w = Writer::with_capacity(64 + layout.columns.len() * 16 + total_rows.min(BLOCK_MAX_ROWS) * 64);
     write_header(&mut w, &seg.header)?;
-    let mut block = Writer::with_capacity(BLOCK_TARGET_BYTES);
+    let mut rows_done = 0usize;
     for rows in &seg.blocks {
         if rows.is_empty() {
             return Err(ProtocolError::invalid("an SSG2 block must hold at least one row"));
         }
+        w.len_prefix(rows.len(), "SSG2 block rowCount")?;
+        let len_at = w.len();
+        w.u32(0);
+        let start = w.len();
         for row in rows {
             check_server_version(row.server_version)?;
-            row_codec::write_row_after(
-                &mut block,
-                &seg.header.layout,
-                &row.server_version.to_le_bytes(),
-                &row.values,
-                texts,
-            )?;
+            row_codec::write_row_after(&mut w, layout, &row.server_version.to_le_bytes(), &row.values, texts)?;
         }
-        w.len_prefix(rows.len(), "SSG2 block rowCount")?;
-        w.len_prefix(block.len(), "SSG2 block byteLength")?;
-        w.raw(block.as_slice());
-        block = Writer::with_capacity(block.len());
+        let block_len = w.len() - start;
+        let len = u32::try_from(block_len)
+            .map_err(|_| ProtocolError::invalid("SSG2 block exceeds u32 bytes"))?;
+        w.patch_u32(len_at, len)?;
+        if rows_done == 0 {
+            let rest = total_rows - rows.len();
+            w.reserve((block_len / rows.len() + 1) * rest + rest / 8 + 64);
+        }
+        rows_done += rows.len();
     }
     w.u32(0);
     Ok(w.into_vec())
@@ -530,8 +537,8 @@ impl<W: std::io::Write> SegmentEncoder<W> {
         head[..4].copy_from_slice(&(self.block_rows as u32).to_le_bytes());
         head[4..].copy_from_slice(&len.to_le_bytes());
         self.sink.write_all(&head)?;
-        let block = std::mem::replace(&mut self.block, Writer::with_capacity(self.target_bytes.min(BLOCK_TARGET_BYTES) + 4096));
-        self.sink.write_all(block.as_slice())?;
+        self.sink.write_all(self.block.as_slice())?;
+        self.block.clear();
         self.bytes_total += 8 + u64::from(len);
         self.block_rows = 0;
         Ok(())
