@@ -41,18 +41,18 @@ fn commits() -> Vec<Commit> {
                     let row = encode_row(
                         &layout,
                         &[
-                            Some(RowValue::String(format!("note-{n:08}"))),
-                            Some(RowValue::String(format!("A note title number {n} with some text"))),
+                            Some(RowValue::String(format!("n{n:05}"))),
+                            Some(RowValue::String(format!("Title {n}"))),
                             Some(RowValue::Integer(n as i64)),
                             Some(RowValue::Float(n as f64 * 0.5)),
                             Some(RowValue::Boolean(n & 1 == 0)),
-                            Some(RowValue::Json(format!(r#"{{"tag":"t{}","rank":{}}}"#, n % 13, n))),
+                            Some(RowValue::Json(format!(r#"{{"t":{}}}"#, n % 13))),
                         ],
                     )
                     .expect("row encodes");
                     Change {
                         table_index: 0,
-                        row_id: format!("note-{n:08}"),
+                        row_id: format!("n{n:05}"),
                         op: Op::Upsert,
                         row_version: Some(1 + (n % 5) as i64),
                         scopes: vec![("project".into(), format!("p{}", n % 3))],
@@ -144,18 +144,32 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// Median seconds per call of `f` over `rounds` rounds.
-fn median_secs(rounds: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut t: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64()
+/// Median seconds per call of `ours` and `theirs` over `rounds` rounds,
+/// interleaved so machine load drifts affect both alike.
+fn median_pair(rounds: usize, mut ours: impl FnMut(), mut theirs: impl FnMut()) -> (f64, f64) {
+    ours();
+    theirs();
+    let time = |f: &mut dyn FnMut()| {
+        let start = Instant::now();
+        f();
+        start.elapsed().as_secs_f64()
+    };
+    // Alternate which side runs first, so allocator state left by one side
+    // does not systematically favour the other.
+    let (mut a, mut b): (Vec<f64>, Vec<f64>) = (0..rounds)
+        .map(|i| {
+            if i % 2 == 0 {
+                let x = time(&mut ours);
+                (x, time(&mut theirs))
+            } else {
+                let y = time(&mut theirs);
+                (time(&mut ours), y)
+            }
         })
-        .collect();
-    t.sort_by(|a, b| a.total_cmp(b));
-    t[rounds / 2]
+        .unzip();
+    a.sort_by(|x, y| x.total_cmp(y));
+    b.sort_by(|x, y| x.total_cmp(y));
+    (a[rounds / 2], b[rounds / 2])
 }
 
 fn print_ratios() {
@@ -163,21 +177,19 @@ fn print_ratios() {
     let reference_msg = to_reference(&commits);
     let bytes = encode_ours(&commits);
     let mb = bytes.len() as f64 / 1e6;
-    let rounds = 41;
+    let rounds = 61;
     println!("\nresponse size: {} bytes, {CHANGES} COMMIT changes, 6-column rows", bytes.len());
-    let pairs = [
-        (
-            "encode",
-            median_secs(rounds, || drop(black_box(encode_ours(&commits)))),
-            median_secs(rounds, || drop(black_box(ssp2::encode_message(&reference_msg)))),
-        ),
-        (
-            "decode",
-            median_secs(rounds, || drop(black_box(decode_response(&bytes).unwrap()))),
-            median_secs(rounds, || drop(black_box(ssp2::decode_message(&bytes).unwrap()))),
-        ),
-    ];
-    for (what, ours, theirs) in pairs {
+    let encode = median_pair(
+        rounds,
+        || drop(black_box(encode_ours(&commits))),
+        || drop(black_box(ssp2::encode_message(&reference_msg))),
+    );
+    let decode = median_pair(
+        rounds,
+        || drop(black_box(decode_response(&bytes).unwrap())),
+        || drop(black_box(ssp2::decode_message(&bytes).unwrap())),
+    );
+    for (what, (ours, theirs)) in [("encode", encode), ("decode", decode)] {
         println!(
             "RATIO response {what}: ours {:.1} MB/s, syncular-ssp2 {:.1} MB/s, ours/reference = {:.2}x",
             mb / ours,

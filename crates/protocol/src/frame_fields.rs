@@ -81,55 +81,100 @@ impl Op {
     }
 }
 
+#[inline]
 pub(crate) fn read_string(r: &mut Reader<'_>, what: &str) -> Result<String> {
     Ok(r.str(what)?.to_owned())
 }
 
+#[inline]
 pub(crate) fn read_json(r: &mut Reader<'_>, what: &str) -> Result<String> {
     Ok(r.json(what)?.to_owned())
 }
 
+#[inline]
 pub(crate) fn read_opt_string(r: &mut Reader<'_>, what: &str) -> Result<Option<String>> {
     r.opt(what, |r| read_string(r, what))
 }
 
+#[inline]
 pub(crate) fn read_opt_json(r: &mut Reader<'_>, what: &str) -> Result<Option<String>> {
     r.opt(what, |r| read_json(r, what))
 }
 
+#[inline]
 pub(crate) fn read_opt_i64(r: &mut Reader<'_>, what: &str) -> Result<Option<i64>> {
     r.opt(what, |r| r.i64(what))
 }
 
+#[inline]
 pub(crate) fn read_opt_bytes(r: &mut Reader<'_>, what: &str) -> Result<Option<Vec<u8>>> {
     r.opt(what, |r| Ok(r.bytes(what)?.to_vec()))
 }
 
 pub(crate) fn read_scope_map(r: &mut Reader<'_>, what: &str) -> Result<ScopeMap> {
-    let entries = r.map(what, 4, |r| {
-        let n = r.count(what, 4)?;
-        let mut values = Vec::with_capacity(n);
-        for _ in 0..n {
+    // Smallest entry: empty key (4) + empty list count (4).
+    let n = r.count(what, 8)?;
+    let mut out: ScopeMap = Vec::with_capacity(n);
+    for _ in 0..n {
+        let key = r.str(what)?;
+        check_next_key(out.last().map(|(k, _)| k.as_str()), key, what)?;
+        let m = r.count(what, 4)?;
+        let mut values = Vec::with_capacity(m);
+        for _ in 0..m {
             values.push(read_string(r, what)?);
         }
-        Ok(values)
-    })?;
-    Ok(entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+        out.push((key.to_owned(), values));
+    }
+    Ok(out)
 }
 
 pub(crate) fn read_stored_scopes(r: &mut Reader<'_>, what: &str) -> Result<StoredScopes> {
-    let entries = r.map(what, 4, |r| read_string(r, what))?;
-    Ok(entries
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect())
+    let n = r.count(what, 8)?;
+    let mut out: StoredScopes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let key = r.str(what)?;
+        check_next_key(out.last().map(|(k, _)| k.as_str()), key, what)?;
+        out.push((key.to_owned(), read_string(r, what)?));
+    }
+    Ok(out)
+}
+
+/// Decode-side canonical map rule: `key` must sort strictly after `prev` in
+/// UTF-16 code-unit order (`sync.invalid_request` otherwise).
+fn check_next_key(prev: Option<&str>, key: &str, what: &str) -> Result<()> {
+    match prev {
+        Some(p) if cmp_utf16_fast(p, key) != Ordering::Less => Err(ProtocolError::invalid(format!(
+            "{what}: map keys duplicate or out of UTF-16 order ({p:?} then {key:?})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// [`cmp_utf16`] without transcoding in the common case. UTF-8 byte order is
+/// code-point order, which equals UTF-16 order except between a U+E000–U+FFFF
+/// character (lead byte 0xEE/0xEF) and a supplementary one (lead byte ≥ 0xF0);
+/// only when the first differing bytes are such a pair does it fall back.
+pub(crate) fn cmp_utf16_fast(a: &str, b: &str) -> Ordering {
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    match x.iter().zip(y).position(|(p, q)| p != q) {
+        None => x.len().cmp(&y.len()),
+        Some(i) => {
+            let (p, q) = (x[i], y[i]);
+            let high_bmp = |c: u8| (0xEE..=0xEF).contains(&c);
+            if (p >= 0xF0 && high_bmp(q)) || (q >= 0xF0 && high_bmp(p)) {
+                cmp_utf16(a, b)
+            } else {
+                p.cmp(&q)
+            }
+        }
+    }
 }
 
 fn check_canonical_keys<'a>(keys: impl Iterator<Item = &'a str>, what: &str) -> Result<()> {
     let mut prev: Option<&str> = None;
     for key in keys {
         if let Some(p) = prev {
-            if cmp_utf16(p, key) != Ordering::Less {
+            if cmp_utf16_fast(p, key) != Ordering::Less {
                 return Err(ProtocolError::invalid(format!(
                     "encoder: {what}: map keys duplicate or out of UTF-16 order ({p:?} then {key:?})"
                 )));
@@ -225,5 +270,23 @@ pub(crate) fn as_encoder_error(e: ProtocolError) -> ProtocolError {
         e
     } else {
         ProtocolError::new(e.code, format!("encoder: {}", e.message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_utf16_order_agrees_with_transcoding() {
+        let samples = [
+            "", "a", "ab", "b", "\u{7f}", "\u{80}", "\u{7ff}", "\u{800}", "\u{d7ff}", "\u{e000}",
+            "\u{ff61}", "\u{ffff}", "\u{10000}", "\u{10ffff}", "a\u{10000}", "a\u{ff61}", "\u{e000}x",
+        ];
+        for a in samples {
+            for b in samples {
+                assert_eq!(cmp_utf16_fast(a, b), cmp_utf16(a, b), "{a:?} vs {b:?}");
+            }
+        }
     }
 }

@@ -589,7 +589,7 @@ pub(crate) fn decode_response_frames(r: &mut Reader<'_>, wire_version: u16) -> R
     }
     let header = decode_resp_header(first.payload, wire_version)?;
     let mut grammar = ResponseGrammar::new();
-    let mut frames = Vec::new();
+    let mut frames = Vec::with_capacity(count_frames(r.clone()));
     while let Some(frame) = next_frame(r)? {
         let ty = frame.frame_type;
         if classify(ty, MsgKind::Response)? == FrameClass::Unknown {
@@ -622,6 +622,17 @@ pub(crate) fn decode_response_frames(r: &mut Reader<'_>, wire_version: u16) -> R
     grammar.finish()?;
     finish_after_end(r)?;
     Ok(Response { wire_version, header, frames })
+}
+
+/// Number of frames before `END` (or before the first malformed frame
+/// header), read from the frame headers alone — sizes the frame vector once
+/// instead of growing it through a large response.
+fn count_frames(mut r: Reader<'_>) -> usize {
+    let mut n = 0;
+    while let Ok(Some(_)) = next_frame(&mut r) {
+        n += 1;
+    }
+    n
 }
 
 /// Decodes a `RESP_HEADER` payload for `wire_version` (§1.6).
