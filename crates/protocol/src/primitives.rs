@@ -30,12 +30,10 @@ impl<'a> Reader<'a> {
 
     /// Bytes left to read.
     #[inline]
-    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
-    #[inline]
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
@@ -56,7 +54,6 @@ impl<'a> Reader<'a> {
 
     /// Takes `n` raw bytes; an `n` past the end is an error, not a panic.
     #[inline]
-    #[inline]
     pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         if n > self.remaining() {
             return Err(ProtocolError::invalid(format!(
@@ -70,7 +67,6 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    #[inline]
     fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N, what)?);
@@ -78,31 +74,26 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    #[inline]
     pub fn u8(&mut self, what: &str) -> Result<u8> {
         Ok(self.array::<1>(what)?[0])
     }
 
-    #[inline]
     #[inline]
     pub fn u16(&mut self, what: &str) -> Result<u16> {
         Ok(u16::from_le_bytes(self.array(what)?))
     }
 
     #[inline]
-    #[inline]
     pub fn u32(&mut self, what: &str) -> Result<u32> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
-    #[inline]
     #[inline]
     pub fn i32(&mut self, what: &str) -> Result<i32> {
         Ok(i32::from_le_bytes(self.array(what)?))
     }
 
     /// An `i64` within ±(2^53−1); anything outside is a decode error.
-    #[inline]
     #[inline]
     pub fn i64(&mut self, what: &str) -> Result<i64> {
         let v = i64::from_le_bytes(self.array(what)?);
@@ -115,13 +106,11 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    #[inline]
     pub fn f64(&mut self, what: &str) -> Result<f64> {
         Ok(f64::from_le_bytes(self.array(what)?))
     }
 
     /// `0x00` / `0x01`; any other byte is a decode error.
-    #[inline]
     #[inline]
     pub fn bool(&mut self, what: &str) -> Result<bool> {
         match self.u8(what)? {
@@ -132,7 +121,6 @@ impl<'a> Reader<'a> {
     }
 
     /// An `opt()` presence byte: `0x00` absent, `0x01` present.
-    #[inline]
     #[inline]
     pub fn presence(&mut self, what: &str) -> Result<bool> {
         match self.u8(what)? {
@@ -145,7 +133,6 @@ impl<'a> Reader<'a> {
     }
 
     /// `opt(T)`: reads the presence byte, then `T` iff present.
-    #[inline]
     #[inline]
     pub fn opt<T>(
         &mut self,
@@ -161,14 +148,12 @@ impl<'a> Reader<'a> {
 
     /// `bytes`: `u32` length + raw bytes, borrowed from the input.
     #[inline]
-    #[inline]
     pub fn bytes(&mut self, what: &str) -> Result<&'a [u8]> {
         let n = self.u32(what)? as usize;
         self.take(n, what)
     }
 
     /// `str`: `u32` length + well-formed UTF-8, borrowed from the input.
-    #[inline]
     #[inline]
     pub fn str(&mut self, what: &str) -> Result<&'a str> {
         let raw = self.bytes(what)?;
