@@ -18,7 +18,10 @@ use crate::engine::request::{self, Caller, Halves};
 fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
     match value {
         Some(v) => v,
-        None => raise(EngineError::host(HostCode::InvalidResolver, format!("argument {name} must not be NULL"))),
+        None => raise(EngineError::host(
+            HostCode::InvalidResolver,
+            format!("argument {name} must not be NULL"),
+        )),
     }
 }
 
@@ -33,7 +36,11 @@ fn round(
     let actor_id = required(actor_id, "actor_id");
     let request = required(request, "request");
     let allowed = allowed_scopes.map(|j| j.0);
-    let caller = Caller { partition, actor_id, allowed_scopes: allowed.as_ref() };
+    let caller = Caller {
+        partition,
+        actor_id,
+        allowed_scopes: allowed.as_ref(),
+    };
     request::run(&caller, request, halves).or_raise()
 }
 
@@ -79,7 +86,13 @@ fn push(
     request: Option<&[u8]>,
     allowed_scopes: default!(Option<JsonB>, "NULL"),
 ) -> Vec<u8> {
-    round(partition, actor_id, request, allowed_scopes, Halves::PushOnly)
+    round(
+        partition,
+        actor_id,
+        request,
+        allowed_scopes,
+        Halves::PushOnly,
+    )
 }
 
 /// `syncular.pull(partition text, actor_id text, request bytea,
@@ -94,7 +107,13 @@ fn pull(
     request: Option<&[u8]>,
     allowed_scopes: default!(Option<JsonB>, "NULL"),
 ) -> Vec<u8> {
-    round(partition, actor_id, request, allowed_scopes, Halves::PullOnly)
+    round(
+        partition,
+        actor_id,
+        request,
+        allowed_scopes,
+        Halves::PullOnly,
+    )
 }
 
 /// `syncular.commit_notification_payload(partition text, commit_seq bigint)
@@ -129,9 +148,19 @@ fn commit(
     let partition = required(partition, "partition");
     let actor_id = required(actor_id, "actor_id");
     let Some(operations) = operations else {
-        raise(EngineError::host(HostCode::InvalidResolver, "argument operations must not be NULL"))
+        raise(EngineError::host(
+            HostCode::InvalidResolver,
+            "argument operations must not be NULL",
+        ))
     };
     let allowed = allowed_scopes.map(|j| j.0);
-    let caller = Caller { partition, actor_id, allowed_scopes: allowed.as_ref() };
-    JsonB(crate::engine::server_commit::run(&caller, client_id, client_commit_id, &operations.0).or_raise())
+    let caller = Caller {
+        partition,
+        actor_id,
+        allowed_scopes: allowed.as_ref(),
+    };
+    JsonB(
+        crate::engine::server_commit::run(&caller, client_id, client_commit_id, &operations.0)
+            .or_raise(),
+    )
 }

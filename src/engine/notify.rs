@@ -27,12 +27,15 @@ pub fn parse_commit_payload(payload: &str) -> Option<(String, i64)> {
     if encoded.contains(['+', '/', '=']) {
         return None;
     }
-    let mut standard: String = encoded.chars().map(|c| match c {
-        '-' => '+',
-        '_' => '/',
-        c => c,
-    }).collect();
-    while standard.len() % 4 != 0 {
+    let mut standard: String = encoded
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while !standard.len().is_multiple_of(4) {
         standard.push('=');
     }
     let bytes = base64_decode(&standard)?;

@@ -90,7 +90,11 @@ pub fn gate(
 
 /// Whether a v2 header must carry `resetRequired = true` (absent or different
 /// `logEpoch`). Always `false` for wire version 1 (no such field).
-pub fn reset_required(registry: &RegistryRow, wire_version: u16, request_epoch: Option<&str>) -> bool {
+pub fn reset_required(
+    registry: &RegistryRow,
+    wire_version: u16,
+    request_epoch: Option<&str>,
+) -> bool {
     wire_version != WIRE_VERSION_1 && request_epoch != Some(registry.log_epoch.as_str())
 }
 
@@ -99,7 +103,11 @@ mod tests {
     use super::*;
 
     fn row(required: bool) -> RegistryRow {
-        RegistryRow { log_epoch: "E1".into(), epoch_required: required, last_authenticated_at_ms: 0 }
+        RegistryRow {
+            log_epoch: "E1".into(),
+            epoch_required: required,
+            last_authenticated_at_ms: 0,
+        }
     }
 
     #[test]
@@ -111,10 +119,19 @@ mod tests {
 
     #[test]
     fn v2_epoch_rules() {
-        assert_eq!(gate(&row(false), 2, Some("E1"), 2).unwrap(), EpochGate::Proceed);
-        assert_eq!(gate(&row(true), 2, Some("E0"), 2).unwrap(), EpochGate::Reset);
+        assert_eq!(
+            gate(&row(false), 2, Some("E1"), 2).unwrap(),
+            EpochGate::Proceed
+        );
+        assert_eq!(
+            gate(&row(true), 2, Some("E0"), 2).unwrap(),
+            EpochGate::Reset
+        );
         assert_eq!(gate(&row(false), 2, None, 0).unwrap(), EpochGate::Reset);
-        assert_eq!(gate(&row(false), 2, None, 1).unwrap_err().code_str(), "sync.invalid_request");
+        assert_eq!(
+            gate(&row(false), 2, None, 1).unwrap_err().code_str(),
+            "sync.invalid_request"
+        );
         assert!(reset_required(&row(false), 2, None));
         assert!(!reset_required(&row(false), 2, Some("E1")));
         assert!(!reset_required(&row(false), 1, None));

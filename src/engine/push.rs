@@ -32,10 +32,10 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::notify;
 use crate::engine::push_apply::{apply_operation, scopes_json, StagedChange};
 use crate::engine::push_result::{cache_miss, StoredOpResult, StoredPushResult, StoredStatus};
 use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, SavepointOutcome};
-use crate::engine::notify;
 use crate::store::changes::{self, NewChange};
 use crate::store::commits::{self, NewCommit};
 use crate::store::{partitions, push_results, tombstones};
@@ -97,7 +97,9 @@ fn lock_partition(partition: &str) -> EngineResult<()> {
     if partitions::lock_partition(partition)?.is_none() {
         partitions::insert_partition_counter(partition)?;
         partitions::lock_partition(partition)?.ok_or_else(|| {
-            EngineError::internal(format!("partition counter row of {partition:?} could not be created"))
+            EngineError::internal(format!(
+                "partition counter row of {partition:?} could not be created"
+            ))
         })?;
     }
     Ok(())
@@ -111,15 +113,27 @@ fn lookup(ctx: &SyncContext<'_>, client_commit_id: &str) -> EngineResult<Option<
 fn replay(known: &Known, client_commit_id: &str) -> EngineResult<CommitAnswer> {
     match known {
         Known::Stored(stored) => answer(stored, client_commit_id, true),
-        Known::CacheMiss => Ok(CommitAnswer { result: cache_miss(client_commit_id), details: None }),
+        Known::CacheMiss => Ok(CommitAnswer {
+            result: cache_miss(client_commit_id),
+            details: None,
+        }),
     }
 }
 
-fn answer(stored: &StoredPushResult, client_commit_id: &str, replay: bool) -> EngineResult<CommitAnswer> {
+fn answer(
+    stored: &StoredPushResult,
+    client_commit_id: &str,
+    replay: bool,
+) -> EngineResult<CommitAnswer> {
     match stored.to_frames(client_commit_id, replay) {
         Some((result, details)) => Ok(CommitAnswer { result, details }),
-        None if replay => Ok(CommitAnswer { result: cache_miss(client_commit_id), details: None }),
-        None => Err(EngineError::internal("a push result built by this request does not encode")),
+        None if replay => Ok(CommitAnswer {
+            result: cache_miss(client_commit_id),
+            details: None,
+        }),
+        None => Err(EngineError::internal(
+            "a push result built by this request does not encode",
+        )),
     }
 }
 
@@ -144,7 +158,8 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit) -> EngineResult<Stor
     let outcome = push_savepoint::run(|| -> Result<StoredPushResult, Stop> {
         let mut staged: Vec<StagedChange> = Vec::new();
         for (i, op) in commit.operations.iter().enumerate() {
-            let op_index = i32::try_from(i).map_err(|_| EngineError::internal("operation index overflow"))?;
+            let op_index =
+                i32::try_from(i).map_err(|_| EngineError::internal("operation index overflow"))?;
             match apply_operation(ctx, op_index, op, &writing)? {
                 Ok(Some(change)) => staged.push(change),
                 Ok(None) => {}
@@ -170,7 +185,7 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit) -> EngineResult<Stor
                     ErrorCode::InvalidRequest,
                     "a row value cannot be stored in its Postgres column",
                 ),
-                _ => caught.rethrow(),
+                _ => (*caught).rethrow(),
             }
         }
     };
@@ -181,7 +196,12 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit) -> EngineResult<Stor
         results: vec![rejected],
         details: vec![],
     };
-    push_results::insert_push_result(&ctx.partition, &ctx.client_id, &commit.client_commit_id, &stored.to_json())?;
+    push_results::insert_push_result(
+        &ctx.partition,
+        &ctx.client_id,
+        &commit.client_commit_id,
+        &stored.to_json(),
+    )?;
     Ok(stored)
 }
 
@@ -222,10 +242,15 @@ fn record_applied(
     // tombstone points at this commit; (re-)inserted → any tombstone goes.
     for (i, change) in staged.iter().enumerate() {
         let key = (&change.table, &change.row_id);
-        if staged[i + 1..].iter().any(|later| (&later.table, &later.row_id) == key) {
+        if staged[i + 1..]
+            .iter()
+            .any(|later| (&later.table, &later.row_id) == key)
+        {
             continue;
         }
-        let inserted = staged[..=i].iter().any(|c| (&c.table, &c.row_id) == key && c.inserted);
+        let inserted = staged[..=i]
+            .iter()
+            .any(|c| (&c.table, &c.row_id) == key && c.inserted);
         if change.op == Op::Delete {
             tombstones::upsert_tombstone(partition, &change.table, &change.row_id, commit_seq)?;
         } else if inserted {
@@ -235,7 +260,9 @@ fn record_applied(
     changes::insert_changes(partition, commit_seq, &rows)?;
     changes::insert_change_scopes(partition, commit_seq, &index_entries)?;
     let results = (0..commit.operations.len())
-        .map(|i| StoredOpResult::Applied { op_index: i32::try_from(i).unwrap_or(i32::MAX) })
+        .map(|i| StoredOpResult::Applied {
+            op_index: i32::try_from(i).unwrap_or(i32::MAX),
+        })
         .collect();
     let stored = StoredPushResult {
         status: StoredStatus::Applied,
@@ -244,7 +271,12 @@ fn record_applied(
         results,
         details: vec![],
     };
-    push_results::insert_push_result(partition, &ctx.client_id, &commit.client_commit_id, &stored.to_json())?;
+    push_results::insert_push_result(
+        partition,
+        &ctx.client_id,
+        &commit.client_commit_id,
+        &stored.to_json(),
+    )?;
     if !staged.is_empty() {
         notify::notify_commit(partition, commit_seq)?;
     }

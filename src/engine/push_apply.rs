@@ -36,7 +36,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push_result::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
-use crate::store::app_rows::{self, AppRowWrite, AppTableSql};
+use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
 use crate::store::row_scopes;
 
 /// A change staged by an applied operation (§2.2), written to the log once
@@ -99,16 +99,31 @@ fn parse_stored_scopes(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// §3.4 steps 2–4 on `scopes` (the authorization row's stored scopes); the
+/// denial is a `sync.forbidden` record at `op_index`.
 fn authorize(
     table: &TableSchema,
     scopes: &BTreeMap<String, String>,
     allowed: &Allowed,
-) -> Result<(), StoredOpResult> {
-    let view: BTreeMap<&str, Option<&str>> =
-        table.scopes.iter().map(|s| (s.variable.as_str(), scopes.get(&s.variable).map(String::as_str))).collect();
-    Ok(())
-        .and_then(|()| authorize_write(table, &view, allowed_map(allowed)))
-        .map_err(|e| StoredOpResult::error(0, ErrorCode::Forbidden, e.message))
+    op_index: i32,
+) -> Result<(), Stop> {
+    let view: BTreeMap<&str, Option<&str>> = table
+        .scopes
+        .iter()
+        .map(|s| {
+            (
+                s.variable.as_str(),
+                scopes.get(&s.variable).map(String::as_str),
+            )
+        })
+        .collect();
+    authorize_write(table, &view, allowed_map(allowed)).map_err(|e| {
+        Stop::Record(StoredOpResult::error(
+            op_index,
+            ErrorCode::Forbidden,
+            e.message,
+        ))
+    })
 }
 
 /// Scope values of a decoded row for every declared variable; `Err` names the
@@ -126,32 +141,231 @@ fn extract_scopes(table: &TableSchema, row: &Row) -> Result<BTreeMap<String, Str
     Ok(out)
 }
 
-fn with_index(r: StoredOpResult, op_index: i32) -> StoredOpResult {
-    match r {
-        StoredOpResult::Applied { .. } => StoredOpResult::Applied { op_index },
-        StoredOpResult::Conflict { code, message, server_version, server_row, .. } => {
-            StoredOpResult::Conflict { op_index, code, message, server_version, server_row }
-        }
-        StoredOpResult::Error { code, message, retryable, .. } => {
-            StoredOpResult::Error { op_index, code, message, retryable }
-        }
-    }
-}
-
-fn crdt_check(table: &TableSchema, row: &Row, op_index: i32) -> Result<(), StoredOpResult> {
+fn crdt_check(table: &TableSchema, row: &Row, op_index: i32) -> Result<(), Stop> {
     for (i, col) in table.layout().columns.iter().enumerate() {
         if col.ty == ColumnType::Crdt && matches!(row.get(i), Some(Some(_))) {
-            return Err(StoredOpResult::error(
+            return Err(Stop::Record(StoredOpResult::error(
                 op_index,
                 ErrorCode::CrdtMergeFailed,
                 format!(
                     "column {:?} of table {:?} is a crdt column and this server has no merger for it (§5.10.6)",
                     col.name, table.name
                 ),
-            ));
+            )));
         }
     }
     Ok(())
+}
+
+/// Why an operation did not apply: its terminating result record, or a
+/// request-level failure.
+enum Stop {
+    Record(StoredOpResult),
+    Fatal(EngineError),
+}
+
+impl From<EngineError> for Stop {
+    fn from(e: EngineError) -> Self {
+        Stop::Fatal(e)
+    }
+}
+
+impl From<StoredOpResult> for Stop {
+    fn from(r: StoredOpResult) -> Self {
+        Stop::Record(r)
+    }
+}
+
+impl From<crate::store::StoreError> for Stop {
+    fn from(e: crate::store::StoreError) -> Self {
+        Stop::Fatal(e.into())
+    }
+}
+
+/// What one operation works on.
+struct Target<'a> {
+    ctx: &'a SyncContext<'a>,
+    table: &'a TableSchema,
+    sql: AppTableSql,
+    op_index: i32,
+    op: &'a Operation,
+    writing: &'a Cell<Option<i32>>,
+}
+
+impl Target<'_> {
+    fn error(&self, code: ErrorCode, message: impl Into<String>) -> Stop {
+        Stop::Record(StoredOpResult::error(self.op_index, code, message))
+    }
+
+    fn change(
+        &self,
+        op: Op,
+        row_version: Option<i64>,
+        scopes: BTreeMap<String, String>,
+        payload: Option<Vec<u8>>,
+        inserted: bool,
+    ) -> StagedChange {
+        StagedChange {
+            table: self.table.name.clone(),
+            row_id: self.op.row_id.clone(),
+            op,
+            row_version,
+            scopes,
+            payload,
+            inserted,
+        }
+    }
+
+    /// App-table writes run with `writing` set, so an ERROR they raise is
+    /// attributed to this operation.
+    fn write<T>(&self, f: impl FnOnce() -> crate::store::StoreResult<T>) -> Result<T, Stop> {
+        self.writing.set(Some(self.op_index));
+        let out = f()?;
+        self.writing.set(None);
+        Ok(out)
+    }
+
+    /// Delete of an existing row: authorize the stored row, remove it and its
+    /// scope entries, emit a delete tagged with the stored scopes.
+    fn delete(&self, stored: StoredRow) -> Result<StagedChange, Stop> {
+        let partition = self.ctx.partition.as_str();
+        let scopes = parse_stored_scopes(&stored.scopes_json);
+        authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
+        self.write(|| {
+            app_rows::delete_app_row(&self.sql, partition, &self.op.row_id)?;
+            row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)
+        })?;
+        Ok(self.change(Op::Delete, None, scopes, None, false))
+    }
+
+    /// Update of an existing row (§6.2, §3.4 rules 2 and 5).
+    fn update(
+        &self,
+        stored: StoredRow,
+        mut row: Row,
+        payload: &[u8],
+    ) -> Result<StagedChange, Stop> {
+        let scopes = parse_stored_scopes(&stored.scopes_json);
+        authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
+        if self
+            .op
+            .base_version
+            .is_some_and(|b| b == 0 || b != stored.version)
+        {
+            return Err(
+                StoredOpResult::conflict(self.op_index, stored.version, &stored.payload).into(),
+            );
+        }
+        // §3.4 rule 5: scope columns keep their stored values.
+        let stored_row = decode_row(self.table.layout(), &stored.payload).map_err(|e| {
+            EngineError::internal(format!(
+                "stored payload of {:?}/{:?} does not decode: {}",
+                self.table.name, self.op.row_id, e.message
+            ))
+        })?;
+        let mut stripped = false;
+        for s in &self.table.scopes {
+            if row[s.column_index] != stored_row[s.column_index] {
+                row[s.column_index] = stored_row[s.column_index].clone();
+                stripped = true;
+            }
+        }
+        crdt_check(self.table, &row, self.op_index)?;
+        let new_payload = if stripped {
+            encode_row(self.table.layout(), &row).map_err(EngineError::from)?
+        } else {
+            payload.to_vec()
+        };
+        let version = stored.version + 1;
+        let scopes_text = scopes_json(&scopes);
+        self.write(|| {
+            app_rows::upsert_app_row(
+                &self.sql,
+                &AppRowWrite {
+                    partition: &self.ctx.partition,
+                    row_id: &self.op.row_id,
+                    values: &row,
+                    version,
+                    scopes_json: &scopes_text,
+                    payload: &new_payload,
+                },
+            )
+        })?;
+        // The row's scopes are unchanged (rule 5): its sync_row_scopes entries stay.
+        Ok(self.change(Op::Upsert, Some(version), scopes, Some(new_payload), false))
+    }
+
+    /// Insert of an absent row: authorize the payload's scopes (§3.4 step 2),
+    /// `baseVersion ≠ 0` ⇒ `sync.row_missing` (only after authorization, so
+    /// absence is not disclosed), write version 1 and the row's scope entries.
+    fn insert(&self, row: Row, payload: &[u8]) -> Result<StagedChange, Stop> {
+        let partition = self.ctx.partition.as_str();
+        let scopes = extract_scopes(self.table, &row).map_err(|variable| {
+            self.error(
+                ErrorCode::Forbidden,
+                format!(
+                    "insert into {:?} has no value for scope variable {variable:?} (§3.4)",
+                    self.table.name
+                ),
+            )
+        })?;
+        authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
+        if self.op.base_version.is_some_and(|b| b != 0) {
+            return Err(self.error(
+                ErrorCode::RowMissing,
+                "upsert with a non-zero baseVersion targets an absent row (§6.2)",
+            ));
+        }
+        crdt_check(self.table, &row, self.op_index)?;
+        let scopes_text = scopes_json(&scopes);
+        let entries: Vec<(String, String)> =
+            scopes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        self.write(|| {
+            app_rows::upsert_app_row(
+                &self.sql,
+                &AppRowWrite {
+                    partition,
+                    row_id: &self.op.row_id,
+                    values: &row,
+                    version: 1,
+                    scopes_json: &scopes_text,
+                    payload,
+                },
+            )
+        })?;
+        row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)?;
+        row_scopes::insert_row_scopes(partition, &self.table.name, &self.op.row_id, &entries)?;
+        Ok(self.change(Op::Upsert, Some(1), scopes, Some(payload.to_vec()), true))
+    }
+
+    fn apply(&self) -> Result<Option<StagedChange>, Stop> {
+        let stored = app_rows::select_app_row(&self.sql, &self.ctx.partition, &self.op.row_id)?;
+        if self.op.op == Op::Delete {
+            // §6.2: deleting an absent row is applied, emits nothing.
+            return stored.map(|s| self.delete(s)).transpose();
+        }
+        let payload = self
+            .op
+            .payload
+            .as_deref()
+            .ok_or_else(|| self.error(ErrorCode::InvalidRequest, "upsert without payload"))?;
+        let row = decode_row(self.table.layout(), payload).map_err(|e| {
+            self.error(
+                ErrorCode::InvalidRequest,
+                format!("row payload failed row-codec decode (§1.7): {}", e.message),
+            )
+        })?;
+        if self.table.row_id(&row).as_deref() != Some(self.op.row_id.as_str()) {
+            return Err(self.error(
+                ErrorCode::InvalidRequest,
+                "payload primary key does not match rowId",
+            ));
+        }
+        match stored {
+            Some(stored) => self.update(stored, row, payload).map(Some),
+            None => self.insert(row, payload).map(Some),
+        }
+    }
 }
 
 /// Applies operation `op_index` of a commit. `writing` is set to the
@@ -178,170 +392,17 @@ pub fn apply_operation(
             "no allowed scopes for this actor (resolver failed or none configured, §3.4 step 4)",
         )));
     }
-    let table = table_schema(registered);
-    let sql = app_table_sql(registered);
-    let partition = ctx.partition.as_str();
-    let stored = app_rows::select_app_row(&sql, partition, &op.row_id)?;
-
-    match op.op {
-        Op::Delete => {
-            let Some(stored) = stored else {
-                // §6.2: deleting an absent row is applied, emits nothing.
-                return Ok(Ok(None));
-            };
-            let scopes = parse_stored_scopes(&stored.scopes_json);
-            if let Err(r) = authorize(table, &scopes, &ctx.allowed) {
-                return Ok(Err(with_index(r, op_index)));
-            }
-            writing.set(Some(op_index));
-            app_rows::delete_app_row(&sql, partition, &op.row_id)?;
-            row_scopes::delete_row_scopes(partition, &table.name, &op.row_id)?;
-            writing.set(None);
-            Ok(Ok(Some(StagedChange {
-                table: table.name.clone(),
-                row_id: op.row_id.clone(),
-                op: Op::Delete,
-                row_version: None,
-                scopes,
-                payload: None,
-                inserted: false,
-            })))
-        }
-        Op::Upsert => {
-            let Some(payload) = op.payload.as_deref() else {
-                return Ok(Err(StoredOpResult::error(op_index, ErrorCode::InvalidRequest, "upsert without payload")));
-            };
-            let mut row = match decode_row(table.layout(), payload) {
-                Ok(row) => row,
-                Err(e) => {
-                    return Ok(Err(StoredOpResult::error(
-                        op_index,
-                        ErrorCode::InvalidRequest,
-                        format!("row payload failed row-codec decode (§1.7): {}", e.message),
-                    )))
-                }
-            };
-            if table.row_id(&row).as_deref() != Some(op.row_id.as_str()) {
-                return Ok(Err(StoredOpResult::error(
-                    op_index,
-                    ErrorCode::InvalidRequest,
-                    "payload primary key does not match rowId",
-                )));
-            }
-            match stored {
-                Some(stored) => {
-                    let scopes = parse_stored_scopes(&stored.scopes_json);
-                    if let Err(r) = authorize(table, &scopes, &ctx.allowed) {
-                        return Ok(Err(with_index(r, op_index)));
-                    }
-                    if op.base_version.is_some_and(|b| b == 0 || b != stored.version) {
-                        return Ok(Err(StoredOpResult::conflict(op_index, stored.version, &stored.payload)));
-                    }
-                    // §3.4 rule 5: scope columns keep their stored values.
-                    let stored_row = decode_row(table.layout(), &stored.payload).map_err(|e| {
-                        EngineError::internal(format!(
-                            "stored payload of {:?}/{:?} does not decode: {}",
-                            table.name, op.row_id, e.message
-                        ))
-                    })?;
-                    let mut stripped = false;
-                    for s in &table.scopes {
-                        if row[s.column_index] != stored_row[s.column_index] {
-                            row[s.column_index] = stored_row[s.column_index].clone();
-                            stripped = true;
-                        }
-                    }
-                    if let Err(r) = crdt_check(table, &row, op_index) {
-                        return Ok(Err(r));
-                    }
-                    let new_payload = if stripped {
-                        encode_row(table.layout(), &row).map_err(EngineError::from)?
-                    } else {
-                        payload.to_vec()
-                    };
-                    let version = stored.version + 1;
-                    let scopes_text = scopes_json(&scopes);
-                    writing.set(Some(op_index));
-                    app_rows::upsert_app_row(
-                        &sql,
-                        &AppRowWrite {
-                            partition,
-                            row_id: &op.row_id,
-                            values: &row,
-                            version,
-                            scopes_json: &scopes_text,
-                            payload: &new_payload,
-                        },
-                    )?;
-                    writing.set(None);
-                    // The row's scopes are unchanged (rule 5): its sync_row_scopes entries stay.
-                    Ok(Ok(Some(StagedChange {
-                        table: table.name.clone(),
-                        row_id: op.row_id.clone(),
-                        op: Op::Upsert,
-                        row_version: Some(version),
-                        scopes,
-                        payload: Some(new_payload),
-                        inserted: false,
-                    })))
-                }
-                None => {
-                    let extracted = extract_scopes(table, &row);
-                    let scopes = match extracted {
-                        Ok(scopes) => scopes,
-                        Err(variable) => {
-                            return Ok(Err(StoredOpResult::error(
-                                op_index,
-                                ErrorCode::Forbidden,
-                                format!(
-                                    "insert into {:?} has no value for scope variable {variable:?} (§3.4)",
-                                    table.name
-                                ),
-                            )))
-                        }
-                    };
-                    if let Err(r) = authorize(table, &scopes, &ctx.allowed) {
-                        return Ok(Err(with_index(r, op_index)));
-                    }
-                    if op.base_version.is_some_and(|b| b != 0) {
-                        return Ok(Err(StoredOpResult::error(
-                            op_index,
-                            ErrorCode::RowMissing,
-                            "upsert with a non-zero baseVersion targets an absent row (§6.2)",
-                        )));
-                    }
-                    if let Err(r) = crdt_check(table, &row, op_index) {
-                        return Ok(Err(r));
-                    }
-                    let scopes_text = scopes_json(&scopes);
-                    let entries: Vec<(String, String)> =
-                        scopes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                    writing.set(Some(op_index));
-                    app_rows::upsert_app_row(
-                        &sql,
-                        &AppRowWrite {
-                            partition,
-                            row_id: &op.row_id,
-                            values: &row,
-                            version: 1,
-                            scopes_json: &scopes_text,
-                            payload,
-                        },
-                    )?;
-                    writing.set(None);
-                    row_scopes::delete_row_scopes(partition, &table.name, &op.row_id)?;
-                    row_scopes::insert_row_scopes(partition, &table.name, &op.row_id, &entries)?;
-                    Ok(Ok(Some(StagedChange {
-                        table: table.name.clone(),
-                        row_id: op.row_id.clone(),
-                        op: Op::Upsert,
-                        row_version: Some(1),
-                        scopes,
-                        payload: Some(payload.to_vec()),
-                        inserted: true,
-                    })))
-                }
-            }
-        }
+    let target = Target {
+        ctx,
+        table: table_schema(registered),
+        sql: app_table_sql(registered),
+        op_index,
+        op,
+        writing,
+    };
+    match target.apply() {
+        Ok(change) => Ok(Ok(change)),
+        Err(Stop::Record(record)) => Ok(Err(record)),
+        Err(Stop::Fatal(e)) => Err(e),
     }
 }

@@ -17,7 +17,9 @@
 //! survive JSONB storage exactly, so the replay is byte-equivalent.
 
 use serde::{Deserialize, Serialize};
-use syncular_protocol::response::{OpResult, PushResult, PushResultDetail, PushResultDetails, PushStatus};
+use syncular_protocol::response::{
+    OpResult, PushResult, PushResultDetail, PushResultDetails, PushStatus,
+};
 use syncular_protocol::row_codec::{base64_decode, base64_encode};
 use syncular_protocol::ErrorCode;
 
@@ -105,17 +107,28 @@ impl StoredOpResult {
 
     fn to_wire(&self) -> Option<OpResult> {
         Some(match self {
-            StoredOpResult::Applied { op_index } => OpResult::Applied { op_index: *op_index },
-            StoredOpResult::Conflict { op_index, code, message, server_version, server_row } => {
-                OpResult::Conflict {
-                    op_index: *op_index,
-                    code: code.clone(),
-                    message: message.clone(),
-                    server_version: *server_version,
-                    server_row: base64_decode(server_row)?,
-                }
-            }
-            StoredOpResult::Error { op_index, code, message, retryable } => OpResult::Error {
+            StoredOpResult::Applied { op_index } => OpResult::Applied {
+                op_index: *op_index,
+            },
+            StoredOpResult::Conflict {
+                op_index,
+                code,
+                message,
+                server_version,
+                server_row,
+            } => OpResult::Conflict {
+                op_index: *op_index,
+                code: code.clone(),
+                message: message.clone(),
+                server_version: *server_version,
+                server_row: base64_decode(server_row)?,
+            },
+            StoredOpResult::Error {
+                op_index,
+                code,
+                message,
+                retryable,
+            } => OpResult::Error {
                 op_index: *op_index,
                 code: code.clone(),
                 message: message.clone(),
@@ -155,20 +168,33 @@ impl StoredPushResult {
             (StoredStatus::Applied, true) => PushStatus::Cached,
             (StoredStatus::Rejected, _) => PushStatus::Rejected,
         };
-        let results = self.results.iter().map(StoredOpResult::to_wire).collect::<Option<Vec<_>>>()?;
+        let results = self
+            .results
+            .iter()
+            .map(StoredOpResult::to_wire)
+            .collect::<Option<Vec<_>>>()?;
         let result = PushResult {
             client_commit_id: client_commit_id.to_owned(),
             status,
-            commit_seq: if status == PushStatus::Rejected { None } else { self.commit_seq },
+            commit_seq: if status == PushStatus::Rejected {
+                None
+            } else {
+                self.commit_seq
+            },
             results,
         };
-        let details = (!self.details.is_empty() && status == PushStatus::Rejected).then(|| PushResultDetails {
-            client_commit_id: client_commit_id.to_owned(),
-            entries: self
-                .details
-                .iter()
-                .map(|d| PushResultDetail { op_index: d.op_index, details_json: d.details_json.clone() })
-                .collect(),
+        let details = (!self.details.is_empty() && status == PushStatus::Rejected).then(|| {
+            PushResultDetails {
+                client_commit_id: client_commit_id.to_owned(),
+                entries: self
+                    .details
+                    .iter()
+                    .map(|d| PushResultDetail {
+                        op_index: d.op_index,
+                        details_json: d.details_json.clone(),
+                    })
+                    .collect(),
+            }
         });
         Some((result, details))
     }
@@ -201,7 +227,10 @@ mod tests {
             status: StoredStatus::Applied,
             commit_seq: Some(7),
             recorded_at_ms: 1_700_000_000_000,
-            results: vec![StoredOpResult::Applied { op_index: 0 }, StoredOpResult::Applied { op_index: 1 }],
+            results: vec![
+                StoredOpResult::Applied { op_index: 0 },
+                StoredOpResult::Applied { op_index: 1 },
+            ],
             details: vec![],
         };
         let back = StoredPushResult::from_json(&stored.to_json()).expect("readable");
@@ -229,7 +258,13 @@ mod tests {
         assert_eq!(frame.commit_seq, None);
         assert!(details.is_none());
         match &frame.results[0] {
-            OpResult::Conflict { op_index, server_version, server_row, code, .. } => {
+            OpResult::Conflict {
+                op_index,
+                server_version,
+                server_row,
+                code,
+                ..
+            } => {
                 assert_eq!((*op_index, *server_version), (2, 5));
                 assert_eq!(server_row, &vec![0u8, 1, 2, 255]);
                 assert_eq!(code, "sync.version_conflict");
@@ -241,10 +276,18 @@ mod tests {
     #[test]
     fn unreadable_or_inconsistent_json_is_none() {
         assert!(StoredPushResult::from_json("not json").is_none());
-        assert!(StoredPushResult::from_json(r#"{"status":"applied","recordedAtMs":1,"results":[]}"#).is_none());
-        assert!(StoredPushResult::from_json(r#"{"status":"rejected","recordedAtMs":1,"results":[]}"#).is_none());
+        assert!(StoredPushResult::from_json(
+            r#"{"status":"applied","recordedAtMs":1,"results":[]}"#
+        )
+        .is_none());
+        assert!(StoredPushResult::from_json(
+            r#"{"status":"rejected","recordedAtMs":1,"results":[]}"#
+        )
+        .is_none());
         let miss = cache_miss("x");
         assert_eq!(miss.status, PushStatus::Rejected);
-        assert!(matches!(&miss.results[0], OpResult::Error { retryable: true, code, .. } if code == "sync.idempotency_cache_miss"));
+        assert!(
+            matches!(&miss.results[0], OpResult::Error { retryable: true, code, .. } if code == "sync.idempotency_cache_miss")
+        );
     }
 }

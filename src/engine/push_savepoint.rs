@@ -23,8 +23,8 @@ pub enum SavepointOutcome<T, E> {
     RolledBack(E),
     /// The closure raised a Postgres ERROR (or panicked): rolled back; the
     /// error is returned so the caller can classify or re-raise it
-    /// ([`CaughtError::rethrow`]).
-    Raised(CaughtError),
+    /// ([`CaughtError::rethrow`]). Boxed: the report is large and rare.
+    Raised(Box<CaughtError>),
 }
 
 /// The SQLSTATE of a caught error (`ERRCODE_INTERNAL_ERROR` for a Rust panic).
@@ -84,7 +84,7 @@ pub fn run<T, E>(f: impl FnOnce() -> Result<T, E>) -> SavepointOutcome<T, E> {
     .catch_others(|caught| {
         // pgrx's FFI guard already copied and flushed the error state.
         rollback();
-        SavepointOutcome::Raised(caught)
+        SavepointOutcome::Raised(Box::new(caught))
     })
     .execute()
 }

@@ -50,7 +50,10 @@ pub struct Caller<'a> {
 }
 
 fn v2_epoch(wire_version: u16, log_epoch: &str, reset_required: bool) -> Option<RespEpoch> {
-    (wire_version != WIRE_VERSION_1).then(|| RespEpoch { log_epoch: log_epoch.to_owned(), reset_required })
+    (wire_version != WIRE_VERSION_1).then(|| RespEpoch {
+        log_epoch: log_epoch.to_owned(),
+        reset_required,
+    })
 }
 
 fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> {
@@ -64,16 +67,26 @@ fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> 
 /// (`syncular.resolver_malformed`), resolver storage failures.
 pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> EngineResult<Allowed> {
     let allowed = match caller.allowed_scopes {
-        Some(value) => resolver::parse_allowed_map(value).map(Allowed::Map).map_err(|problem| {
-            EngineError::host(HostCode::ResolverMalformed, format!("allowed_scopes argument {problem}"))
-        })?,
+        Some(value) => resolver::parse_allowed_map(value)
+            .map(Allowed::Map)
+            .map_err(|problem| {
+                EngineError::host(
+                    HostCode::ResolverMalformed,
+                    format!("allowed_scopes argument {problem}"),
+                )
+            })?,
         None => resolver::resolve_allowed(caller.partition, caller.actor_id)?,
     };
     if let Allowed::Map(map) = &allowed {
         let undeclared: Vec<&str> = map
             .keys()
             .map(String::as_str)
-            .filter(|k| !schema.tables.iter().any(|t| table_schema(t).scope(k).is_some()))
+            .filter(|k| {
+                !schema
+                    .tables
+                    .iter()
+                    .any(|t| table_schema(t).scope(k).is_some())
+            })
             .collect();
         if !undeclared.is_empty() {
             return Err(EngineError::protocol(
@@ -88,14 +101,26 @@ pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> Engine
 /// §1.5 client record: refuses the reserved server-command prefix and a
 /// `clientId` bound to another actor in the partition
 /// (`sync.invalid_client_id`), else binds it and stores `wire_version`.
-pub fn bind_client_id(partition: &str, client_id: &str, actor_id: &str, wire_version: u16, now_ms: i64) -> EngineResult<()> {
+pub fn bind_client_id(
+    partition: &str,
+    client_id: &str,
+    actor_id: &str,
+    wire_version: u16,
+    now_ms: i64,
+) -> EngineResult<()> {
     if client_id.starts_with(REMOTE_COMMAND_PREFIX) {
         return Err(EngineError::protocol(
             ErrorCode::InvalidClientId,
             format!("clientId may not start with the reserved server-command prefix {REMOTE_COMMAND_PREFIX} (§1.5)"),
         ));
     }
-    if !clients_write::bind_client(partition, client_id, actor_id, i32::from(wire_version), now_ms)? {
+    if !clients_write::bind_client(
+        partition,
+        client_id,
+        actor_id,
+        i32::from(wire_version),
+        now_ms,
+    )? {
         return Err(EngineError::protocol(
             ErrorCode::InvalidClientId,
             "clientId is already bound to a different actor in this partition (§1.5)",
@@ -125,7 +150,12 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     let now_ms = clock::now_ms()?;
 
     let registry = partition::touch(caller.partition, now_ms)?;
-    let gate = partition::gate(&registry, wire, req.header.log_epoch.as_deref(), req.commits.len())?;
+    let gate = partition::gate(
+        &registry,
+        wire,
+        req.header.log_epoch.as_deref(),
+        req.commits.len(),
+    )?;
 
     let schema = crate::engine::schema::require_registered_schema()?;
     let served = schema.version;

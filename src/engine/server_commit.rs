@@ -40,39 +40,56 @@ fn str_field<'v>(op: &'v Map<String, Value>, key: &str, i: usize) -> EngineResul
     match op.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(invalid(format!("operations[{i}].{key} must be a string, got {other}"))),
+        Some(other) => Err(invalid(format!(
+            "operations[{i}].{key} must be a string, got {other}"
+        ))),
     }
 }
 
 /// Parses the JSON operations into push operations (payloads encoded with
 /// the registered row codec). Errors: `sync.invalid_request` naming the
 /// operation; `sync.empty_commit` for an empty array.
-pub fn parse_operations(schema: &RegisteredSchema, operations: &Value) -> EngineResult<Vec<Operation>> {
+pub fn parse_operations(
+    schema: &RegisteredSchema,
+    operations: &Value,
+) -> EngineResult<Vec<Operation>> {
     let items = operations
         .as_array()
         .ok_or_else(|| invalid(format!("operations must be a JSON array, got {operations}")))?;
     if items.is_empty() {
-        return Err(EngineError::protocol(ErrorCode::EmptyCommit, "a commit needs at least one operation (§6.1)"));
+        return Err(EngineError::protocol(
+            ErrorCode::EmptyCommit,
+            "a commit needs at least one operation (§6.1)",
+        ));
     }
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let op = item.as_object().ok_or_else(|| invalid(format!("operations[{i}] must be an object")))?;
-        let table = str_field(op, "table", i)?.ok_or_else(|| invalid(format!("operations[{i}].table is required")))?;
+        let op = item
+            .as_object()
+            .ok_or_else(|| invalid(format!("operations[{i}] must be an object")))?;
+        let table = str_field(op, "table", i)?
+            .ok_or_else(|| invalid(format!("operations[{i}].table is required")))?;
         let base_version = match op.get("baseVersion") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_i64().ok_or_else(|| invalid(format!("operations[{i}].baseVersion must be an integer")))?),
+            Some(v) => Some(v.as_i64().ok_or_else(|| {
+                invalid(format!("operations[{i}].baseVersion must be an integer"))
+            })?),
         };
         let row_id = str_field(op, "rowId", i)?;
         match str_field(op, "op", i)?.unwrap_or("upsert") {
             "delete" => out.push(Operation {
                 table: table.to_owned(),
-                row_id: row_id.ok_or_else(|| invalid(format!("operations[{i}]: a delete needs rowId")))?.to_owned(),
+                row_id: row_id
+                    .ok_or_else(|| invalid(format!("operations[{i}]: a delete needs rowId")))?
+                    .to_owned(),
                 op: Op::Delete,
                 base_version,
                 payload: None,
             }),
             "upsert" => {
-                let row_json = op.get("row").ok_or_else(|| invalid(format!("operations[{i}]: an upsert needs row")))?;
+                let row_json = op
+                    .get("row")
+                    .ok_or_else(|| invalid(format!("operations[{i}]: an upsert needs row")))?;
                 let Some(registered) = schema.table(table) else {
                     // Commit-level sync.unknown_table, decided by the push path.
                     out.push(Operation {
@@ -91,12 +108,27 @@ pub fn parse_operations(schema: &RegisteredSchema, operations: &Value) -> Engine
                 let row_id = match (row_id, rendered) {
                     (Some(given), _) => given.to_owned(),
                     (None, Some(pk)) => pk,
-                    (None, None) => return Err(invalid(format!("operations[{i}].row has no primary key value"))),
+                    (None, None) => {
+                        return Err(invalid(format!(
+                            "operations[{i}].row has no primary key value"
+                        )))
+                    }
                 };
-                let payload = encode_row(t.layout(), &row).map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
-                out.push(Operation { table: table.to_owned(), row_id, op: Op::Upsert, base_version, payload: Some(payload) });
+                let payload = encode_row(t.layout(), &row)
+                    .map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
+                out.push(Operation {
+                    table: table.to_owned(),
+                    row_id,
+                    op: Op::Upsert,
+                    base_version,
+                    payload: Some(payload),
+                });
             }
-            other => return Err(invalid(format!("operations[{i}].op must be \"upsert\" or \"delete\", got {other:?}"))),
+            other => {
+                return Err(invalid(format!(
+                    "operations[{i}].op must be \"upsert\" or \"delete\", got {other:?}"
+                )))
+            }
         }
     }
     Ok(out)
@@ -105,17 +137,30 @@ pub fn parse_operations(schema: &RegisteredSchema, operations: &Value) -> Engine
 fn result_json(schema: &RegisteredSchema, ops: &[Operation], r: &OpResult) -> Value {
     match r {
         OpResult::Applied { op_index } => json!({"opIndex": op_index, "status": "applied"}),
-        OpResult::Error { op_index, code, message, retryable } => {
+        OpResult::Error {
+            op_index,
+            code,
+            message,
+            retryable,
+        } => {
             json!({"opIndex": op_index, "status": "error", "code": code, "message": message, "retryable": retryable})
         }
-        OpResult::Conflict { op_index, code, message, server_version, server_row } => {
+        OpResult::Conflict {
+            op_index,
+            code,
+            message,
+            server_version,
+            server_row,
+        } => {
             let rendered = usize::try_from(*op_index)
                 .ok()
                 .and_then(|i| ops.get(i))
                 .and_then(|op| schema.table(&op.table))
                 .and_then(|t| {
                     let layout = table_schema(t).layout();
-                    decode_row(layout, server_row).ok().map(|row| render_row(layout, &row))
+                    decode_row(layout, server_row)
+                        .ok()
+                        .map(|row| render_row(layout, &row))
                 })
                 .unwrap_or(Value::Null);
             json!({"opIndex": op_index, "status": "conflict", "code": code, "message": message,
@@ -146,17 +191,26 @@ pub fn run(
         return Err(invalid("client_id must be non-empty"));
     }
     let client_commit_id = match client_commit_id {
-        Some(id) if id.is_empty() => return Err(invalid("client_commit_id must be non-empty")),
+        Some("") => return Err(invalid("client_commit_id must be non-empty")),
         Some(id) => id.to_owned(),
         None => commits::generate_commit_id()?,
     };
     let ops = parse_operations(schema, operations)?;
-    bind_client_id(caller.partition, &client_id, caller.actor_id, SQL_PRODUCER_WIRE_VERSION, now_ms)?;
+    bind_client_id(
+        caller.partition,
+        &client_id,
+        caller.actor_id,
+        SQL_PRODUCER_WIRE_VERSION,
+        now_ms,
+    )?;
     let max_operations = crate::settings::max_operations();
     if ops.len() > max_operations {
         return Err(EngineError::protocol(
             ErrorCode::TooManyOperations,
-            format!("commit carries {} operations; the limit is {max_operations} (§6.1)", ops.len()),
+            format!(
+                "commit carries {} operations; the limit is {max_operations} (§6.1)",
+                ops.len()
+            ),
         ));
     }
     let allowed = resolve_allowed(caller, schema)?;
@@ -172,7 +226,10 @@ pub fn run(
         response_budget_bytes: crate::settings::response_budget_bytes(),
         max_operations,
     };
-    let commit = PushCommit { client_commit_id: client_commit_id.clone(), operations: ops };
+    let commit = PushCommit {
+        client_commit_id: client_commit_id.clone(),
+        operations: ops,
+    };
     let answer = push::run(&ctx, std::slice::from_ref(&commit))?
         .pop()
         .ok_or_else(|| EngineError::internal("push answered no result"))?;

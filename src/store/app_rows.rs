@@ -9,8 +9,8 @@
 //! the registered schema; every value is a bound parameter.
 
 use pgrx::datum::DatumWithOid;
-use pgrx::spi::Spi;
 use pgrx::spi::quote_identifier;
+use pgrx::spi::Spi;
 use syncular_protocol::row_codec::{ColumnType, RowValue};
 use syncular_protocol::schema_ir::TableSchema;
 
@@ -74,14 +74,23 @@ pub struct StoredRow {
 
 /// Reads one row of `partition` by `row_id`, or `None` when absent.
 /// Errors: SPI failures.
-pub fn select_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreResult<Option<StoredRow>> {
+pub fn select_app_row(
+    t: &AppTableSql,
+    partition: &str,
+    row_id: &str,
+) -> StoreResult<Option<StoredRow>> {
     let sql = format!(
         "SELECT _sync_version, _sync_scopes::text, _sync_payload FROM {} \
          WHERE _sync_partition = $1 AND _sync_row_id = $2",
         t.qualified_name
     );
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, &sql, Some(1), &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
+        let table = plan_cache::execute(
+            client,
+            &sql,
+            Some(1),
+            &[DatumWithOid::from(partition), DatumWithOid::from(row_id)],
+        )?;
         if table.is_empty() {
             return Ok(None);
         }
@@ -89,7 +98,11 @@ pub fn select_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         let version = row.get::<i64>(1)?.unwrap_or(0);
         let scopes_json = row.get::<String>(2)?.unwrap_or_else(|| "{}".to_owned());
         let payload = row.get::<Vec<u8>>(3)?.unwrap_or_default();
-        Ok(Some(StoredRow { version, scopes_json, payload }))
+        Ok(Some(StoredRow {
+            version,
+            scopes_json,
+            payload,
+        }))
     })
     .map_err(StoreError::spi("select_app_row"))
 }
@@ -126,7 +139,9 @@ fn jsonb_storable(text: &str) -> bool {
 /// A typed SQL NULL for a column of wire type `ty`.
 fn typed_null(ty: ColumnType) -> DatumWithOid<'static> {
     match ty {
-        ColumnType::String | ColumnType::Json | ColumnType::BlobRef => DatumWithOid::from(Option::<String>::None),
+        ColumnType::String | ColumnType::Json | ColumnType::BlobRef => {
+            DatumWithOid::from(Option::<String>::None)
+        }
         ColumnType::Integer => DatumWithOid::from(Option::<i64>::None),
         ColumnType::Float => DatumWithOid::from(Option::<f64>::None),
         ColumnType::Boolean => DatumWithOid::from(Option::<bool>::None),
@@ -143,7 +158,9 @@ fn value_datum(ty: ColumnType, v: &Option<RowValue>) -> DatumWithOid<'static> {
     match v {
         None => typed_null(ty),
         Some(RowValue::Json(s)) if !jsonb_storable(s) => typed_null(ty),
-        Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) if s.contains('\0') => {
+        Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s))
+            if s.contains('\0') =>
+        {
             typed_null(ty)
         }
         Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) => {
@@ -166,14 +183,25 @@ pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     if w.values.len() != t.columns.len() {
         return Err(StoreError::new(
             "upsert_app_row",
-            format!("{} value(s) for {} column(s)", w.values.len(), t.columns.len()),
+            format!(
+                "{} value(s) for {} column(s)",
+                w.values.len(),
+                t.columns.len()
+            ),
         ));
     }
     let n = t.columns.len();
     let names: Vec<&str> = t.columns.iter().map(|c| c.quoted.as_str()).collect();
-    let placeholders: Vec<String> =
-        t.columns.iter().enumerate().map(|(i, c)| format!("${}::{}", i + 3, c.sql_type)).collect();
-    let mut set: Vec<String> = names.iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
+    let placeholders: Vec<String> = t
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("${}::{}", i + 3, c.sql_type))
+        .collect();
+    let mut set: Vec<String> = names
+        .iter()
+        .map(|c| format!("{c} = EXCLUDED.{c}"))
+        .collect();
     set.push("_sync_version = EXCLUDED._sync_version".into());
     set.push("_sync_scopes = EXCLUDED._sync_scopes".into());
     set.push("_sync_payload = EXCLUDED._sync_payload".into());
@@ -193,7 +221,12 @@ pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     let mut args: Vec<DatumWithOid<'_>> = Vec::with_capacity(n + 5);
     args.push(DatumWithOid::from(w.partition));
     args.push(DatumWithOid::from(w.row_id));
-    args.extend(t.columns.iter().zip(w.values).map(|(c, v)| value_datum(c.ty, v)));
+    args.extend(
+        t.columns
+            .iter()
+            .zip(w.values)
+            .map(|(c, v)| value_datum(c.ty, v)),
+    );
     args.push(DatumWithOid::from(w.version));
     args.push(DatumWithOid::from(w.scopes_json));
     args.push(DatumWithOid::from(w.payload));
@@ -211,7 +244,12 @@ pub fn delete_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         t.qualified_name
     );
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, &sql, None, &[DatumWithOid::from(partition), DatumWithOid::from(row_id)])?;
+        let table = plan_cache::execute(
+            client,
+            &sql,
+            None,
+            &[DatumWithOid::from(partition), DatumWithOid::from(row_id)],
+        )?;
         Ok(!table.is_empty())
     })
     .map_err(StoreError::spi("delete_app_row"))

@@ -41,7 +41,7 @@ pub fn insert_changes(partition: &str, commit_seq: i64, changes: &[NewChange]) -
     let scopes: Vec<String> = changes.iter().map(|c| c.scopes_json.clone()).collect();
     let payload: Vec<Option<Vec<u8>>> = changes.iter().map(|c| c.payload.clone()).collect();
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(client,
             "INSERT INTO syncular.sync_changes \
                (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload) \
              SELECT $1, $2, u.idx, u.tbl, u.row_id, u.op, u.row_version, u.scopes::jsonb, u.payload \
@@ -80,7 +80,8 @@ pub fn insert_change_scopes(
     let var: Vec<String> = entries.iter().map(|e| e.1.clone()).collect();
     let value: Vec<String> = entries.iter().map(|e| e.2.clone()).collect();
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(
+            client,
             "INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq) \
              SELECT DISTINCT $1, u.tbl, u.var, u.value, $2::int8 \
              FROM unnest($3::text[], $4::text[], $5::text[]) AS u(tbl, var, value) \

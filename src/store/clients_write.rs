@@ -22,7 +22,7 @@ pub fn bind_client(
     now_ms: i64,
 ) -> StoreResult<bool> {
     Spi::connect_mut(|client| {
-        let t = plan_cache::execute(client, 
+        let t = plan_cache::execute(client,
             "INSERT INTO syncular.sync_clients AS c \
                (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) \
              VALUES ($1, $2, $3, $4, -1, '[]'::jsonb, $5) \

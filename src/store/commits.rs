@@ -24,7 +24,8 @@ pub struct NewCommit<'a> {
 /// (a duplicate `(partition, commit_seq)` is a Postgres ERROR).
 pub fn insert_commit(c: &NewCommit<'_>) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(
+            client,
             "INSERT INTO syncular.sync_commits \
                (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms) \
              VALUES ($1, $2, $3, $4, $5, $6)",

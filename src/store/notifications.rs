@@ -12,7 +12,8 @@ use crate::store::{StoreError, StoreResult};
 /// Errors: SPI failures (a payload over 8000 bytes is a Postgres ERROR).
 pub fn queue_notification(channel: &str, payload: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(
+            client,
             "SELECT pg_notify($1, $2)",
             None,
             &[DatumWithOid::from(channel), DatumWithOid::from(payload)],

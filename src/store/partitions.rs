@@ -38,7 +38,8 @@ fn registry_row(
 /// Errors: SPI failures.
 pub fn select_partition_registry(partition: &str) -> StoreResult<Option<RegistryRow>> {
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, 
+        let table = plan_cache::execute(
+            client,
             "SELECT log_epoch, epoch_required, last_authenticated_at_ms \
              FROM syncular.sync_partition_registry WHERE partition = $1",
             Some(1),
@@ -56,7 +57,8 @@ pub fn select_partition_registry(partition: &str) -> StoreResult<Option<Registry
 /// Errors: SPI failures.
 pub fn insert_partition_registry(partition: &str, now_ms: i64) -> StoreResult<Option<RegistryRow>> {
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, 
+        let table = plan_cache::execute(
+            client,
             "INSERT INTO syncular.sync_partition_registry \
                (partition, log_epoch, epoch_required, last_authenticated_at_ms) \
              VALUES ($1, gen_random_uuid()::text, false, $2) \
@@ -77,7 +79,8 @@ pub fn insert_partition_registry(partition: &str, now_ms: i64) -> StoreResult<Op
 /// Returns whether the row was updated. Errors: SPI failures.
 pub fn refresh_partition_last_seen(partition: &str, now_ms: i64) -> StoreResult<bool> {
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, 
+        let table = plan_cache::execute(
+            client,
             "UPDATE syncular.sync_partition_registry r \
              SET last_authenticated_at_ms = $2 \
              WHERE r.partition = $1 AND r.last_authenticated_at_ms < $2 \
@@ -96,7 +99,8 @@ pub fn refresh_partition_last_seen(partition: &str, now_ms: i64) -> StoreResult<
 /// does not exist yet; a no-op otherwise. Errors: SPI failures.
 pub fn insert_partition_counter(partition: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(
+            client,
             "INSERT INTO syncular.sync_partitions (partition, max_commit_seq) VALUES ($1, 0) \
              ON CONFLICT (partition) DO NOTHING",
             None,
@@ -115,7 +119,8 @@ pub fn insert_partition_counter(partition: &str) -> StoreResult<()> {
 /// Errors: SPI failures.
 pub fn lock_partition(partition: &str) -> StoreResult<Option<i64>> {
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, 
+        let table = plan_cache::execute(
+            client,
             "SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1 FOR UPDATE",
             Some(1),
             &[DatumWithOid::from(partition)],
@@ -133,7 +138,8 @@ pub fn lock_partition(partition: &str) -> StoreResult<Option<i64>> {
 /// missing counter row (an engine ordering bug).
 pub fn allocate_commit_seq(partition: &str) -> StoreResult<i64> {
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, 
+        let table = plan_cache::execute(
+            client,
             "UPDATE syncular.sync_partitions SET max_commit_seq = max_commit_seq + 1 \
              WHERE partition = $1 RETURNING max_commit_seq",
             None,

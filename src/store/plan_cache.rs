@@ -31,7 +31,10 @@ thread_local! {
 
 fn compatible(kept: &Kept, args: &[DatumWithOid<'_>]) -> bool {
     kept.arg_types.len() == args.len()
-        && args.iter().zip(&kept.arg_types).all(|(a, t)| a.datum().is_none() || a.oid() == *t)
+        && args
+            .iter()
+            .zip(&kept.arg_types)
+            .all(|(a, t)| a.datum().is_none() || a.oid() == *t)
 }
 
 /// Runs `sql` with `args` (read-write mode) through this backend's kept

@@ -15,7 +15,8 @@ pub fn select_push_result(
     client_commit_id: &str,
 ) -> StoreResult<Option<String>> {
     Spi::connect_mut(|client| {
-        let t = plan_cache::execute(client, 
+        let t = plan_cache::execute(
+            client,
             "SELECT result::text FROM syncular.sync_push_results \
              WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",
             Some(1),
@@ -43,7 +44,7 @@ pub fn insert_push_result(
     result_json: &str,
 ) -> StoreResult<bool> {
     Spi::connect_mut(|client| {
-        let t = plan_cache::execute(client, 
+        let t = plan_cache::execute(client,
             "INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
              VALUES ($1, $2, $3, $4::jsonb) \
              ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING RETURNING 1",

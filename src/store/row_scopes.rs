@@ -16,7 +16,8 @@ pub const DELETE_ROW_SCOPES_SQL: &str = "DELETE FROM syncular.sync_row_scopes \
 /// Removes every scope entry of one row. Errors: SPI failures.
 pub fn delete_row_scopes(partition: &str, table: &str, row_id: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(
+            client,
             DELETE_ROW_SCOPES_SQL,
             None,
             &[
@@ -44,7 +45,7 @@ pub fn insert_row_scopes(
     let var: Vec<String> = scopes.iter().map(|s| s.0.clone()).collect();
     let value: Vec<String> = scopes.iter().map(|s| s.1.clone()).collect();
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(client,
             "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
              SELECT $1, $2, u.var, u.value, $3 FROM unnest($4::text[], $5::text[]) AS u(var, value) \
              ON CONFLICT DO NOTHING",
@@ -64,7 +65,11 @@ pub fn insert_row_scopes(
 
 /// `EXPLAIN (FORMAT JSON)` of [`DELETE_ROW_SCOPES_SQL`] for the given keys
 /// (plan only, nothing deleted). Errors: SPI failures.
-pub fn explain_delete_row_scopes(partition: &str, table: &str, row_id: &str) -> StoreResult<String> {
+pub fn explain_delete_row_scopes(
+    partition: &str,
+    table: &str,
+    row_id: &str,
+) -> StoreResult<String> {
     Spi::connect_mut(|client| {
         let t = client.update(
             &format!("EXPLAIN (FORMAT JSON) {DELETE_ROW_SCOPES_SQL}"),
@@ -75,7 +80,10 @@ pub fn explain_delete_row_scopes(partition: &str, table: &str, row_id: &str) -> 
                 DatumWithOid::from(row_id),
             ],
         )?;
-        Ok(t.first().get_one::<pgrx::Json>()?.map(|j| j.0.to_string()).unwrap_or_default())
+        Ok(t.first()
+            .get_one::<pgrx::Json>()?
+            .map(|j| j.0.to_string())
+            .unwrap_or_default())
     })
     .map_err(StoreError::spi("explain_delete_row_scopes"))
 }

@@ -9,9 +9,15 @@ use crate::store::{StoreError, StoreResult};
 
 /// Records (or moves forward) the tombstone of a row deleted by `commit_seq`.
 /// Errors: SPI failures.
-pub fn upsert_tombstone(partition: &str, table: &str, row_id: &str, commit_seq: i64) -> StoreResult<()> {
+pub fn upsert_tombstone(
+    partition: &str,
+    table: &str,
+    row_id: &str,
+    commit_seq: i64,
+) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(
+            client,
             "INSERT INTO syncular.sync_tombstones (partition, tbl, row_id, commit_seq) \
              VALUES ($1, $2, $3, $4) \
              ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq",
@@ -32,7 +38,7 @@ pub fn upsert_tombstone(partition: &str, table: &str, row_id: &str, commit_seq: 
 /// Errors: SPI failures.
 pub fn delete_tombstone(partition: &str, table: &str, row_id: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
-        plan_cache::execute(client, 
+        plan_cache::execute(client,
             "DELETE FROM syncular.sync_tombstones WHERE partition = $1 AND tbl = $2 AND row_id = $3",
             None,
             &[

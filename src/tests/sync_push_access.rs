@@ -42,11 +42,32 @@ mod tests {
             ],
             None,
         );
-        assert_eq!(r.iter().map(|x| x.status).collect::<Vec<_>>(), vec![PushStatus::Applied, PushStatus::Rejected, PushStatus::Applied]);
+        assert_eq!(
+            r.iter().map(|x| x.status).collect::<Vec<_>>(),
+            vec![
+                PushStatus::Applied,
+                PushStatus::Rejected,
+                PushStatus::Applied
+            ]
+        );
         assert_eq!(rejection(&r[1]).1, "sync.forbidden");
-        assert_eq!(count("SELECT count(*) FROM public.resolver_calls"), 1, "resolved at most once per request");
+        assert_eq!(
+            count("SELECT count(*) FROM public.resolver_calls"),
+            1,
+            "resolved at most once per request"
+        );
         // An actor the resolver grants nothing is forbidden.
-        let r = push(P, "bob", "c2", &epoch, vec![commit("k1", vec![upsert(&task("t9", "p1", "x", None), None)])], None);
+        let r = push(
+            P,
+            "bob",
+            "c2",
+            &epoch,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t9", "p1", "x", None), None)],
+            )],
+            None,
+        );
         assert_eq!(rejection(&r[0]).1, "sync.forbidden");
     }
 
@@ -55,11 +76,31 @@ mod tests {
         setup_tasks();
         set_resolver("RAISE EXCEPTION 'directory unavailable';");
         let epoch = acquire_epoch(P, "alice", "c1");
-        let r = push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        let r = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            None,
+        );
         assert_eq!(rejection(&r[0]), (0, "sync.forbidden".into(), false));
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
         // The gateway's argument wins over the resolver.
-        let r = push(P, "alice", "c1", &epoch, vec![commit("k2", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&allowed_p1_p2()));
+        let r = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit(
+                "k2",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            Some(&allowed_p1_p2()),
+        );
         assert_eq!(r[0].status, PushStatus::Applied);
     }
 
@@ -69,15 +110,34 @@ mod tests {
         let epoch = acquire_epoch(P, "alice", "c1");
         run("CREATE ROLE syncular_test_gw2 NOLOGIN IN ROLE syncular_gateway");
         run("CREATE ROLE syncular_test_nobody2 NOLOGIN");
-        let req = request(2, "c1", 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        let req = request(
+            2,
+            "c1",
+            1,
+            Some(&epoch),
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            None,
+        );
         run("SET LOCAL ROLE syncular_test_gw2");
         // The role itself cannot touch the tables...
-        assert_eq!(try_run("SELECT count(*) FROM syncular.sync_commits").unwrap_err().sqlstate, "42501");
-        let bytes = call("sync", P, "alice", &req, Some(&allowed_p1_p2())).expect("gateway may call syncular.sync");
+        assert_eq!(
+            try_run("SELECT count(*) FROM syncular.sync_commits")
+                .unwrap_err()
+                .sqlstate,
+            "42501"
+        );
+        let bytes = call("sync", P, "alice", &req, Some(&allowed_p1_p2()))
+            .expect("gateway may call syncular.sync");
         run("RESET ROLE");
         let resp = syncular_protocol::response::decode_response(&bytes).unwrap();
         assert_eq!(push_results(&resp)[0].status, PushStatus::Applied);
-        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't1'"), 1);
+        assert_eq!(
+            count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't1'"),
+            1
+        );
         run("SET LOCAL ROLE syncular_test_nobody2");
         let denied = call("sync", P, "alice", &req, Some(&allowed_p1_p2())).unwrap_err();
         run("RESET ROLE");

@@ -20,7 +20,10 @@ mod tests {
         .unwrap();
         Spi::run("ANALYZE syncular.sync_row_scopes").unwrap();
         let plan = row_scopes::explain_delete_row_scopes("p0", "t0", "r77").unwrap();
-        assert!(plan.contains("sync_row_scopes_by_row"), "plan should use sync_row_scopes_by_row: {plan}");
+        assert!(
+            plan.contains("sync_row_scopes_by_row"),
+            "plan should use sync_row_scopes_by_row: {plan}"
+        );
         assert!(!plan.contains("Seq Scan"), "no sequential scan: {plan}");
         // And the statement really removes exactly that row's entries.
         let before = Spi::get_one::<i64>("SELECT count(*) FROM syncular.sync_row_scopes WHERE partition = 'p0' AND tbl = 't0' AND row_id = 'r77'")
@@ -28,7 +31,11 @@ mod tests {
             .unwrap();
         assert!(before > 0);
         row_scopes::delete_row_scopes("p0", "t0", "r77").unwrap();
-        let after = Spi::get_one::<i64>("SELECT count(*) FROM syncular.sync_row_scopes WHERE row_id = 'r77'").unwrap().unwrap();
+        let after = Spi::get_one::<i64>(
+            "SELECT count(*) FROM syncular.sync_row_scopes WHERE row_id = 'r77'",
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(after, Spi::get_one::<i64>("SELECT count(*) FROM syncular.sync_row_scopes WHERE row_id = 'r77' AND NOT (partition = 'p0' AND tbl = 't0')").unwrap().unwrap());
     }
 }

@@ -27,16 +27,49 @@ mod tests {
         let epoch = acquire_epoch(P, "alice", "c1");
         let commits = || {
             vec![
-                commit("k1", vec![upsert(&task("t1", "p1", "a", None), None), upsert(&task("t2", "p1", "b", None), None)]),
+                commit(
+                    "k1",
+                    vec![
+                        upsert(&task("t1", "p1", "a", None), None),
+                        upsert(&task("t2", "p1", "b", None), None),
+                    ],
+                ),
                 commit("k2", vec![upsert(&task("t3", "p9", "denied", None), None)]),
-                commit("k3", vec![upsert(&task("t1", "p1", "stale", None), Some(5))]),
+                commit(
+                    "k3",
+                    vec![upsert(&task("t1", "p1", "stale", None), Some(5))],
+                ),
             ]
         };
-        let first = sync(P, "alice", &request(2, "c1", 1, Some(&epoch), commits(), None), Some(&a));
-        let again = sync(P, "alice", &request(2, "c1", 1, Some(&epoch), commits(), Some(empty_pull())), Some(&a));
+        let first = sync(
+            P,
+            "alice",
+            &request(2, "c1", 1, Some(&epoch), commits(), None),
+            Some(&a),
+        );
+        let again = sync(
+            P,
+            "alice",
+            &request(2, "c1", 1, Some(&epoch), commits(), Some(empty_pull())),
+            Some(&a),
+        );
         let (f, g) = (push_results(&first), push_results(&again));
-        assert_eq!(f.iter().map(|r| r.status).collect::<Vec<_>>(), vec![PushStatus::Applied, PushStatus::Rejected, PushStatus::Rejected]);
-        assert_eq!(g.iter().map(|r| r.status).collect::<Vec<_>>(), vec![PushStatus::Cached, PushStatus::Rejected, PushStatus::Rejected]);
+        assert_eq!(
+            f.iter().map(|r| r.status).collect::<Vec<_>>(),
+            vec![
+                PushStatus::Applied,
+                PushStatus::Rejected,
+                PushStatus::Rejected
+            ]
+        );
+        assert_eq!(
+            g.iter().map(|r| r.status).collect::<Vec<_>>(),
+            vec![
+                PushStatus::Cached,
+                PushStatus::Rejected,
+                PushStatus::Rejected
+            ]
+        );
         for (x, y) in f.iter().zip(&g) {
             same_but_status(x, y);
         }
@@ -46,9 +79,17 @@ mod tests {
         assert_eq!(f[2], g[2]);
         // Nothing was applied twice.
         assert_eq!(count("SELECT count(*) FROM syncular.sync_commits"), 1);
-        assert_eq!(count("SELECT _sync_version FROM public.tasks WHERE _sync_row_id = 't1'"), 1);
+        assert_eq!(
+            count("SELECT _sync_version FROM public.tasks WHERE _sync_row_id = 't1'"),
+            1
+        );
         // Even with different allowed scopes (authorization is not re-run on replay).
-        let none = sync(P, "alice", &request(2, "c1", 1, Some(&epoch), commits(), None), None);
+        let none = sync(
+            P,
+            "alice",
+            &request(2, "c1", 1, Some(&epoch), commits(), None),
+            None,
+        );
         assert_eq!(push_results(&none)[0].status, PushStatus::Cached);
     }
 
@@ -65,16 +106,30 @@ mod tests {
             vec![
                 commit("k1", vec![upsert(&task("t1", "p1", "first", None), None)]),
                 commit("k1", vec![upsert(&task("t1", "p1", "second", None), None)]),
-                commit("bad", vec![delete("x"), upsert(&task("t2", "p9", "denied", None), None)]),
+                commit(
+                    "bad",
+                    vec![delete("x"), upsert(&task("t2", "p9", "denied", None), None)],
+                ),
                 commit("bad", vec![delete("x")]),
             ],
             Some(&a),
         );
-        assert_eq!(r.iter().map(|x| x.status).collect::<Vec<_>>(), vec![PushStatus::Applied, PushStatus::Cached, PushStatus::Rejected, PushStatus::Rejected]);
+        assert_eq!(
+            r.iter().map(|x| x.status).collect::<Vec<_>>(),
+            vec![
+                PushStatus::Applied,
+                PushStatus::Cached,
+                PushStatus::Rejected,
+                PushStatus::Rejected
+            ]
+        );
         same_but_status(&r[0], &r[1]);
         assert_eq!(r[2], r[3]);
         assert_eq!(rejection(&r[3]), (1, "sync.forbidden".into(), false));
-        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE title = 'first' AND _sync_version = 1"), 1);
+        assert_eq!(
+            count("SELECT count(*) FROM public.tasks WHERE title = 'first' AND _sync_version = 1"),
+            1
+        );
         assert_eq!(count("SELECT count(*) FROM syncular.sync_commits"), 1);
     }
 
@@ -83,10 +138,36 @@ mod tests {
         setup_tasks();
         let a = allowed_p1_p2();
         let epoch = acquire_epoch(P, "alice", "c1");
-        let r1 = push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&a));
-        let r2 = push(P, "alice", "c2", &epoch, vec![commit("k1", vec![upsert(&task("t2", "p1", "b", None), None)])], Some(&a));
-        assert_eq!((r1[0].status, r1[0].commit_seq), (PushStatus::Applied, Some(1)));
-        assert_eq!((r2[0].status, r2[0].commit_seq), (PushStatus::Applied, Some(2)));
+        let r1 = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            Some(&a),
+        );
+        let r2 = push(
+            P,
+            "alice",
+            "c2",
+            &epoch,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t2", "p1", "b", None), None)],
+            )],
+            Some(&a),
+        );
+        assert_eq!(
+            (r1[0].status, r1[0].commit_seq),
+            (PushStatus::Applied, Some(1))
+        );
+        assert_eq!(
+            (r2[0].status, r2[0].commit_seq),
+            (PushStatus::Applied, Some(2))
+        );
     }
 
     #[pg_test]
@@ -94,12 +175,35 @@ mod tests {
         setup_tasks();
         let a = allowed_p1_p2();
         let epoch = acquire_epoch(P, "alice", "c1");
-        push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&a));
+        push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            Some(&a),
+        );
         Spi::run("UPDATE syncular.sync_push_results SET result = '{\"garbage\": true}' WHERE client_commit_id = 'k1'").unwrap();
-        let r = push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&a));
+        let r = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            Some(&a),
+        );
         assert_eq!(r[0].status, PushStatus::Rejected);
         assert_eq!(r[0].commit_seq, None);
-        assert_eq!(rejection(&r[0]), (0, "sync.idempotency_cache_miss".into(), true));
+        assert_eq!(
+            rejection(&r[0]),
+            (0, "sync.idempotency_cache_miss".into(), true)
+        );
         // Not persisted (the record is untouched) and not re-applied.
         assert_eq!(count("SELECT count(*) FROM syncular.sync_push_results WHERE result = '{\"garbage\": true}'::jsonb"), 1);
         assert_eq!(count("SELECT count(*) FROM syncular.sync_commits"), 1);

@@ -23,8 +23,15 @@ mod tests {
         use syncular_protocol::request::{encode_req_header, ReqHeader};
         let mut w = Writer::with_capacity(64);
         write_envelope_header(&mut w, 2, MsgKind::Request).unwrap();
-        let header = ReqHeader { client_id: "c1".into(), schema_version: 1, log_epoch: Some(epoch.into()) };
-        write_frame(&mut w, FRAME_REQ_HEADER, |s| encode_req_header(s, &header, 2)).unwrap();
+        let header = ReqHeader {
+            client_id: "c1".into(),
+            schema_version: 1,
+            log_epoch: Some(epoch.into()),
+        };
+        write_frame(&mut w, FRAME_REQ_HEADER, |s| {
+            encode_req_header(s, &header, 2)
+        })
+        .unwrap();
         write_frame(&mut w, FRAME_PUSH_COMMIT, |s| {
             s.str("k1", "clientCommitId")?;
             s.u32(0);
@@ -38,13 +45,28 @@ mod tests {
     #[pg_test]
     fn decode_errors_raise_their_code() {
         setup_tasks();
-        expect_error(call("sync", P, "alice", b"not an ssp2 message", None), "22023", "sync.invalid_request", "");
+        expect_error(
+            call("sync", P, "alice", b"not an ssp2 message", None),
+            "22023",
+            "sync.invalid_request",
+            "",
+        );
         let full = request(2, "c1", 1, None, vec![], Some(empty_pull()));
-        expect_error(call("sync", P, "alice", &full[..full.len() - 3], None), "22023", "sync.invalid_request", "");
+        expect_error(
+            call("sync", P, "alice", &full[..full.len() - 3], None),
+            "22023",
+            "sync.invalid_request",
+            "",
+        );
         // A PUSH_COMMIT with zero operations.
         let epoch = acquire_epoch(P, "alice", "c1");
         let empty = empty_commit_request(&epoch);
-        expect_error(call("sync", P, "alice", &empty, None), "22023", "sync.empty_commit", "");
+        expect_error(
+            call("sync", P, "alice", &empty, None),
+            "22023",
+            "sync.empty_commit",
+            "",
+        );
         // NULL arguments.
         let null = crate::store::subtransaction::run(|| {
             Spi::get_one::<Vec<u8>>("SELECT syncular.sync(NULL, 'a', '\\x00'::bytea)").unwrap()
@@ -63,9 +85,17 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM syncular.sync_partitions WHERE partition = 'tenant-a' AND max_commit_seq = 0"), 1);
         Spi::run("SET LOCAL syncular.now_ms = '5000'").unwrap();
         // A pull-only request refreshes last-seen and keeps the epoch.
-        let resp = sync(P, "alice", &request(2, "c1", 1, Some(&epoch), vec![], Some(empty_pull())), None);
+        let resp = sync(
+            P,
+            "alice",
+            &request(2, "c1", 1, Some(&epoch), vec![], Some(empty_pull())),
+            None,
+        );
         let e = resp.header.epoch.clone().unwrap();
-        assert_eq!((e.log_epoch.as_str(), e.reset_required), (epoch.as_str(), false));
+        assert_eq!(
+            (e.log_epoch.as_str(), e.reset_required),
+            (epoch.as_str(), false)
+        );
         assert_eq!(count("SELECT last_authenticated_at_ms FROM syncular.sync_partition_registry WHERE partition = 'tenant-a'"), 5000);
         // Another partition gets its own, different epoch.
         let other = acquire_epoch("tenant-b", "alice", "c1");
@@ -78,10 +108,35 @@ mod tests {
         let a = allowed_p1_p2();
         let epoch = acquire_epoch(P, "alice", "c1");
         // Absent epoch with pushes → refused before anything.
-        let req = request(2, "c1", 1, None, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
-        expect_error(call("sync", P, "alice", &req, Some(&a)), "22023", "sync.invalid_request", "logEpoch");
+        let req = request(
+            2,
+            "c1",
+            1,
+            None,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            None,
+        );
+        expect_error(
+            call("sync", P, "alice", &req, Some(&a)),
+            "22023",
+            "sync.invalid_request",
+            "logEpoch",
+        );
         // A different epoch → reset response, nothing else, nothing applied.
-        let req = request(2, "c1", 1, Some("stale-epoch"), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(empty_pull()));
+        let req = request(
+            2,
+            "c1",
+            1,
+            Some("stale-epoch"),
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            Some(empty_pull()),
+        );
         let resp = sync(P, "alice", &req, Some(&a));
         let e = resp.header.epoch.clone().unwrap();
         assert!(e.reset_required);
@@ -96,17 +151,51 @@ mod tests {
     fn wire_v1_served_until_epochs_are_required() {
         setup_tasks();
         let a = allowed_p1_p2();
-        let req = request(1, "old", 1, None, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        let req = request(
+            1,
+            "old",
+            1,
+            None,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            None,
+        );
         let resp = sync(P, "alice", &req, Some(&a));
-        assert_eq!(resp.wire_version, 1, "answered in the request's wire version");
+        assert_eq!(
+            resp.wire_version, 1,
+            "answered in the request's wire version"
+        );
         assert!(resp.header.epoch.is_none());
         assert_eq!(push_results(&resp)[0].status, PushStatus::Applied);
-        assert_eq!(count("SELECT wire_version FROM syncular.sync_clients WHERE client_id = 'old'"), 1);
+        assert_eq!(
+            count("SELECT wire_version FROM syncular.sync_clients WHERE client_id = 'old'"),
+            1
+        );
         // After a rotation the partition requires epochs: v1 is refused before any push.
         Spi::run("UPDATE syncular.sync_partition_registry SET epoch_required = true WHERE partition = 'tenant-a'").unwrap();
-        let req = request(1, "old", 1, None, vec![commit("k2", vec![upsert(&task("t2", "p1", "b", None), None)])], None);
-        expect_error(call("sync", P, "alice", &req, Some(&a)), "0A000", "sync.client_wire_unsupported", "");
-        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't2'"), 0);
+        let req = request(
+            1,
+            "old",
+            1,
+            None,
+            vec![commit(
+                "k2",
+                vec![upsert(&task("t2", "p1", "b", None), None)],
+            )],
+            None,
+        );
+        expect_error(
+            call("sync", P, "alice", &req, Some(&a)),
+            "0A000",
+            "sync.client_wire_unsupported",
+            "",
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't2'"),
+            0
+        );
     }
 
     #[pg_test]
@@ -115,21 +204,45 @@ mod tests {
         let a = allowed_p1_p2();
         let epoch = acquire_epoch(P, "alice", "c1");
         for version in [2, 7] {
-            let req = request(2, "c1", version, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(empty_pull()));
+            let req = request(
+                2,
+                "c1",
+                version,
+                Some(&epoch),
+                vec![commit(
+                    "k1",
+                    vec![upsert(&task("t1", "p1", "a", None), None)],
+                )],
+                Some(empty_pull()),
+            );
             let resp = sync(P, "alice", &req, Some(&a));
             assert_eq!(resp.header.required_schema_version, Some(1));
             assert_eq!(resp.header.latest_schema_version, Some(1));
-            assert_eq!(resp.header.epoch.as_ref().map(|e| e.reset_required), Some(false));
+            assert_eq!(
+                resp.header.epoch.as_ref().map(|e| e.reset_required),
+                Some(false)
+            );
             assert!(resp.frames.is_empty(), "nothing else is processed");
         }
         // The floor wins over the reset response but still reports resetRequired.
         let req = request(2, "c1", 3, None, vec![], Some(empty_pull()));
         let resp = sync(P, "alice", &req, Some(&a));
         assert_eq!(resp.header.required_schema_version, Some(1));
-        assert_eq!(resp.header.epoch.as_ref().map(|e| e.reset_required), Some(true));
+        assert_eq!(
+            resp.header.epoch.as_ref().map(|e| e.reset_required),
+            Some(true)
+        );
         // v1 floor response has no epoch fields.
-        let resp = sync(P, "alice", &request(1, "c1", 9, None, vec![], Some(empty_pull())), Some(&a));
-        assert_eq!((resp.wire_version, resp.header.required_schema_version), (1, Some(1)));
+        let resp = sync(
+            P,
+            "alice",
+            &request(1, "c1", 9, None, vec![], Some(empty_pull())),
+            Some(&a),
+        );
+        assert_eq!(
+            (resp.wire_version, resp.header.required_schema_version),
+            (1, Some(1))
+        );
         assert!(resp.header.epoch.is_none());
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
     }
@@ -142,20 +255,70 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM syncular.sync_clients WHERE partition = 'tenant-a' AND client_id = 'c1' \
                           AND actor_id = 'alice' AND wire_version = 2 AND cursor = -1"), 0,
                    "a reset response does no client-record work");
-        push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&a));
+        push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            Some(&a),
+        );
         assert_eq!(count("SELECT count(*) FROM syncular.sync_clients WHERE partition = 'tenant-a' AND client_id = 'c1' \
                           AND actor_id = 'alice' AND wire_version = 2"), 1);
         // Another actor reusing c1 in this partition fails before any push.
-        let req = request(2, "c1", 1, Some(&epoch), vec![commit("k2", vec![upsert(&task("t2", "p1", "b", None), None)])], None);
-        expect_error(call("sync", P, "mallory", &req, Some(&a)), "22023", "sync.invalid_client_id", "different actor");
-        assert_eq!(count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't2'"), 0);
+        let req = request(
+            2,
+            "c1",
+            1,
+            Some(&epoch),
+            vec![commit(
+                "k2",
+                vec![upsert(&task("t2", "p1", "b", None), None)],
+            )],
+            None,
+        );
+        expect_error(
+            call("sync", P, "mallory", &req, Some(&a)),
+            "22023",
+            "sync.invalid_client_id",
+            "different actor",
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM public.tasks WHERE _sync_row_id = 't2'"),
+            0
+        );
         // The same client id in another partition is a different binding.
         let eb = acquire_epoch("tenant-b", "mallory", "c1");
-        let r = push("tenant-b", "mallory", "c1", &eb, vec![commit("k2", vec![upsert(&task("t2", "p1", "b", None), None)])], Some(&a));
+        let r = push(
+            "tenant-b",
+            "mallory",
+            "c1",
+            &eb,
+            vec![commit(
+                "k2",
+                vec![upsert(&task("t2", "p1", "b", None), None)],
+            )],
+            Some(&a),
+        );
         assert_eq!(r[0].status, PushStatus::Applied);
         // The reserved server-command prefix.
-        let req = request(2, "[\"remote-command\",\"x\"]", 1, Some(&epoch), vec![], Some(empty_pull()));
-        expect_error(call("sync", P, "alice", &req, Some(&a)), "22023", "sync.invalid_client_id", "reserved");
+        let req = request(
+            2,
+            "[\"remote-command\",\"x\"]",
+            1,
+            Some(&epoch),
+            vec![],
+            Some(empty_pull()),
+        );
+        expect_error(
+            call("sync", P, "alice", &req, Some(&a)),
+            "22023",
+            "sync.invalid_client_id",
+            "reserved",
+        );
     }
 
     #[pg_test]
@@ -171,25 +334,61 @@ mod tests {
             Some(&epoch),
             vec![
                 commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)]),
-                commit("k2", vec![upsert(&task("t2", "p1", "b", None), None), delete("t1")]),
+                commit(
+                    "k2",
+                    vec![upsert(&task("t2", "p1", "b", None), None), delete("t1")],
+                ),
             ],
             None,
         );
-        expect_error(call("sync", P, "alice", &req, Some(&a)), "22023", "sync.too_many_operations", "3 operations");
+        expect_error(
+            call("sync", P, "alice", &req, Some(&a)),
+            "22023",
+            "sync.too_many_operations",
+            "3 operations",
+        );
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
         assert_eq!(count("SELECT count(*) FROM syncular.sync_push_results"), 0);
         // Exactly at the cap is fine.
-        let req = request(2, "c1", 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None), delete("zz")])], None);
-        assert_eq!(push_results(&sync(P, "alice", &req, Some(&a)))[0].status, PushStatus::Applied);
+        let req = request(
+            2,
+            "c1",
+            1,
+            Some(&epoch),
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None), delete("zz")],
+            )],
+            None,
+        );
+        assert_eq!(
+            push_results(&sync(P, "alice", &req, Some(&a)))[0].status,
+            PushStatus::Applied
+        );
     }
 
     #[pg_test]
     fn allowed_map_keys_must_be_declared() {
         setup_tasks();
         let epoch = acquire_epoch(P, "alice", "c1");
-        let req = request(2, "c1", 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        let req = request(
+            2,
+            "c1",
+            1,
+            Some(&epoch),
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            None,
+        );
         let bad = json!({"project_id": ["p1"], "team_id": ["x"]});
-        expect_error(call("sync", P, "alice", &req, Some(&bad)), "22023", "sync.invalid_subscription", "team_id");
+        expect_error(
+            call("sync", P, "alice", &req, Some(&bad)),
+            "22023",
+            "sync.invalid_subscription",
+            "team_id",
+        );
         let malformed = json!({"project_id": "p1"});
         assert!(call("sync", P, "alice", &req, Some(&malformed)).is_err());
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
@@ -200,15 +399,33 @@ mod tests {
         setup_tasks();
         let a = allowed_p1_p2();
         let epoch = acquire_epoch(P, "alice", "c1");
-        let req = request(2, "c1", 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(empty_pull()));
+        let req = request(
+            2,
+            "c1",
+            1,
+            Some(&epoch),
+            vec![commit(
+                "k1",
+                vec![upsert(&task("t1", "p1", "a", None), None)],
+            )],
+            Some(empty_pull()),
+        );
         // pull() validates but does not apply the push.
-        let resp = syncular_protocol::response::decode_response(&call("pull", P, "alice", &req, Some(&a)).unwrap()).unwrap();
+        let resp = syncular_protocol::response::decode_response(
+            &call("pull", P, "alice", &req, Some(&a)).unwrap(),
+        )
+        .unwrap();
         assert!(push_results(&resp).is_empty());
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
         // push() applies and answers only push results.
-        let resp = syncular_protocol::response::decode_response(&call("push", P, "alice", &req, Some(&a)).unwrap()).unwrap();
+        let resp = syncular_protocol::response::decode_response(
+            &call("push", P, "alice", &req, Some(&a)).unwrap(),
+        )
+        .unwrap();
         assert_eq!(resp.frames.len(), 1);
-        assert!(matches!(&resp.frames[0], ResponseFrame::PushResult(r) if r.status == PushStatus::Applied && r.commit_seq == Some(1)));
+        assert!(
+            matches!(&resp.frames[0], ResponseFrame::PushResult(r) if r.status == PushStatus::Applied && r.commit_seq == Some(1))
+        );
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 1);
     }
 }

@@ -8,7 +8,9 @@ use pgrx::JsonB;
 use serde_json::{json, Value};
 use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS};
 use syncular_protocol::frame_fields::Op;
-use syncular_protocol::request::{encode_request, Operation, PullHeader, PullRequest, PushCommit, ReqHeader, Request};
+use syncular_protocol::request::{
+    encode_request, Operation, PullHeader, PullRequest, PushCommit, ReqHeader, Request,
+};
 use syncular_protocol::response::{decode_response, OpResult, PushResult, Response, ResponseFrame};
 use syncular_protocol::row_codec::{encode_row, RowValue, TableLayout};
 use syncular_protocol::schema_ir::Schema;
@@ -24,7 +26,11 @@ pub fn setup_tasks() {
 
 /// The codec layout of `tasks` at version 1.
 pub fn tasks_layout() -> TableLayout {
-    Schema::from_value(&support::tasks_ir(1)).expect("tasks IR").tables[0].layout().clone()
+    Schema::from_value(&support::tasks_ir(1))
+        .expect("tasks IR")
+        .tables[0]
+        .layout()
+        .clone()
 }
 
 /// A `tasks` row: id, project_id, title, done = false, code; every other
@@ -46,7 +52,11 @@ pub fn task(id: &str, project: &str, title: &str, code: Option<&str>) -> Vec<Opt
 }
 
 /// Sets column `name` of a row built by [`task`].
-pub fn with(mut row: Vec<Option<RowValue>>, name: &str, value: Option<RowValue>) -> Vec<Option<RowValue>> {
+pub fn with(
+    mut row: Vec<Option<RowValue>>,
+    name: &str,
+    value: Option<RowValue>,
+) -> Vec<Option<RowValue>> {
     let i = tasks_layout().index_of(name).expect("column");
     row[i] = value;
     row
@@ -63,17 +73,32 @@ pub fn upsert(row: &[Option<RowValue>], base_version: Option<i64>) -> Operation 
         Some(RowValue::String(s)) => s.clone(),
         other => panic!("row id {other:?}"),
     };
-    Operation { table: "tasks".into(), row_id: id, op: Op::Upsert, base_version, payload: Some(payload(row)) }
+    Operation {
+        table: "tasks".into(),
+        row_id: id,
+        op: Op::Upsert,
+        base_version,
+        payload: Some(payload(row)),
+    }
 }
 
 /// A delete of `tasks/row_id`.
 pub fn delete(row_id: &str) -> Operation {
-    Operation { table: "tasks".into(), row_id: row_id.into(), op: Op::Delete, base_version: None, payload: None }
+    Operation {
+        table: "tasks".into(),
+        row_id: row_id.into(),
+        op: Op::Delete,
+        base_version: None,
+        payload: None,
+    }
 }
 
 /// A commit.
 pub fn commit(id: &str, operations: Vec<Operation>) -> PushCommit {
-    PushCommit { client_commit_id: id.into(), operations }
+    PushCommit {
+        client_commit_id: id.into(),
+        operations,
+    }
 }
 
 /// A pull header with no subscriptions (rows accepted inline and external).
@@ -100,7 +125,11 @@ pub fn request(
 ) -> Vec<u8> {
     encode_request(&Request {
         wire_version,
-        header: ReqHeader { client_id: client_id.into(), schema_version, log_epoch: log_epoch.map(str::to_owned) },
+        header: ReqHeader {
+            client_id: client_id.into(),
+            schema_version,
+            log_epoch: log_epoch.map(str::to_owned),
+        },
         commits,
         pull,
         unknown: vec![],
@@ -128,7 +157,12 @@ pub fn call(
     subtransaction::run(move || {
         Spi::get_one_with_args::<Vec<u8>>(
             &sql,
-            &[partition.into(), actor.into(), request.into(), allowed.into()],
+            &[
+                partition.into(),
+                actor.into(),
+                request.into(),
+                allowed.into(),
+            ],
         )
         .unwrap_or_else(|e| panic!("SPI: {e}"))
         .expect("non-NULL response")
@@ -137,16 +171,25 @@ pub fn call(
 
 /// `syncular.sync` decoded; panics on an ERROR.
 pub fn sync(partition: &str, actor: &str, request: &[u8], allowed: Option<&Value>) -> Response {
-    let bytes = call("sync", partition, actor, request, allowed).unwrap_or_else(|e| panic!("sync failed: {e:?}"));
+    let bytes = call("sync", partition, actor, request, allowed)
+        .unwrap_or_else(|e| panic!("sync failed: {e:?}"));
     decode_response(&bytes).expect("decodable response")
 }
 
 /// Acquires the partition's log epoch (a v2 request without `logEpoch`).
 pub fn acquire_epoch(partition: &str, actor: &str, client_id: &str) -> String {
-    let resp = sync(partition, actor, &request(2, client_id, 1, None, vec![], Some(empty_pull())), None);
+    let resp = sync(
+        partition,
+        actor,
+        &request(2, client_id, 1, None, vec![], Some(empty_pull())),
+        None,
+    );
     let epoch = resp.header.epoch.expect("v2 header");
     assert!(epoch.reset_required, "acquisition answers resetRequired");
-    assert!(resp.frames.is_empty(), "reset response ends after RESP_HEADER");
+    assert!(
+        resp.frames.is_empty(),
+        "reset response ends after RESP_HEADER"
+    );
     epoch.log_epoch
 }
 
@@ -159,7 +202,12 @@ pub fn push(
     commits: Vec<PushCommit>,
     allowed: Option<&Value>,
 ) -> Vec<PushResult> {
-    let resp = sync(partition, actor, &request(2, client_id, 1, Some(epoch), commits, None), allowed);
+    let resp = sync(
+        partition,
+        actor,
+        &request(2, client_id, 1, Some(epoch), commits, None),
+        allowed,
+    );
     push_results(&resp)
 }
 
@@ -176,9 +224,18 @@ pub fn push_results(resp: &Response) -> Vec<PushResult> {
 
 /// The single error record of a rejected result: `(opIndex, code, retryable)`.
 pub fn rejection(result: &PushResult) -> (i32, String, bool) {
-    assert_eq!(result.results.len(), 1, "a rejection carries the terminating record only: {result:?}");
+    assert_eq!(
+        result.results.len(),
+        1,
+        "a rejection carries the terminating record only: {result:?}"
+    );
     match &result.results[0] {
-        OpResult::Error { op_index, code, retryable, .. } => (*op_index, code.clone(), *retryable),
+        OpResult::Error {
+            op_index,
+            code,
+            retryable,
+            ..
+        } => (*op_index, code.clone(), *retryable),
         other => panic!("expected an error record, got {other:?}"),
     }
 }
