@@ -510,3 +510,136 @@ fn eight_connections_push_concurrently_and_the_log_stays_dense_and_exactly_once(
         elapsed.as_secs_f64()
     );
 }
+
+#[test]
+fn a_backend_killed_while_holding_the_partition_lock_leaves_no_trace() {
+    let mut admin = connect();
+    register_schema(&mut admin).expect("register the sample schema");
+    let partition = partition_name("killed-backend");
+    let mut probe = RawSession::new(
+        connect(),
+        &partition,
+        ACTOR,
+        "probe",
+        Some(allow_all_projects()),
+    );
+    let epoch = probe.acquire_epoch().expect("epoch");
+    let mut listener =
+        syncular_integration_tests::notify::CommitListener::listen(connect()).expect("LISTEN");
+    let allowed = allow_all_projects();
+
+    // A: pushes c1 inside an open transaction — it now holds the partition lock.
+    let mut victim = connect();
+    let victim_pid: i32 = victim
+        .query_one("SELECT pg_backend_pid()", &[])
+        .expect("pid")
+        .get(0);
+    let c1 = request(
+        "client-a",
+        Some(&epoch),
+        vec![commit(
+            "c1",
+            vec![upsert(&Task::new("a1", "p1", "doomed"), None)],
+        )],
+    );
+    victim.batch_execute("BEGIN").expect("begin");
+    let response: Vec<u8> = victim
+        .query_one(
+            "SELECT syncular.sync($1::text, $2::text, $3::bytea, $4::jsonb)",
+            &[&partition, &ACTOR, &c1, &Some(&allowed)],
+        )
+        .map_err(|e| db_message(&e))
+        .expect("push c1 in an open transaction")
+        .get(0);
+    let out = push_outcomes(&decode_response(&response).expect("decode"));
+    assert_eq!(
+        (out[0].status, out[0].commit_seq),
+        (PushStatus::Applied, Some(1))
+    );
+
+    // B: pushes c2 and must wait for the lock.
+    let waiter = {
+        let (partition, epoch, allowed) = (partition.clone(), epoch.clone(), allowed.clone());
+        thread::spawn(move || {
+            let mut conn = connect();
+            conn.batch_execute("SET statement_timeout = '60s'")
+                .expect("settings");
+            let c2 = request(
+                "client-b",
+                Some(&epoch),
+                vec![commit(
+                    "c2",
+                    vec![upsert(&Task::new("b1", "p1", "survivor"), None)],
+                )],
+            );
+            let response = call_sync(&mut conn, &partition, ACTOR, &c2, Some(&allowed))
+                .unwrap_or_else(|e| panic!("push c2: {}", db_message(&e)));
+            push_outcomes(&decode_response(&response).expect("decode"))
+        })
+    };
+    // Wait until B is actually blocked on A's lock, then kill A's backend.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let blocked: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&victim_pid],
+            )
+            .expect("pg_stat_activity")
+            .get(0);
+        if blocked > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never blocked on the partition lock held by A"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let killed: bool = admin
+        .query_one("SELECT pg_terminate_backend($1)", &[&victim_pid])
+        .expect("terminate")
+        .get(0);
+    assert!(killed);
+    let out = waiter.join().expect("B finished");
+    assert_eq!(
+        (out[0].status, out[0].commit_seq),
+        (PushStatus::Applied, Some(1)),
+        "B gets commitSeq 1: A's commit never happened"
+    );
+    assert!(victim.is_closed() || victim.query_one("SELECT 1", &[]).is_err());
+
+    // A's client retries c1 on a new connection: a fresh apply, not a replay.
+    let mut retry = connect();
+    let response = call_sync(&mut retry, &partition, ACTOR, &c1, Some(&allowed)).expect("retry c1");
+    let out = push_outcomes(&decode_response(&response).expect("decode"));
+    assert_eq!(
+        (out[0].status, out[0].commit_seq),
+        (PushStatus::Applied, Some(2))
+    );
+
+    let log: Vec<(i64, String)> = admin
+        .query(
+            "SELECT commit_seq, client_commit_id FROM syncular.sync_commits WHERE partition = $1 ORDER BY 1",
+            &[&partition],
+        )
+        .expect("log")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(log, [(1, "c2".to_owned()), (2, "c1".to_owned())]);
+    let seen = listener
+        .wait_for(
+            &partition,
+            2,
+            Duration::from_millis(400),
+            Duration::from_secs(10),
+        )
+        .expect("listen");
+    let payloads: Vec<String> = seen.into_iter().map(|n| n.payload).collect();
+    assert_eq!(
+        payloads,
+        [1, 2].map(|s| syncular_integration_tests::notify::expected_payload(&partition, s)),
+        "the killed transaction was never announced"
+    );
+}
