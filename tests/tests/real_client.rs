@@ -428,3 +428,120 @@ fn a_client_on_an_unserved_schema_version_stops_at_the_floor() {
         .expect("server rows")
         .is_empty());
 }
+
+#[test]
+fn a_paged_bootstrap_under_concurrent_writes_converges_to_the_server_rows() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use syncular_integration_tests::wire::{commit, delete, upsert, RawSession, Task};
+
+    let partition = fresh_partition("real-client-busy-bootstrap");
+    let allowed = allow_projects(&["p1", "p2"]);
+    // Seed 150 rows so the bootstrap needs many small pages.
+    let mut seeder = RawSession::new(
+        connect(),
+        &partition,
+        "wanda",
+        "seeder",
+        Some(allowed.clone()),
+    );
+    seeder.acquire_epoch().expect("epoch");
+    let seed: Vec<_> = (0..150)
+        .map(|i| {
+            upsert(
+                &Task::new(
+                    format!("r{i:03}"),
+                    if i % 2 == 0 { "p1" } else { "p2" },
+                    format!("seed {i}"),
+                ),
+                None,
+            )
+        })
+        .collect();
+    seeder.push(vec![commit("seed", seed)]).expect("seed");
+
+    // The writer keeps updating, deleting and re-inserting rows while B bootstraps.
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (mut s, done) = (seeder, Arc::clone(&done));
+        std::thread::spawn(move || {
+            for k in 0..240u32 {
+                let i = (k * 37) % 160;
+                let id = format!("r{i:03}");
+                let project = if i % 2 == 0 { "p1" } else { "p2" };
+                let op = if k % 5 == 4 {
+                    delete(&id, None)
+                } else {
+                    upsert(&Task::new(id, project, format!("edit {k}")), None)
+                };
+                let out = s
+                    .push(vec![commit(format!("w{k}"), vec![op])])
+                    .expect("writer push");
+                assert_ne!(
+                    out[0].status,
+                    ssp2::model::PushStatus::Rejected,
+                    "{:?}",
+                    out[0]
+                );
+            }
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+
+    let limits = syncular_client::ClientLimits {
+        limit_snapshot_rows: Some(7),
+        max_snapshot_pages: Some(1),
+        limit_commits: Some(5),
+        ..Default::default()
+    };
+    let mut b = syncular_client::SyncClient::new(
+        "busy-reader".to_owned(),
+        &syncular_integration_tests::fixtures::schema_ir(),
+        limits,
+    )
+    .expect("client B");
+    subscribe_projects(&mut b, "b", &["p1", "p2"]).expect("subscribe");
+    let mut tb = PgTransport::new(connect(), &partition, "bob", Some(allowed));
+    let mut rounds = 0;
+    while !done.load(Ordering::SeqCst) {
+        syncular_integration_tests::clients::sync_once(&mut b, &mut tb)
+            .expect("B round under load");
+        rounds += 1;
+        assert!(rounds < 5_000, "bounded");
+    }
+    writer.join().expect("writer");
+    for _ in 0..20 {
+        let report = sync_idle(&mut b, &mut tb, 50).expect("B catches up");
+        if report.commits_applied == 0
+            && report.segment_rows_applied == 0
+            && report.bootstrapping.is_empty()
+        {
+            break;
+        }
+    }
+    assert!(
+        rounds > 3,
+        "B synced while the writer ran ({rounds} rounds)"
+    );
+
+    let server: Vec<(String, i64, String)> = server_tasks(&mut connect(), &partition)
+        .expect("server rows")
+        .into_iter()
+        .map(|r| (r.0, r.5, r.2))
+        .collect();
+    let held: Vec<(String, i64, String)> = held_snapshot(&b)
+        .expect("B rows")
+        .into_iter()
+        .map(|r| {
+            (
+                r.0,
+                r.1,
+                r.2["title"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        held, server,
+        "B converged to exactly the server's rows and versions"
+    );
+}
