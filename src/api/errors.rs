@@ -18,7 +18,7 @@
 //! | `internal` | XX000 | internal_error |
 //! | `syncular.invalid_schema` | 42P15 | invalid_schema_definition |
 //! | `syncular.schema_refused`, `syncular.no_schema` | 55000 | object_not_in_prerequisite_state |
-//! | `syncular.invalid_resolver` | 22023 | invalid_parameter_value |
+//! | `syncular.invalid_resolver`, `syncular.invalid_argument` | 22023 | invalid_parameter_value |
 //! | `syncular.resolver_malformed` | 39000 | external_routine_invocation_exception |
 //! | `syncular.internal` | XX000 | internal_error |
 //!
@@ -54,7 +54,9 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
         HostCode::SchemaRefused | HostCode::NoSchema => {
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
         }
-        HostCode::InvalidResolver => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        HostCode::InvalidResolver | HostCode::InvalidArgument => {
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
+        }
         HostCode::ResolverMalformed => PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION,
         HostCode::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     }

@@ -19,7 +19,7 @@ fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
     match value {
         Some(v) => v,
         None => raise(EngineError::host(
-            HostCode::InvalidResolver,
+            HostCode::InvalidArgument,
             format!("argument {name} must not be NULL"),
         )),
     }
@@ -149,7 +149,7 @@ fn commit(
     let actor_id = required(actor_id, "actor_id");
     let Some(operations) = operations else {
         raise(EngineError::host(
-            HostCode::InvalidResolver,
+            HostCode::InvalidArgument,
             "argument operations must not be NULL",
         ))
     };

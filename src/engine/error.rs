@@ -31,6 +31,10 @@ pub enum HostCode {
     /// The scope resolver returned something that is not a map of string
     /// lists. SQLSTATE 39000 (`external_routine_invocation_exception`).
     ResolverMalformed,
+    /// A SQL function argument is unusable: NULL where a value is required,
+    /// or a malformed `allowed_scopes` map given to `syncular.sync` & co.
+    /// SQLSTATE 22023 (`invalid_parameter_value`).
+    InvalidArgument,
     /// An invariant of the extension's own storage broke (a bug or a
     /// hand-edited catalog). SQLSTATE XX000 (`internal_error`).
     Internal,
@@ -45,6 +49,7 @@ impl HostCode {
             HostCode::NoSchema => "syncular.no_schema",
             HostCode::InvalidResolver => "syncular.invalid_resolver",
             HostCode::ResolverMalformed => "syncular.resolver_malformed",
+            HostCode::InvalidArgument => "syncular.invalid_argument",
             HostCode::Internal => "syncular.internal",
         }
     }

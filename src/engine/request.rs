@@ -64,6 +64,7 @@ fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> 
 /// §3.2 rule 3: the allowed map, from the gateway argument or the resolver,
 /// key-validated against the union of every table's declared variables.
 /// Errors: `sync.invalid_subscription` (undeclared key), a malformed map
+/// argument (`syncular.invalid_argument`) or resolver result
 /// (`syncular.resolver_malformed`), resolver storage failures.
 pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> EngineResult<Allowed> {
     let allowed = match caller.allowed_scopes {
@@ -71,7 +72,7 @@ pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> Engine
             .map(Allowed::Map)
             .map_err(|problem| {
                 EngineError::host(
-                    HostCode::ResolverMalformed,
+                    HostCode::InvalidArgument,
                     format!("allowed_scopes argument {problem}"),
                 )
             })?,
@@ -140,7 +141,8 @@ pub fn bind_client_id(
 /// - `sync.too_many_operations` (§6.1 cap, GUC `syncular.max_operations`);
 /// - `sync.invalid_subscription` / `sync.unknown_table` (subscriptions,
 ///   allowed-map keys);
-/// - `syncular.no_schema`, `syncular.resolver_malformed`, `syncular.internal`.
+/// - `syncular.no_schema`, `syncular.invalid_argument` (malformed
+///   `allowed_scopes`), `syncular.resolver_malformed`, `syncular.internal`.
 ///
 /// Not errors: an unserved `schemaVersion` (schema-floor response) and an
 /// absent/different v2 `logEpoch` (reset response).

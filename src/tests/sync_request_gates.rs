@@ -71,7 +71,9 @@ mod tests {
         let null = crate::store::subtransaction::run(|| {
             Spi::get_one::<Vec<u8>>("SELECT syncular.sync(NULL, 'a', '\\x00'::bytea)").unwrap()
         });
-        assert!(null.is_err(), "NULL partition must raise");
+        let null = null.unwrap_err();
+        assert_eq!(null.sqlstate, "22023");
+        assert!(null.message.starts_with("syncular.invalid_argument: argument partition"), "{null:?}");
     }
 
     #[pg_test]
@@ -390,7 +392,7 @@ mod tests {
             "team_id",
         );
         let malformed = json!({"project_id": "p1"});
-        assert!(call("sync", P, "alice", &req, Some(&malformed)).is_err());
+        expect_error(call("sync", P, "alice", &req, Some(&malformed)), "22023", "syncular.invalid_argument", "project_id");
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
     }
 
