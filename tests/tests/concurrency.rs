@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 use ssp2::model::{Frame, PushStatus};
 use syncular_integration_tests::connect;
-use syncular_integration_tests::fixtures::{allow_all_projects, partition_name, register_schema};
+use syncular_integration_tests::fixtures::{
+    allow_all_projects, allow_projects, partition_name, register_schema,
+};
 use syncular_integration_tests::transport::call_sync;
 use syncular_integration_tests::wire::{
     commit, db_message, decode_response, delivered, pull_header, push_outcomes, request,
@@ -641,5 +643,231 @@ fn a_backend_killed_while_holding_the_partition_lock_leaves_no_trace() {
         payloads,
         [1, 2].map(|s| syncular_integration_tests::notify::expected_payload(&partition, s)),
         "the killed transaction was never announced"
+    );
+}
+
+/// One optimistic update attempt's outcome.
+enum Attempt {
+    Applied,
+    Conflict {
+        server_version: i64,
+        server_row: Task,
+    },
+}
+
+fn attempt(
+    pusher: &mut Pusher,
+    client_id: &str,
+    commit_id: String,
+    row: &Task,
+    base: i64,
+) -> Attempt {
+    let outcomes = pusher.push(
+        client_id,
+        vec![commit(commit_id, vec![upsert(row, Some(base))])],
+    );
+    let o = &outcomes[0];
+    match (o.status, o.results.as_slice()) {
+        (PushStatus::Applied, _) => Attempt::Applied,
+        (
+            PushStatus::Rejected,
+            [ssp2::model::OpResult::Conflict {
+                code,
+                server_version,
+                server_row,
+                ..
+            }],
+        ) => {
+            assert_eq!(code, "sync.version_conflict", "{o:?}");
+            Attempt::Conflict {
+                server_version: *server_version,
+                server_row: syncular_integration_tests::wire::decode_task(server_row)
+                    .expect("conflict serverRow decodes"),
+            }
+        }
+        _ => panic!("expected applied or a version conflict, got {o:?}"),
+    }
+}
+
+#[test]
+fn concurrent_base_version_updates_never_lose_an_update() {
+    const WORKERS: usize = 8;
+    const INCREMENTS: i64 = 20;
+    let mut admin = connect();
+    register_schema(&mut admin).expect("register the sample schema");
+    let partition = partition_name("lost-update");
+    let mut seed = RawSession::new(
+        connect(),
+        &partition,
+        ACTOR,
+        "seed",
+        Some(allow_all_projects()),
+    );
+    let epoch = seed.acquire_epoch().expect("epoch");
+    let mut counter = Task::new("counter", "p1", "count");
+    counter.priority = Some(0);
+    let out = seed
+        .push(vec![commit("seed", vec![upsert(&counter, Some(0))])])
+        .expect("seed");
+    assert_eq!(
+        out[0].status,
+        PushStatus::Applied,
+        "baseVersion 0 inserts: {:?}",
+        out[0]
+    );
+
+    let start = Arc::new(TimedBarrier::new(WORKERS));
+    let handles: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (partition, epoch, start) = (partition.clone(), epoch.clone(), Arc::clone(&start));
+            thread::spawn(move || {
+                let mut conn = connect();
+                conn.batch_execute("SET statement_timeout = '60s'")
+                    .expect("settings");
+                let mut pusher = Pusher {
+                    conn,
+                    partition,
+                    epoch,
+                    allowed: allow_all_projects(),
+                };
+                let client = format!("inc-{w}");
+                let (mut version, mut value) = (1i64, 0i64);
+                let (mut done, mut conflicts, mut n) = (0i64, 0u32, 0u32);
+                start.wait(Duration::from_secs(60));
+                while done < INCREMENTS {
+                    n += 1;
+                    assert!(n < 5_000, "worker {w}: no progress");
+                    let mut next = Task::new("counter", "p1", format!("by {w}"));
+                    next.priority = Some(value + 1);
+                    match attempt(&mut pusher, &client, format!("a{n}"), &next, version) {
+                        Attempt::Applied => {
+                            done += 1;
+                            version += 1;
+                            value += 1;
+                        }
+                        Attempt::Conflict {
+                            server_version,
+                            server_row,
+                        } => {
+                            conflicts += 1;
+                            assert!(
+                                server_version > version,
+                                "a conflict reports a newer version"
+                            );
+                            version = server_version;
+                            value = server_row.priority.expect("counter value");
+                        }
+                    }
+                }
+                conflicts
+            })
+        })
+        .collect();
+    let conflicts: u32 = handles.into_iter().map(|h| h.join().expect("worker")).sum();
+
+    let total = WORKERS as i64 * INCREMENTS;
+    let row = admin
+        .query_one(
+            "SELECT priority, _sync_version FROM public.tasks WHERE _sync_partition = $1 AND id = 'counter'",
+            &[&partition],
+        )
+        .expect("counter row");
+    let (value, version): (Option<i64>, i64) = (row.get(0), row.get(1));
+    assert_eq!(
+        value,
+        Some(total),
+        "every applied increment counted once ({conflicts} conflicts)"
+    );
+    assert_eq!(
+        version,
+        total + 1,
+        "server_version = baseVersion + 1 on every applied update"
+    );
+    let changes: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM syncular.sync_changes WHERE partition = $1 AND row_id = 'counter'",
+            &[&partition],
+        )
+        .expect("changes")
+        .get(0);
+    assert_eq!(
+        changes,
+        total + 1,
+        "one change per applied commit, none for conflicts"
+    );
+    assert!(conflicts > 0, "the workers really raced");
+
+    // An insert race on a fresh id: exactly one baseVersion-0 insert wins,
+    // every other sees a conflict carrying the winner's row.
+    let start = Arc::new(TimedBarrier::new(WORKERS));
+    let handles: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (partition, epoch, start) = (partition.clone(), epoch.clone(), Arc::clone(&start));
+            thread::spawn(move || {
+                let mut pusher = Pusher {
+                    conn: connect(),
+                    partition,
+                    epoch,
+                    allowed: allow_all_projects(),
+                };
+                start.wait(Duration::from_secs(60));
+                let row = Task::new("contested", "p1", format!("claimed by {w}"));
+                match attempt(
+                    &mut pusher,
+                    &format!("claim-{w}"),
+                    "claim".to_owned(),
+                    &row,
+                    0,
+                ) {
+                    Attempt::Applied => None,
+                    Attempt::Conflict {
+                        server_version,
+                        server_row,
+                    } => Some((server_version, server_row.title)),
+                }
+            })
+        })
+        .collect();
+    let results: Vec<Option<(i64, String)>> = handles
+        .into_iter()
+        .map(|h| h.join().expect("claimer"))
+        .collect();
+    let winners = results.iter().filter(|r| r.is_none()).count();
+    assert_eq!(winners, 1, "exactly one insert wins: {results:?}");
+    let stored: String = admin
+        .query_one(
+            "SELECT title FROM public.tasks WHERE _sync_partition = $1 AND id = 'contested'",
+            &[&partition],
+        )
+        .expect("contested row")
+        .get(0);
+    for (version, title) in results.into_iter().flatten() {
+        assert_eq!(
+            (version, title.as_str()),
+            (1, stored.as_str()),
+            "losers see the winner's row"
+        );
+    }
+
+    // A loser not allowed the winner's scope learns nothing: sync.forbidden, not a conflict.
+    let mut outsider = Pusher {
+        conn: connect(),
+        partition: partition.clone(),
+        epoch,
+        allowed: allow_projects(&["p9"]),
+    };
+    let out = outsider.push(
+        "outsider",
+        vec![commit(
+            "peek",
+            vec![upsert(&Task::new("contested", "p9", "peek"), Some(0))],
+        )],
+    );
+    assert_eq!(out[0].status, PushStatus::Rejected, "{:?}", out[0]);
+    assert_eq!(
+        out[0].error_codes(),
+        ["sync.forbidden"],
+        "no row leaks in a conflict: {:?}",
+        out[0]
     );
 }
