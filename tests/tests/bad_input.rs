@@ -542,6 +542,37 @@ fn maximal_clamp_pulls_stay_within_the_byte_budget_and_page_to_completion() {
         "commits 1..{commits} each exactly once"
     );
 
+    // Many fresh bootstraps in one request at the maximal clamps: the budget
+    // bounds the whole response (each subscription adds at most one row and
+    // its framing once the budget is spent).
+    const SUBS: usize = 24;
+    let ids: Vec<String> = (0..SUBS).map(|i| format!("many-{i}")).collect();
+    let mut frames = vec![pull_header(i32::MAX, i32::MAX, i32::MAX, 0b0001)];
+    for id in &ids {
+        frames.push(subscription(
+            id,
+            "tasks",
+            &[("project_id", &["p1"])],
+            -1,
+            None,
+        ));
+    }
+    let response = s
+        .send_bytes(&s.encode(frames))
+        .expect("many-subscription pull");
+    assert!(
+        response.len() <= budget + SUBS * (row_bytes + 1024) + slack,
+        "{SUBS} bootstraps built a {} B response (budget {budget} B)",
+        response.len()
+    );
+    let msg = decode_response(&response).expect("decodes");
+    let ends = msg
+        .frames
+        .iter()
+        .filter(|f| matches!(f, Frame::SubEnd { .. }))
+        .count();
+    assert_eq!(ends, SUBS, "every subscription is answered, in order");
+
     // Negative limits clamp to 1 (silently): one row per page, still valid.
     let bytes = s.encode(vec![
         pull_header(i32::MIN, i32::MIN, i32::MIN, 0b0011),
