@@ -44,7 +44,9 @@ use crate::store::{partitions, push_results, tombstones};
 /// with §6.3.1 recovery metadata, its `PUSH_RESULT_DETAILS`.
 #[derive(Debug, Clone)]
 pub struct CommitAnswer {
+    /// The commit's `PUSH_RESULT` (applied, cached or rejected).
     pub result: PushResult,
+    /// The §6.3.1 companion of a rejection, when its record carries details.
     pub details: Option<PushResultDetails>,
 }
 

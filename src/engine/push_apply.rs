@@ -43,8 +43,11 @@ use crate::store::row_scopes;
 /// the commit's `commitSeq` is allocated.
 #[derive(Debug, Clone)]
 pub struct StagedChange {
+    /// IR table name (`tbl`).
     pub table: String,
+    /// The row's `rowId` (rendered primary key).
     pub row_id: String,
+    /// Upsert or delete.
     pub op: Op,
     /// `server_version` after the write (upserts).
     pub row_version: Option<i64>,

@@ -28,7 +28,9 @@ use syncular_protocol::ErrorCode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoredStatus {
+    /// Every operation applied; carries a `commitSeq`.
     Applied,
+    /// Terminated by one operation's record; no `commitSeq`.
     Rejected,
 }
 
@@ -36,26 +38,38 @@ pub enum StoredStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum StoredOpResult {
+    /// The operation applied.
     Applied {
+        /// Index into the commit's operations.
         #[serde(rename = "opIndex")]
         op_index: i32,
     },
+    /// A `baseVersion` conflict (§6.2) disclosing the authorized stored row.
     Conflict {
+        /// Index into the commit's operations.
         #[serde(rename = "opIndex")]
         op_index: i32,
+        /// `sync.version_conflict`.
         code: String,
+        /// Diagnostic text.
         message: String,
+        /// The stored row's `server_version`.
         #[serde(rename = "serverVersion")]
         server_version: i64,
         /// Standard base64 of the row-codec bytes.
         #[serde(rename = "serverRow")]
         server_row: String,
     },
+    /// The operation failed with a §10 code.
     Error {
+        /// Index into the commit's operations.
         #[serde(rename = "opIndex")]
         op_index: i32,
+        /// The §10.2 code, e.g. `sync.forbidden`.
         code: String,
+        /// Diagnostic text (never rendered to end users).
         message: String,
+        /// §10.2 `retryable` of the code.
         retryable: bool,
     },
 }
@@ -63,8 +77,10 @@ pub enum StoredOpResult {
 /// One stored §6.3.1 detail entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredDetail {
+    /// Index of the `error` record the details belong to.
     #[serde(rename = "opIndex")]
     pub op_index: i32,
+    /// The §6.3.1 normalized details object, as text.
     #[serde(rename = "detailsJson")]
     pub details_json: String,
 }
@@ -72,13 +88,17 @@ pub struct StoredDetail {
 /// The persisted outcome of one commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredPushResult {
+    /// Applied or rejected.
     pub status: StoredStatus,
+    /// The commit's `commitSeq` (applied only).
     #[serde(rename = "commitSeq", default, skip_serializing_if = "Option::is_none")]
     pub commit_seq: Option<i64>,
     /// Server clock when the outcome was recorded, Unix ms.
     #[serde(rename = "recordedAtMs")]
     pub recorded_at_ms: i64,
+    /// One `applied` record per operation, or the terminating record.
     pub results: Vec<StoredOpResult>,
+    /// §6.3.1 details of a rejection (empty when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<StoredDetail>,
 }

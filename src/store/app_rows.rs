@@ -110,7 +110,9 @@ pub fn select_app_row(
 /// The row written by [`upsert_app_row`].
 #[derive(Debug, Clone, Copy)]
 pub struct AppRowWrite<'a> {
+    /// `_sync_partition`.
     pub partition: &'a str,
+    /// `_sync_row_id` (the rendered primary key).
     pub row_id: &'a str,
     /// Decoded values, one per projection column (`None` = NULL).
     pub values: &'a [Option<RowValue>],

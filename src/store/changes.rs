@@ -13,7 +13,9 @@ use crate::store::{StoreError, StoreResult};
 pub struct NewChange {
     /// Position inside the commit, 0-based, in application order.
     pub idx: i32,
+    /// IR table name (`tbl`).
     pub table: String,
+    /// The row's `rowId`.
     pub row_id: String,
     /// `1` = upsert, `2` = delete (§6.1 op bytes).
     pub op: i16,

@@ -9,10 +9,13 @@ use crate::store::{StoreError, StoreResult};
 /// The header of one applied commit.
 #[derive(Debug, Clone, Copy)]
 pub struct NewCommit<'a> {
+    /// Host partition.
     pub partition: &'a str,
     /// Dense per-partition sequence number (≥ 1), from `allocate_commit_seq`.
     pub commit_seq: i64,
+    /// Pushing client (`REQ_HEADER.clientId`).
     pub client_id: &'a str,
+    /// The commit's idempotency id.
     pub client_commit_id: &'a str,
     /// The authenticated actor that pushed it.
     pub actor_id: &'a str,
