@@ -112,6 +112,8 @@ struct Page {
 }
 
 /// Writes the bootstrap pages of one subscription through `emit_segment`
+/// (the caller decided with [`delivers_segments`] that this response serves
+/// the section: at least one segment is written)
 /// (called once per finished SSG2 segment; it writes the `SEGMENT_INLINE`
 /// frame and returns the response's bytes written so far) and returns the
 /// §4.7 outcome. `written` is the response size before the first page.
@@ -130,16 +132,23 @@ pub fn run_bootstrap(
     let mut done = false;
     for page_no in 0..req.limits.max_snapshot_pages {
         if budget.exhausted(written, 0) {
-            deferred = true;
-            if req.fresh && page_no == 0 {
+            if page_no > 0 {
+                deferred = true;
+                break;
+            }
+            if req.fresh {
                 // §5.6: the first-page clear happens only in the response to
-                // the fresh request, so a deferred fresh bootstrap still gets
-                // its first page — empty (a few header bytes): the client
-                // clears, then resumes from the table start with the token.
+                // the fresh request, so a fresh bootstrap deferred by the
+                // budget still gets its first page — empty (a few header
+                // bytes): the client clears, then resumes from the table
+                // start with the token.
                 emit_segment(&empty_segment(req)?)?;
                 segments += 1;
+                deferred = true;
+                break;
             }
-            break;
+            // A resumed bootstrap the caller chose to serve (SUB_START said
+            // `bootstrap = true`) gets a page of at least one row.
         }
         let page = build_page(req, cursor.as_deref(), budget, written)?;
         written = emit_segment(&page.segment)?;
@@ -155,20 +164,29 @@ pub fn run_bootstrap(
     if deferred {
         budget.note_deferred();
     }
-    let resume_token = if done {
-        None
-    } else {
-        Some(
-            ResumeToken {
-                as_of_commit_seq: req.start.as_of_commit_seq,
-                tables: vec![req.table.name().to_owned()],
-                table_index: 0,
-                row_cursor: cursor,
-            }
-            .render(),
-        )
-    };
+    let resume_token = if done { None } else { Some(resume_token(req, cursor)) };
     Ok(BootstrapOutcome { resume_token, segments, rows, deferred })
+}
+
+/// True when a bootstrap section delivers at least one segment in this
+/// response — the value of `SUB_START.bootstrap` ("true iff this response
+/// delivers bootstrap segments", §4.4): always for a fresh bootstrap (its
+/// first segment is never omitted), otherwise unless the budget is already
+/// spent (`written` = response bytes before the section).
+pub fn delivers_segments(fresh: bool, budget: &Budget, written: usize) -> bool {
+    fresh || !budget.exhausted(written, 0)
+}
+
+/// The §4.7 resume token (`SUB_END.bootstrapState`) at `row_cursor` of the
+/// request's pin, canonical text.
+pub fn resume_token(req: &BootstrapRequest<'_>, row_cursor: Option<String>) -> String {
+    ResumeToken {
+        as_of_commit_seq: req.start.as_of_commit_seq,
+        tables: vec![req.table.name().to_owned()],
+        table_index: 0,
+        row_cursor,
+    }
+    .render()
 }
 
 fn segment_header(req: &BootstrapRequest<'_>) -> SegmentHeader {

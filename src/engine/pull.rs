@@ -10,7 +10,9 @@
 //! 3. a token, `cursor < 0` or `cursor > maxCommitSeq` (§4.7) → bootstrap
 //!    ([`super::bootstrap`]): `SUB_START active bootstrap=true`, inline rows
 //!    segments, `SUB_END.nextCursor = asOfCommitSeq` (+ the resume token
-//!    while incomplete);
+//!    while incomplete); `bootstrap=false` and no segment only when the byte
+//!    budget defers a non-fresh bootstrap whole (the token then points at
+//!    the same position);
 //! 4. otherwise incremental ([`super::pull_window`]): `SUB_START active`,
 //!    `COMMIT` frames, `SUB_END.nextCursor` per §4.5.
 //!
@@ -32,7 +34,8 @@ use syncular_protocol::response::{Change, Commit, ResponseWriter, SubEnd, SubSta
 use syncular_protocol::{ErrorCode, ProtocolError};
 
 use crate::engine::bootstrap::{
-    bootstrap_start, inline_rows_required, run_bootstrap, BootstrapRequest,
+    bootstrap_start, delivers_segments, inline_rows_required, resume_token, run_bootstrap,
+    BootstrapRequest,
 };
 use crate::engine::budget::Budget;
 use crate::engine::context::SyncContext;
@@ -194,17 +197,26 @@ fn bootstrap_section<W: Write>(
         bounds.horizon_seq,
     );
     let as_of = start.as_of_commit_seq;
-    let schema_version = ctx.schema.version;
-    active_start(writer, sub, effective, true)?;
     let req = BootstrapRequest {
         partition: &ctx.partition,
-        schema_version,
+        schema_version: ctx.schema.version,
         table,
         effective,
         start,
         fresh: sub.cursor < 0 && sub.bootstrap_state.is_none(),
         limits: *limits,
     };
+    let delivers = delivers_segments(req.fresh, budget, bytes_written(writer));
+    active_start(writer, sub, effective, delivers)?;
+    if !delivers {
+        // Deferred whole by the budget: come back at the same position.
+        budget.note_deferred();
+        let token = resume_token(&req, req.start.row_cursor.clone());
+        writer
+            .sub_end(&SubEnd { next_cursor: as_of, bootstrap_state: Some(token) })
+            .map_err(encoder)?;
+        return Ok(SectionEnd { next_cursor: as_of, active: true });
+    }
     let written = bytes_written(writer);
     let result = run_bootstrap(&req, budget, written, |segment| {
         writer.segment_inline(segment).map_err(encoder)?;

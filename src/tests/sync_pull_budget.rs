@@ -85,8 +85,8 @@ mod tests {
         assert!(two.commits.is_empty());
         assert_eq!(two.end.next_cursor, 0, "deferred with nothing delivered: request cursor");
         let three = &p.sections[2];
-        assert!(three.start.bootstrap);
-        assert!(three.segments.is_empty(), "a resumed bootstrap may be deferred entirely");
+        assert!(three.segments.is_empty(), "a non-fresh bootstrap may be deferred entirely");
+        assert!(!three.start.bootstrap, "SUB_START.bootstrap is true iff segments follow (§4.4)");
         let token = ResumeToken::parse(three.end.bootstrap_state.as_deref().unwrap()).unwrap();
         assert_eq!((token.as_of_commit_seq, token.row_cursor), (s2, None), "come back from a fresh pin");
         assert_eq!(three.end.next_cursor, s2);
