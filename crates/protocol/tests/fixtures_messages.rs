@@ -939,3 +939,42 @@ fn canonical_map_helpers_sort_by_utf16() {
     assert_eq!(keys, vec!["a", "\u{10000}", "\u{FF61}"]);
     assert!(canonical_stored_scopes(vec![("a".into(), "1".into()), ("a".into(), "2".into())]).is_err());
 }
+
+/// Every strict prefix of a valid message is truncated (an error, never a
+/// panic), and every single-byte change either fails to decode or decodes
+/// to a message that re-encodes to exactly the changed bytes.
+#[test]
+fn every_prefix_and_byte_change_is_handled() {
+    let samples = [
+        req(&[hdr(), upsert_commit(), unknown(0x30), pull_header(3), subscription()]),
+        resp(&[
+            resp_header_v1(),
+            lease("l"),
+            push_result_rejected("c"),
+            details("c", &[(1, r#"{"reason":"x"}"#)]),
+            sub_start(),
+            commit(),
+            sub_end(),
+            sub_start_with(SUB_STATUS_ACTIVE, 1),
+            segment_ref(),
+            segment_inline(),
+            sub_end(),
+            error_frame(),
+        ]),
+    ];
+    for bytes in samples {
+        for cut in 0..bytes.len() {
+            let e = decode_message(&bytes[..cut]).expect_err("prefix must not decode");
+            assert_eq!(e.code, ErrorCode::InvalidRequest);
+        }
+        for i in 0..bytes.len() {
+            for delta in [1u8, 0x80, 0xff] {
+                let mut b = bytes.clone();
+                b[i] ^= delta;
+                if let Ok(m) = decode_message(&b) {
+                    assert_eq!(encode_message(&m).unwrap(), b, "byte {i} ^ {delta:#x}");
+                }
+            }
+        }
+    }
+}
