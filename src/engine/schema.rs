@@ -264,10 +264,13 @@ fn write_marker(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<(
 }
 
 /// Registers `ir` (rules in the module docs). Runs in the caller's
-/// transaction: a refusal raises and nothing is changed.
+/// transaction: a refusal raises and nothing is changed. Concurrent
+/// registrations are serialized on the marker table (the later one then
+/// sees the earlier one's result, e.g. `Unchanged`).
 pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<RegisterOutcome> {
     let schema = Schema::from_value(ir).map_err(|e| EngineError::invalid_schema(e.message))?;
     check_app_schema_name(app_schema)?;
+    schema_store::lock_schema_marker()?;
     invalidate_cache();
     let outcome = match schema_store::load_current_version()? {
         None => register_first(&schema, ir, app_schema)?,

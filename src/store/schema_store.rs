@@ -38,6 +38,19 @@ pub struct StoredTable {
     pub layout: Value,
 }
 
+/// Serializes registrations: `LOCK TABLE syncular.sync_schema_versions IN
+/// EXCLUSIVE MODE` until the end of the transaction. Readers (the sync
+/// round's marker lookups) are not blocked; a concurrent registration waits
+/// and then sees this one's committed marker.
+pub fn lock_schema_marker() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update("LOCK TABLE syncular.sync_schema_versions IN EXCLUSIVE MODE", None, &[])
+            .map(|_| ())
+            .map_err(StoreError::spi("lock_schema_marker"))
+    })
+}
+
 /// `(version, xmin)` of the current version row; `None` before the first
 /// registration. Cheap (primary-key index, one row): the per-request cache
 /// check.
