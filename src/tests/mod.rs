@@ -26,3 +26,4 @@ mod sync_pull_budget;
 mod sync_pull_explain;
 mod sync_pull_scopes;
 mod sync_push_access;
+mod sync_push_model;
