@@ -90,14 +90,20 @@ pub struct BootstrapOutcome {
 
 /// Everything a bootstrap section needs besides the response writer.
 pub struct BootstrapRequest<'a> {
+    /// Host partition of the request.
     pub partition: &'a str,
+    /// Registered schema version the segments are encoded for (§5.2 header).
     pub schema_version: i32,
+    /// The subscription's table.
     pub table: &'a RegisteredTable,
+    /// Effective scopes of the subscription (non-empty).
     pub effective: &'a ScopeMap,
+    /// Pin and row cursor ([`bootstrap_start`]).
     pub start: BootstrapStart,
     /// True for a fresh bootstrap in the client's sense (§5.6): request
     /// `cursor < 0` and no token. Its first segment is never omitted.
     pub fresh: bool,
+    /// Clamped §4.2 limits.
     pub limits: PullLimits,
 }
 

@@ -27,10 +27,13 @@ const WINDOW_BATCH_MAX: i64 = 256;
 /// always 0: a subscription's commit frames name only its table).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowChange {
+    /// Primary key of the row.
     pub row_id: String,
+    /// Upsert or delete.
     pub op: Op,
     /// Present for upserts.
     pub row_version: Option<i64>,
+    /// Stored scopes (§3.1), canonical key order.
     pub scopes: StoredScopes,
     /// Present for upserts: the verbatim row-codec payload.
     pub row: Option<Vec<u8>>,
@@ -39,10 +42,13 @@ pub struct WindowChange {
 /// One commit to deliver as a `COMMIT` frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowCommit {
+    /// The commit's `commitSeq`.
     pub commit_seq: i64,
     /// Server commit time (ms since the Unix epoch).
     pub created_at_ms: i64,
+    /// The pushing actor.
     pub actor_id: String,
+    /// Its changes of the subscription's table that match the effective scopes, in `idx` order.
     pub changes: Vec<WindowChange>,
 }
 
@@ -61,11 +67,15 @@ pub struct WindowOutcome {
 
 /// Parameters of one incremental section.
 pub struct WindowRequest<'a> {
+    /// Host partition of the request.
     pub partition: &'a str,
+    /// The subscription's table.
     pub table: &'a str,
+    /// Effective scopes of the subscription (non-empty).
     pub effective: &'a ScopeMap,
     /// The request cursor (`0 ≤ cursor ≤ max_commit_seq`).
     pub cursor: i64,
+    /// `maxCommitSeq` read for this pull (inclusive window end).
     pub max_commit_seq: i64,
     /// Clamped `limitCommits` (changes).
     pub limit_changes: i32,

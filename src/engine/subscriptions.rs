@@ -53,6 +53,7 @@ pub struct ResolvedSubscription {
     pub cursor: i64,
     /// Round-tripped resume token, raw JSON text (§4.3), uninspected here.
     pub bootstrap_state: Option<String>,
+    /// Active with effective scopes, or revoked (§3.2 rule 5).
     pub status: SubscriptionStatus,
 }
 

@@ -28,6 +28,7 @@ use crate::store::{StoreError, StoreResult};
 /// One candidate of a bootstrap page.
 #[derive(Debug, Clone)]
 pub struct PageRow {
+    /// Row id of the candidate (the keyset cursor advances over it).
     pub row_id: String,
     /// `None` when the app row vanished between index and table (cursor still advances).
     pub data: Option<PageRowData>,
@@ -47,12 +48,14 @@ pub struct PageRowData {
 /// Parameters of one bootstrap page read.
 #[derive(Debug, Clone, Copy)]
 pub struct PageQuery<'a> {
+    /// Host partition.
     pub partition: &'a str,
     /// The app table, schema-qualified and already quoted
     /// (`RegisteredTable::qualified_name`).
     pub app_table: &'a str,
     /// The table name as registered (the `tbl` key of the scope index).
     pub table: &'a str,
+    /// The scope variable whose index entries select candidates.
     pub variable: &'a str,
     /// Effective values of `variable` (non-empty).
     pub values: &'a [String],

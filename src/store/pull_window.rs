@@ -52,9 +52,11 @@ pub fn read_partition_bounds(partition: &str) -> StoreResult<PartitionBounds> {
 /// advances the window.
 #[derive(Debug, Clone)]
 pub struct WindowRow {
+    /// The candidate commit.
     pub commit_seq: i64,
     /// `None` when the `sync_commits` row is missing (a pruned/vanished commit).
     pub meta: Option<CommitMeta>,
+    /// One of its changes of the table; `None` when it has none.
     pub change: Option<WindowChange>,
 }
 
@@ -63,6 +65,7 @@ pub struct WindowRow {
 pub struct CommitMeta {
     /// Server commit time, ms since the Unix epoch.
     pub created_at_ms: i64,
+    /// The pushing actor.
     pub actor_id: String,
 }
 
@@ -71,6 +74,7 @@ pub struct CommitMeta {
 pub struct WindowChange {
     /// Position of the change inside its commit (0-based).
     pub idx: i32,
+    /// Primary key of the changed row.
     pub row_id: String,
     /// `1` = upsert, `2` = delete.
     pub op: i16,
@@ -104,7 +108,9 @@ ORDER BY c.commit_seq, ch.idx";
 /// The parameters of one window page read.
 #[derive(Debug, Clone, Copy)]
 pub struct WindowPageQuery<'a> {
+    /// Host partition.
     pub partition: &'a str,
+    /// Table name (`tbl`).
     pub table: &'a str,
     /// The scope variable whose values select candidates (§3.1 index key).
     pub variable: &'a str,
