@@ -105,9 +105,12 @@ impl RegisteredSchema {
     }
 }
 
+/// Cache key: the marker row's (version, xmin).
+type CacheKey = (i64, String);
+
 thread_local! {
     /// Backend cache: (version, xmin of its marker row) → loaded schema.
-    static CACHE: RefCell<Option<((i64, String), Rc<RegisteredSchema>)>> = const { RefCell::new(None) };
+    static CACHE: RefCell<Option<(CacheKey, Rc<RegisteredSchema>)>> = const { RefCell::new(None) };
 }
 
 /// Drops the backend cache (after a registration in this backend).
