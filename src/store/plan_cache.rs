@@ -13,6 +13,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::rc::Rc;
 
 use pgrx::datum::DatumWithOid;
@@ -21,7 +22,10 @@ use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult, SpiTupleTable};
 use pgrx::PgOid;
 
 struct Kept {
-    plan: OwnedPreparedStatement,
+    /// Never dropped: a kept plan lives as long as the backend, and running
+    /// `SPI_freeplan` from a thread-local destructor during process exit
+    /// (after Postgres tore its state down) would be unsafe.
+    plan: ManuallyDrop<OwnedPreparedStatement>,
     arg_types: Vec<pg_sys::Oid>,
 }
 
@@ -54,12 +58,15 @@ pub fn execute<'conn>(
             let arg_types: Vec<pg_sys::Oid> = args.iter().map(DatumWithOid::oid).collect();
             let oids: Vec<PgOid> = arg_types.iter().map(|o| PgOid::from(*o)).collect();
             let plan = client.prepare_mut(sql, &oids)?.keep();
-            let kept = Rc::new(Kept { plan, arg_types });
+            let kept = Rc::new(Kept {
+                plan: ManuallyDrop::new(plan),
+                arg_types,
+            });
             PLANS.with(|p| p.borrow_mut().insert(sql.to_owned(), Rc::clone(&kept)));
             kept
         }
     };
-    client.update(&kept.plan, limit, args)
+    client.update(&*kept.plan, limit, args)
 }
 
 /// Number of plans this backend keeps (for tests).
