@@ -27,3 +27,4 @@ mod sync_pull_explain;
 mod sync_pull_scopes;
 mod sync_push_access;
 mod sync_push_model;
+mod sync_pull_convergence;
