@@ -11,6 +11,7 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::store::partitions::{self, RegistryRow};
+use crate::store::subtransaction;
 
 /// Creates the registry row of `partition` on first sight (fresh
 /// `logEpoch`, `epoch_required = false`, plus its `sync_partitions` counter
@@ -19,7 +20,7 @@ use crate::store::partitions::{self, RegistryRow};
 pub fn touch(partition: &str, now_ms: i64) -> EngineResult<RegistryRow> {
     if let Some(existing) = partitions::select_partition_registry(partition)? {
         if existing.last_authenticated_at_ms < now_ms {
-            partitions::refresh_partition_last_seen(partition, now_ms)?;
+            refresh_last_seen(partition, now_ms)?;
         }
         return Ok(existing);
     }
@@ -33,6 +34,27 @@ pub fn touch(partition: &str, now_ms: i64) -> EngineResult<RegistryRow> {
             EngineError::internal(format!("partition registry row of {partition:?} vanished"))
         }),
     }
+}
+
+/// Refreshes last-seen without ever waiting or failing the request: under
+/// REPEATABLE READ / SERIALIZABLE, locking a registry row a concurrent
+/// request refreshed after this transaction's snapshot raises a
+/// serialization failure, so there the refresh runs in a subtransaction and
+/// a failed refresh is skipped (a concurrent request refreshed it anyway).
+fn refresh_last_seen(partition: &str, now_ms: i64) -> EngineResult<()> {
+    // SAFETY: a plain read of a backend-global int.
+    let snapshot_per_transaction =
+        unsafe { pgrx::pg_sys::XactIsoLevel } >= pgrx::pg_sys::XACT_REPEATABLE_READ as i32;
+    if snapshot_per_transaction {
+        if let Ok(refreshed) =
+            subtransaction::run(|| partitions::refresh_partition_last_seen(partition, now_ms))
+        {
+            refreshed?;
+        }
+    } else {
+        partitions::refresh_partition_last_seen(partition, now_ms)?;
+    }
+    Ok(())
 }
 
 /// What the epoch gate decided for a request.
