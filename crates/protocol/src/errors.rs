@@ -10,15 +10,25 @@ use std::fmt;
 /// §10.1 `category`: the coarse class a client handles generically.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Category {
+    /// `not-found`: the resource does not exist (or no longer).
     NotFound,
+    /// `forbidden`: the actor may not do this.
     Forbidden,
+    /// `invalid-request`: the request itself is malformed or refused.
     InvalidRequest,
+    /// `internal`: a server-side fault.
     Internal,
+    /// `auth-required`: authentication is missing or expired.
     AuthRequired,
+    /// `schema-mismatch`: client artifacts and server schema disagree.
     SchemaMismatch,
+    /// `conflict`: a `baseVersion` conflict (§6.2).
     Conflict,
+    /// `reset-required`: the client must rebootstrap.
     ResetRequired,
+    /// `scope-revoked`: a subscription lost its grant (§3.3).
     ScopeRevoked,
+    /// `rate-limited`: a request or connection cap was hit.
     RateLimited,
 }
 
@@ -43,17 +53,29 @@ impl Category {
 /// §10.1 `recommendedAction`: the client-runtime action verb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecommendedAction {
+    /// Client action `refreshAuth`.
     RefreshAuth,
+    /// Client action `checkPermissions`.
     CheckPermissions,
+    /// Client action `fixRequest`.
     FixRequest,
+    /// Client action `resetClientId`.
     ResetClientId,
+    /// Client action `regenerateClient`.
     RegenerateClient,
+    /// Client action `upgradeClient`.
     UpgradeClient,
+    /// Client action `resolveConflict`.
     ResolveConflict,
+    /// Client action `rebootstrap`.
     Rebootstrap,
+    /// Client action `forceResync`.
     ForceResync,
+    /// Client action `retryLater`.
     RetryLater,
+    /// Client action `splitBatch`.
     SplitBatch,
+    /// Client action `inspectServer`.
     InspectServer,
 }
 
@@ -81,7 +103,7 @@ macro_rules! catalog {
     ($( $variant:ident = $code:literal, $cat:ident, $retry:literal, $action:ident; )*) => {
         /// Every code of the §10.2 catalog (wire versions 1 and 2).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum ErrorCode { $( $variant, )* }
+        pub enum ErrorCode { $( #[doc = concat!("`", $code, "`")] $variant, )* }
 
         impl ErrorCode {
             /// All catalog codes, in §10.2 table order.
@@ -167,11 +189,14 @@ impl fmt::Display for ErrorCode {
 /// the start of a Postgres error message (`sync.invalid_request: …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtocolError {
+    /// The §10.2 code; fixes category, retryable and recommended action.
     pub code: ErrorCode,
+    /// Human-readable detail (§10.1 `message`); never parsed.
     pub message: String,
 }
 
 impl ProtocolError {
+    /// An error with `code` and a human-readable `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ProtocolError { code, message: message.into() }
     }

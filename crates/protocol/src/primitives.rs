@@ -19,6 +19,7 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
@@ -34,6 +35,7 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
 
+    /// True when every byte was consumed.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.remaining() == 0
@@ -73,21 +75,25 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// A `u8`; `sync.invalid_request` at end of input. `what` names the field in error messages.
     #[inline]
     pub fn u8(&mut self, what: &str) -> Result<u8> {
         Ok(self.array::<1>(what)?[0])
     }
 
+    /// A little-endian `u16`.
     #[inline]
     pub fn u16(&mut self, what: &str) -> Result<u16> {
         Ok(u16::from_le_bytes(self.array(what)?))
     }
 
+    /// A little-endian `u32`.
     #[inline]
     pub fn u32(&mut self, what: &str) -> Result<u32> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
+    /// A little-endian two's-complement `i32`.
     #[inline]
     pub fn i32(&mut self, what: &str) -> Result<i32> {
         Ok(i32::from_le_bytes(self.array(what)?))
@@ -105,6 +111,7 @@ impl<'a> Reader<'a> {
         Ok(v)
     }
 
+    /// A little-endian IEEE-754 `f64` (any bit pattern, NaN included).
     #[inline]
     pub fn f64(&mut self, what: &str) -> Result<f64> {
         Ok(f64::from_le_bytes(self.array(what)?))
@@ -236,26 +243,32 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// An empty writer.
     pub fn new() -> Self {
         Writer { buf: Vec::new() }
     }
 
+    /// An empty writer with `n` bytes preallocated.
     pub fn with_capacity(n: usize) -> Self {
         Writer { buf: Vec::with_capacity(n) }
     }
 
+    /// Bytes written so far.
     pub fn len(&self) -> usize {
         self.buf.len()
     }
 
+    /// True when nothing was written.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
+    /// The bytes written so far.
     pub fn as_slice(&self) -> &[u8] {
         &self.buf
     }
 
+    /// The written bytes, consuming the writer.
     pub fn into_vec(self) -> Vec<u8> {
         self.buf
     }
@@ -299,22 +312,27 @@ impl Writer {
         }
     }
 
+    /// Appends raw bytes (no length prefix).
     pub fn raw(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Writes a `u8`.
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
 
+    /// Writes a little-endian `u16`.
     pub fn u16(&mut self, v: u16) {
         self.raw(&v.to_le_bytes());
     }
 
+    /// Writes a little-endian `u32`.
     pub fn u32(&mut self, v: u32) {
         self.raw(&v.to_le_bytes());
     }
 
+    /// Writes a little-endian two's-complement `i32`.
     pub fn i32(&mut self, v: i32) {
         self.raw(&v.to_le_bytes());
     }
@@ -330,10 +348,12 @@ impl Writer {
         Ok(())
     }
 
+    /// Writes a little-endian IEEE-754 `f64` (bit pattern preserved).
     pub fn f64(&mut self, v: f64) {
         self.raw(&v.to_le_bytes());
     }
 
+    /// Writes a `bool` as `0x00` / `0x01`.
     pub fn bool(&mut self, v: bool) {
         self.u8(v as u8);
     }
@@ -346,12 +366,14 @@ impl Writer {
         Ok(())
     }
 
+    /// Writes `bytes`: `u32` length + raw bytes; lengths above `u32::MAX` are an encoder error.
     pub fn bytes(&mut self, v: &[u8], what: &str) -> Result<()> {
         self.len_prefix(v.len(), what)?;
         self.raw(v);
         Ok(())
     }
 
+    /// Writes `str`: `u32` byte length + UTF-8 bytes.
     pub fn str(&mut self, v: &str, what: &str) -> Result<()> {
         self.bytes(v.as_bytes(), what)
     }
