@@ -275,7 +275,12 @@ impl Target<'_> {
         }
         crdt_check(self.table, &row, self.op_index)?;
         let new_payload = if stripped {
-            encode_row(self.table.layout(), &row).map_err(EngineError::from)?
+            encode_row(self.table.layout(), &row).map_err(|e| {
+                EngineError::internal(format!(
+                    "re-encoding a scope-stripped row failed: {}",
+                    e.message
+                ))
+            })?
         } else {
             payload.to_vec()
         };

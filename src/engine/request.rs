@@ -56,9 +56,16 @@ fn v2_epoch(wire_version: u16, log_epoch: &str, reset_required: bool) -> Option<
     })
 }
 
+/// A response the server failed to encode is a server bug, never the
+/// client's request: `syncular.internal`.
+fn encoding(e: syncular_protocol::ProtocolError) -> EngineError {
+    EngineError::internal(format!("response encoding failed: {e}"))
+}
+
 fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> {
-    let writer = ResponseWriter::new(Vec::with_capacity(64), wire_version, header)?;
-    Ok(writer.finish()?)
+    let writer =
+        ResponseWriter::new(Vec::with_capacity(64), wire_version, header).map_err(encoding)?;
+    writer.finish().map_err(encoding)
 }
 
 /// §3.2 rule 3: the allowed map, from the gateway argument or the resolver,
@@ -223,13 +230,14 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
             latest_schema_version: Some(served),
             epoch: v2_epoch(wire, &registry.log_epoch, false),
         },
-    )?;
+    )
+    .map_err(encoding)?;
 
     if halves != Halves::PullOnly {
         for answer in push::run(&ctx, &req.commits)? {
-            writer.push_result(&answer.result)?;
+            writer.push_result(&answer.result).map_err(encoding)?;
             if let Some(details) = &answer.details {
-                writer.push_result_details(details)?;
+                writer.push_result_details(details).map_err(encoding)?;
             }
         }
     }
@@ -238,5 +246,5 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
             pull::run(&ctx, pull_req, resolved, &mut writer)?;
         }
     }
-    Ok(writer.finish()?)
+    writer.finish().map_err(encoding)
 }
