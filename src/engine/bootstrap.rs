@@ -291,3 +291,55 @@ pub fn inline_rows_required(subscription_id: &str) -> EngineError {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(as_of: i64, tables: &[&str], index: usize, cursor: Option<&str>) -> String {
+        ResumeToken {
+            as_of_commit_seq: as_of,
+            tables: tables.iter().map(|t| t.to_string()).collect(),
+            table_index: index,
+            row_cursor: cursor.map(str::to_owned),
+        }
+        .render()
+    }
+
+    #[test]
+    fn a_usable_token_keeps_its_pin_and_cursor() {
+        let t = token(7, &["tasks"], 0, Some("r9"));
+        let s = bootstrap_start(Some(&t), "tasks", 10, 5);
+        assert_eq!(s, BootstrapStart { as_of_commit_seq: 7, row_cursor: Some("r9".into()), resumed: true });
+        // Pin exactly at the horizon or at maxCommitSeq is still usable.
+        assert!(bootstrap_start(Some(&token(5, &["tasks"], 0, None)), "tasks", 10, 5).resumed);
+        assert!(bootstrap_start(Some(&token(10, &["tasks"], 0, None)), "tasks", 10, 5).resumed);
+    }
+
+    #[test]
+    fn unusable_tokens_restart_at_a_fresh_pin() {
+        let fresh = BootstrapStart { as_of_commit_seq: 10, row_cursor: None, resumed: false };
+        for bad in [
+            "not json".to_string(),
+            "{}".to_string(),
+            token(4, &["tasks"], 0, Some("r1")),          // pin behind the horizon
+            token(11, &["tasks"], 0, Some("r1")),         // pin from the future
+            token(7, &["notes"], 0, Some("r1")),          // other table
+            token(7, &["tasks", "notes"], 0, Some("r1")), // other table list
+            token(7, &["notes", "tasks"], 1, Some("r1")), // other table list
+        ] {
+            assert_eq!(bootstrap_start(Some(&bad), "tasks", 10, 5), fresh, "{bad}");
+        }
+        assert_eq!(bootstrap_start(None, "tasks", 10, 5), fresh);
+    }
+
+    #[test]
+    fn fresh_bootstraps_always_deliver_a_segment() {
+        let mut b = Budget::new(100);
+        assert!(delivers_segments(false, &b, 1000), "nothing delivered yet: never deferred");
+        b.note_delivered();
+        assert!(!delivers_segments(false, &b, 1000));
+        assert!(delivers_segments(true, &b, 1000));
+        assert!(delivers_segments(false, &b, 10));
+    }
+}
