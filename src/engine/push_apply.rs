@@ -318,6 +318,12 @@ impl Target<'_> {
             )
         })?;
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
+        if let Some((variable, _)) = scopes.iter().find(|(_, v)| v.contains('\0')) {
+            return Err(self.error(
+                ErrorCode::InvalidRequest,
+                format!("scope value of {variable:?} contains a NUL character, which this server cannot store"),
+            ));
+        }
         if self.op.base_version.is_some_and(|b| b != 0) {
             return Err(self.error(
                 ErrorCode::RowMissing,
@@ -347,6 +353,15 @@ impl Target<'_> {
     }
 
     fn apply(&self) -> Result<Option<StagedChange>, Stop> {
+        if self.op.row_id.contains('\0') {
+            return Err(self.error(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "rowId {:?} contains a NUL character, which this server cannot store",
+                    self.op.row_id
+                ),
+            ));
+        }
         let stored = app_rows::select_app_row(&self.sql, &self.ctx.partition, &self.op.row_id)?;
         if self.op.op == Op::Delete {
             // §6.2: deleting an absent row is applied, emits nothing.

@@ -104,12 +104,14 @@ pub struct StoredPushResult {
 }
 
 impl StoredOpResult {
-    /// An `error` record with `code`'s §10.2 `retryable` flag.
+    /// An `error` record with `code`'s §10.2 `retryable` flag. A NUL
+    /// character in `message` (it may quote client input) becomes U+FFFD:
+    /// `jsonb` cannot store `\u0000`, and the record must always persist.
     pub fn error(op_index: i32, code: ErrorCode, message: impl Into<String>) -> Self {
         StoredOpResult::Error {
             op_index,
             code: code.as_str().to_owned(),
-            message: message.into(),
+            message: message.into().replace('\0', "\u{FFFD}"),
             retryable: code.retryable(),
         }
     }

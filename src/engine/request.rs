@@ -116,6 +116,12 @@ pub fn bind_client_id(
     wire_version: u16,
     now_ms: i64,
 ) -> EngineResult<()> {
+    if client_id.contains('\0') {
+        return Err(EngineError::protocol(
+            ErrorCode::InvalidRequest,
+            "clientId contains a NUL character, which this server cannot store",
+        ));
+    }
     if client_id.starts_with(REMOTE_COMMAND_PREFIX) {
         return Err(EngineError::protocol(
             ErrorCode::InvalidClientId,
@@ -199,6 +205,20 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         return Err(EngineError::protocol(
             ErrorCode::TooManyOperations,
             format!("request carries {total_ops} operations; the limit is {max_operations} per request (§6.1)"),
+        ));
+    }
+
+    if let Some(c) = req
+        .commits
+        .iter()
+        .find(|c| c.client_commit_id.contains('\0'))
+    {
+        return Err(EngineError::protocol(
+            ErrorCode::InvalidRequest,
+            format!(
+                "clientCommitId {:?} contains a NUL character, which this server cannot store",
+                c.client_commit_id
+            ),
         ));
     }
 

@@ -430,4 +430,34 @@ mod tests {
         );
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 1);
     }
+
+    #[pg_test]
+    fn nul_characters_postgres_cannot_store_are_refused_cleanly() {
+        setup_tasks();
+        let a = allowed_p1_p2();
+        let epoch = acquire_epoch(P, "alice", "c1");
+        // In the client id or a commit id: request-level, nothing applied.
+        let req = request(2, "c\u{0}1", 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        expect_error(call("sync", P, "alice", &req, Some(&a)), "22023", "sync.invalid_request", "NUL");
+        let req = request(2, "c1", 1, Some(&epoch), vec![commit("k\u{0}1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        expect_error(call("sync", P, "alice", &req, Some(&a)), "22023", "sync.invalid_request", "NUL");
+        assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
+        // In a row id or a scope value: that commit is rejected (and its rejection persists).
+        let r = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![
+                commit("k2", vec![upsert(&task("t\u{0}2", "p1", "a", None), None)]),
+                commit("k3", vec![upsert(&task("t3", "p\u{0}1", "a", None), None)]),
+                commit("k4", vec![upsert(&task("t4", "p1", "fine", None), None)]),
+            ],
+            Some(&serde_json::json!({"project_id": ["*"]})),
+        );
+        assert_eq!(rejection(&r[0]), (0, "sync.invalid_request".into(), false));
+        assert_eq!(rejection(&r[1]), (0, "sync.invalid_request".into(), false));
+        assert_eq!(r[2].status, PushStatus::Applied);
+        assert_eq!(count("SELECT count(*) FROM syncular.sync_push_results WHERE result->>'status' = 'rejected'"), 2);
+    }
 }
