@@ -125,11 +125,11 @@ pub fn read_bootstrap_page(q: &PageQuery<'_>) -> StoreResult<Vec<PageRow>> {
     .map_err(StoreError::spi("read_bootstrap_page"))
 }
 
-/// `EXPLAIN (FORMAT JSON)` of the page statement — for the plan tests only.
-pub fn explain_bootstrap_page(q: &PageQuery<'_>) -> StoreResult<String> {
+/// `EXPLAIN ([ANALYZE,] FORMAT JSON)` of the page statement — for the plan
+/// tests only (see [`crate::store::pull_window::explain_window_page`]).
+pub fn explain_bootstrap_page(q: &PageQuery<'_>, analyze: bool) -> StoreResult<String> {
     let sql = page_sql(q);
     let args = page_args(q);
-    Spi::explain_with_args(sql.as_str(), &args)
-        .map(|plan| plan.0.to_string())
+    crate::store::pull_window::explain_json(&sql, &args, analyze)
         .map_err(StoreError::spi("explain_bootstrap_page"))
 }

@@ -168,8 +168,9 @@ pub fn read_window_page(q: &WindowPageQuery<'_>) -> StoreResult<Vec<WindowRow>> 
 }
 
 /// `EXPLAIN (FORMAT JSON)` of the window page statement with the given
-/// parameters — for the plan tests only.
-pub fn explain_window_page(q: &WindowPageQuery<'_>) -> StoreResult<String> {
+/// parameters (`analyze` = also run it: `EXPLAIN (ANALYZE, FORMAT JSON)`,
+/// actual row counts included) — for the plan tests only.
+pub fn explain_window_page(q: &WindowPageQuery<'_>, analyze: bool) -> StoreResult<String> {
     let args = [
         DatumWithOid::from(q.partition),
         DatumWithOid::from(q.table),
@@ -179,7 +180,19 @@ pub fn explain_window_page(q: &WindowPageQuery<'_>) -> StoreResult<String> {
         DatumWithOid::from(q.through_seq),
         DatumWithOid::from(q.candidate_limit),
     ];
-    Spi::explain_with_args(WINDOW_PAGE_SQL, &args)
-        .map(|plan| plan.0.to_string())
-        .map_err(StoreError::spi("explain_window_page"))
+    explain_json(WINDOW_PAGE_SQL, &args, analyze).map_err(StoreError::spi("explain_window_page"))
+}
+
+/// `EXPLAIN ([ANALYZE,] FORMAT JSON) <sql>` with bound `args`, as JSON text.
+pub(crate) fn explain_json(
+    sql: &str,
+    args: &[DatumWithOid<'_>],
+    analyze: bool,
+) -> Result<String, pgrx::spi::Error> {
+    let statement = format!("EXPLAIN (ANALYZE {analyze}, FORMAT JSON) {sql}");
+    Spi::connect_mut(|client| {
+        let table = client.update(statement.as_str(), None, args)?;
+        let plan = table.first().get_one::<pgrx::Json>()?;
+        Ok(plan.map(|p| p.0.to_string()).unwrap_or_default())
+    })
 }

@@ -16,25 +16,26 @@ mod tests {
     const ROWS: i64 = 20_000;
 
     /// 20k commits/changes/rows in partition `p1`, table `tasks`, spread over
-    /// 20 workspaces (1000 each), plus the same volume in partition `p2`.
+    /// 20 workspaces (1000 each), the same volume in partition `p2`, and in
+    /// `p3` 20k rows all in workspace `all`.
     fn seed() {
         setup();
-        for p in ["p1", "p2"] {
+        for (p, ws) in [("p1", "'w' || (g % 20)"), ("p2", "'w' || (g % 20)"), ("p3", "'all'")] {
             run(&format!(
                 "INSERT INTO syncular.sync_partitions(partition, max_commit_seq, horizon_seq) VALUES ('{p}', {ROWS}, 0);
                  INSERT INTO syncular.sync_commits(partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms)
                    SELECT '{p}', g, 'c', 'cc' || g, 'a', 1700000000000 + g FROM generate_series(1, {ROWS}) g;
                  INSERT INTO syncular.sync_changes(partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
                    SELECT '{p}', g, 0, 'tasks', 'r' || lpad(g::text, 6, '0'), 1, 1,
-                          jsonb_build_object('ws', 'w' || (g % 20)), '\\x00'::bytea
+                          jsonb_build_object('ws', {ws}), '\\x00'::bytea
                      FROM generate_series(1, {ROWS}) g;
                  INSERT INTO syncular.sync_change_scopes(partition, tbl, var, value, commit_seq)
-                   SELECT '{p}', 'tasks', 'ws', 'w' || (g % 20), g FROM generate_series(1, {ROWS}) g;
+                   SELECT '{p}', 'tasks', 'ws', {ws}, g FROM generate_series(1, {ROWS}) g;
                  INSERT INTO syncular.sync_row_scopes(partition, tbl, var, value, row_id)
-                   SELECT '{p}', 'tasks', 'ws', 'w' || (g % 20), 'r' || lpad(g::text, 6, '0') FROM generate_series(1, {ROWS}) g;
+                   SELECT '{p}', 'tasks', 'ws', {ws}, 'r' || lpad(g::text, 6, '0') FROM generate_series(1, {ROWS}) g;
                  INSERT INTO public.tasks(_sync_partition, _sync_row_id, id, ws, title, _sync_version, _sync_scopes, _sync_payload)
-                   SELECT '{p}', 'r' || lpad(g::text, 6, '0'), 'r' || lpad(g::text, 6, '0'), 'w' || (g % 20), 't', 1,
-                          jsonb_build_object('ws', 'w' || (g % 20)), '\\x00'::bytea
+                   SELECT '{p}', 'r' || lpad(g::text, 6, '0'), 'r' || lpad(g::text, 6, '0'), {ws}, 't', 1,
+                          jsonb_build_object('ws', {ws}), '\\x00'::bytea
                      FROM generate_series(1, {ROWS}) g;"
             ));
         }
@@ -89,7 +90,7 @@ mod tests {
                     after_seq: after,
                     through_seq: ROWS,
                     candidate_limit: 257,
-                })
+                }, false)
                 .unwrap();
                 assert_indexed(&plan, "sync_change_scopes");
             }
@@ -111,10 +112,63 @@ mod tests {
                     values,
                     after_row_id: after,
                     candidate_limit: 1001,
-                })
+                }, false)
                 .unwrap();
                 assert_indexed(&plan, "sync_row_scopes");
             }
+        }
+    }
+
+    /// `Actual Rows` of every plan node reading `relation` (index scans name
+    /// the relation; bitmap index scans only their `<relation>_pkey` index).
+    fn actual_rows(plan: &Value, relation: &str, out: &mut Vec<i64>) {
+        match plan {
+            Value::Object(map) => {
+                let rel = map.get("Relation Name").and_then(Value::as_str).unwrap_or("");
+                let idx = map.get("Index Name").and_then(Value::as_str).unwrap_or("");
+                if rel == relation || idx.starts_with(relation) {
+                    out.push(map.get("Actual Rows").and_then(Value::as_i64).unwrap());
+                }
+                map.values().for_each(|v| actual_rows(v, relation, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| actual_rows(v, relation, out)),
+            _ => {}
+        }
+    }
+
+    #[pg_test]
+    fn pages_read_one_page_of_index_entries_not_the_whole_scope() {
+        seed();
+        let all = vec!["all".to_string()];
+        for after in [0, 10_000] {
+            let q = WindowPageQuery {
+                partition: "p3",
+                table: "tasks",
+                variable: "ws",
+                values: &all,
+                after_seq: after,
+                through_seq: ROWS,
+                candidate_limit: 101,
+            };
+            let plan: Value = serde_json::from_str(&explain_window_page(&q, true).unwrap()).unwrap();
+            let mut rows = vec![];
+            actual_rows(&plan, "sync_change_scopes", &mut rows);
+            assert!(!rows.is_empty() && rows.iter().all(|r| *r <= 101), "window read {rows:?} of 20000 entries: {plan}");
+        }
+        for after in [None, Some("r010000")] {
+            let q = PageQuery {
+                partition: "p3",
+                app_table: "\"public\".\"tasks\"",
+                table: "tasks",
+                variable: "ws",
+                values: &all,
+                after_row_id: after,
+                candidate_limit: 101,
+            };
+            let plan: Value = serde_json::from_str(&explain_bootstrap_page(&q, true).unwrap()).unwrap();
+            let mut rows = vec![];
+            actual_rows(&plan, "sync_row_scopes", &mut rows);
+            assert!(!rows.is_empty() && rows.iter().all(|r| *r <= 101), "page read {rows:?} of 20000 entries: {plan}");
         }
     }
 }
