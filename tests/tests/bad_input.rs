@@ -589,3 +589,79 @@ fn maximal_clamp_pulls_stay_within_the_byte_budget_and_page_to_completion() {
     let after = fingerprint(&mut s.conn, &s.partition, Coverage::LogAndData).expect("fingerprint");
     assert_eq!(before, after, "pulls change no data");
 }
+
+#[test]
+fn nul_characters_in_identifiers_are_refused_with_a_sync_code() {
+    // SSP2 strings may carry U+0000; Postgres text and jsonb cannot. Every
+    // such identifier must be refused with an SSP2 code — never truncated
+    // (two ids colliding) and never a raw Postgres error.
+    let mut s = session("bad-nul", "nul-client");
+    seed(&mut s);
+    let before = fingerprint(&mut s.conn, &s.partition, Coverage::Everything).expect("fingerprint");
+    let ok_pull = || pull_header(0, 0, 0, 0b0011);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "clientId",
+            request(
+                "nul-client\u{0}x",
+                s.log_epoch.as_deref(),
+                vec![commit("n1", vec![upsert(&Task::new("n", "p1", "x"), None)])],
+            ),
+        ),
+        (
+            "clientCommitId",
+            s.encode(vec![commit(
+                "seed-1\u{0}other",
+                vec![upsert(&Task::new("n", "p1", "x"), None)],
+            )]),
+        ),
+        (
+            "subscription id",
+            s.encode(vec![
+                ok_pull(),
+                subscription("s\u{0}x", "tasks", &[("project_id", &["p1"])], 0, None),
+            ]),
+        ),
+        (
+            "requested scope value",
+            s.encode(vec![
+                ok_pull(),
+                subscription("s", "tasks", &[("project_id", &["p1\u{0}x"])], 0, None),
+            ]),
+        ),
+    ];
+    for (what, bytes) in cases {
+        expect_request_error(
+            &mut s,
+            &bytes,
+            "sync.invalid_request",
+            &format!("NUL in {what}"),
+        );
+    }
+    let after = fingerprint(&mut s.conn, &s.partition, Coverage::Everything).expect("fingerprint");
+    assert_eq!(before, after, "refused requests change nothing");
+
+    // A rowId with a NUL is a commit-level rejection; the prefix row "a" is untouched.
+    let out = s
+        .push(vec![commit(
+            "nul-row",
+            vec![upsert(
+                &Task::new("a\u{0}b", "p1", "would overwrite a"),
+                None,
+            )],
+        )])
+        .expect("served");
+    assert_eq!(out[0].status, PushStatus::Rejected, "{:?}", out[0]);
+    assert_eq!(
+        out[0].error_codes(),
+        ["sync.invalid_request"],
+        "{:?}",
+        out[0]
+    );
+    let after = fingerprint(&mut s.conn, &s.partition, Coverage::LogAndData).expect("fingerprint");
+    let before_data: Vec<_> = before
+        .into_iter()
+        .filter(|(t, _, _)| after.iter().any(|(u, _, _)| u == t))
+        .collect();
+    assert_eq!(before_data, after, "row \"a\" and the log are unchanged");
+}
