@@ -23,6 +23,27 @@ use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, pull, push, subscriptions};
 use crate::store::clients_write;
 
+/// Longest partition name accepted, in bytes: its commit NOTIFY payload
+/// (`base64url(partition) + ":" + commitSeq`) must stay under Postgres's
+/// 8000-byte payload limit.
+pub const MAX_PARTITION_BYTES: usize = 4096;
+
+/// Checks the caller's identity arguments: a partition of at most
+/// [`MAX_PARTITION_BYTES`]. Errors: `syncular.invalid_argument`.
+pub fn check_caller(caller: &Caller<'_>) -> EngineResult<()> {
+    if caller.partition.len() > MAX_PARTITION_BYTES {
+        return Err(EngineError::host(
+            HostCode::InvalidArgument,
+            format!(
+                "partition is {} bytes long; at most {MAX_PARTITION_BYTES} bytes are accepted \
+                 (the commit NOTIFY payload must stay under 8000 bytes)",
+                caller.partition.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The reserved server-command client id prefix (§1.5).
 pub const REMOTE_COMMAND_PREFIX: &str = "[\"remote-command\",";
 
@@ -160,6 +181,7 @@ pub fn bind_client_id(
 /// Not errors: an unserved `schemaVersion` (schema-floor response) and an
 /// absent/different v2 `logEpoch` (reset response).
 pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Vec<u8>> {
+    check_caller(caller)?;
     let req: Request = decode_request(request)?;
     let wire = req.wire_version;
     let now_ms = clock::now_ms()?;

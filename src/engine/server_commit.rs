@@ -24,7 +24,7 @@ use syncular_protocol::{ErrorCode, ProtocolError};
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push_apply::table_schema;
-use crate::engine::request::{bind_client_id, resolve_allowed, Caller};
+use crate::engine::request::{bind_client_id, check_caller, resolve_allowed, Caller};
 use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, partition, push};
 use crate::store::commits;
@@ -182,6 +182,7 @@ pub fn run(
     client_commit_id: Option<&str>,
     operations: &Value,
 ) -> EngineResult<Value> {
+    check_caller(caller)?;
     let now_ms = clock::now_ms()?;
     let schema = crate::engine::schema::require_registered_schema()?;
     let schema: &RegisteredSchema = &schema;

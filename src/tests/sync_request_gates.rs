@@ -460,4 +460,16 @@ mod tests {
         assert_eq!(r[2].status, PushStatus::Applied);
         assert_eq!(count("SELECT count(*) FROM syncular.sync_push_results WHERE result->>'status' = 'rejected'"), 2);
     }
+
+    #[pg_test]
+    fn overlong_partitions_are_an_invalid_argument() {
+        setup_tasks();
+        let long = "p".repeat(4097);
+        let req = request(2, "c1", 1, None, vec![], Some(empty_pull()));
+        expect_error(call("sync", &long, "alice", &req, None), "22023", "syncular.invalid_argument", "4096");
+        let ok = "p".repeat(4096);
+        let epoch = acquire_epoch(&ok, "alice", "c1");
+        let r = push(&ok, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&allowed_p1_p2()));
+        assert_eq!((r[0].status, r[0].commit_seq), (PushStatus::Applied, Some(1)), "a 4096-byte partition still notifies");
+    }
 }
