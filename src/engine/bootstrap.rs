@@ -60,7 +60,9 @@ pub fn bootstrap_start(
     let fresh = BootstrapStart { as_of_commit_seq: max_commit_seq, row_cursor: None, resumed: false };
     let Some(raw) = token else { return fresh };
     let Some(parsed) = ResumeToken::parse(raw) else { return fresh };
+    // A row cursor Postgres `text` cannot hold (NUL) is unusable too.
     let usable = parsed.matches_tables(&[table])
+        && !parsed.row_cursor.as_deref().is_some_and(|c| c.contains('\0'))
         && parsed.table_index == 0
         && parsed.as_of_commit_seq >= horizon_seq
         && parsed.as_of_commit_seq <= max_commit_seq;
@@ -327,6 +329,7 @@ mod tests {
             token(7, &["notes"], 0, Some("r1")),          // other table
             token(7, &["tasks", "notes"], 0, Some("r1")), // other table list
             token(7, &["notes", "tasks"], 1, Some("r1")), // other table list
+            token(7, &["tasks"], 0, Some("r\u{0}1")),    // cursor Postgres cannot hold
         ] {
             assert_eq!(bootstrap_start(Some(&bad), "tasks", 10, 5), fresh, "{bad}");
         }

@@ -8,6 +8,8 @@
 //! - a table the registered schema does not declare → `sync.unknown_table` (§4.3);
 //! - a requested key the table does not declare, or a requested `'*'` →
 //!   `sync.invalid_subscription` (§3.2 rule 2);
+//! - a NUL character in a subscription id or a requested scope value →
+//!   `sync.invalid_request` (Postgres `text`/`jsonb` cannot hold it);
 //! - a subscription that must bootstrap (cursor < 0 or a resume token) from a
 //!   client without `accept` bit 0 → `sync.invalid_request` naming the
 //!   missing capability (rows segments are only delivered inline so far).
@@ -95,6 +97,7 @@ pub fn validate(ctx: &SyncContext<'_>, pull: &PullRequest) -> EngineResult<Vec<R
                 sub.id
             )));
         }
+        refuse_nul(sub)?;
         let requested = check_scopes(ctx, sub)?;
         let allowed = match &ctx.allowed {
             Allowed::Map(map) => Some(map),
@@ -121,6 +124,29 @@ pub fn validate(ctx: &SyncContext<'_>, pull: &PullRequest) -> EngineResult<Vec<R
         out.push(resolved);
     }
     Ok(out)
+}
+
+/// SSP2 `str` may carry U+0000 but Postgres `text`/`jsonb` cannot: a
+/// subscription id or requested scope value containing NUL can be neither
+/// recorded (`sync_clients.subscriptions`) nor matched, so the request is
+/// refused with `sync.invalid_request` before anything is written. (A NUL in
+/// the table name or a scope key already fails as unknown/undeclared.)
+fn refuse_nul(sub: &Subscription) -> EngineResult<()> {
+    let nul = |what: String| {
+        Err(EngineError::protocol(
+            ErrorCode::InvalidRequest,
+            format!("{what} contains a NUL character, which this server cannot store"),
+        ))
+    };
+    if sub.id.contains('\0') {
+        return nul(format!("subscription id {:?}", sub.id));
+    }
+    for (key, values) in &sub.scopes {
+        if let Some(v) = values.iter().find(|v| v.contains('\0')) {
+            return nul(format!("subscription {:?}: requested scope value {v:?} of {key:?}", sub.id));
+        }
+    }
+    Ok(())
 }
 
 /// Unknown table (§4.3), then undeclared requested key / requested `'*'`

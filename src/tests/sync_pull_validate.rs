@@ -142,4 +142,18 @@ mod tests {
             0
         );
     }
+
+    #[pg_test]
+    fn nul_characters_in_subscription_ids_or_scope_values_are_invalid_requests() {
+        let mut c = client();
+        let r = c.try_pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s\u{0}x", "tasks", &[("ws", &["w1"])], 0, None)]);
+        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "NUL character");
+        let r = c.try_pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "tasks", &[("ws", &["w1\u{0}x"])], 0, None)]);
+        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "NUL character");
+        // A resume token whose row cursor holds NUL just restarts the bootstrap.
+        c.push_ok(vec![task("t1", "w1", "x")]);
+        let token = r#"{"asOfCommitSeq":1,"tables":["tasks"],"tableIndex":0,"rowCursor":"a\u0000b"}"#;
+        let p = c.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], 1, Some(token))]);
+        assert_eq!(p.one().segment_ids(), ["t1"]);
+    }
 }
