@@ -60,7 +60,7 @@ fn odd_string(rng: &mut Rng) -> String {
     }
     let mut s = (*rng.pick(STRINGS)).to_owned();
     if rng.chance(30) {
-        let extra: &str = rng.pick(STRINGS);
+        let extra: &&str = rng.pick(STRINGS);
         s.push_str(extra);
     }
     s
