@@ -5,13 +5,16 @@
 //! extreme cursors, limits and versions, random resume tokens and accept
 //! bits. Every call must either return a response the reference codec
 //! decodes, or raise an error whose message starts with `sync.`/`syncular.`
-//! and whose SQLSTATE is not internal (XX000); the backend must answer the
+//! and whose SQLSTATE is not internal (XX000) and after which the partition
+//! is byte-identical (nothing half-applied); the backend must answer the
 //! next query on the same connection. Deterministic (seeded), bounded.
 
 use ssp2::model::{Frame, Op, Operation};
 use ssp2::primitives::RawJson;
 use syncular_integration_tests::connect;
-use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema};
+use syncular_integration_tests::fixtures::{
+    allow_projects, fingerprint, partition_name, register_schema, Coverage,
+};
 use syncular_integration_tests::wire::{decode_response, encode_task, RawSession, Task};
 
 struct Rng(u64);
@@ -224,6 +227,8 @@ fn hostile_field_values_never_escape_as_raw_or_internal_errors() {
             s.log_epoch.as_deref(),
             frames.clone(),
         );
+        let before =
+            fingerprint(&mut admin, &partition, Coverage::Everything).expect("fingerprint");
         match s.send_bytes(&bytes) {
             Ok(response) => {
                 served += 1;
@@ -249,6 +254,14 @@ fn hostile_field_values_never_escape_as_raw_or_internal_errors() {
                         }
                     }
                     None => failures.push(format!("case {case}: connection-level error {e}")),
+                }
+                let after =
+                    fingerprint(&mut admin, &partition, Coverage::Everything).expect("fingerprint");
+                if after != before {
+                    failures.push(format!(
+                        "case {case}: a refused request changed the partition: {}",
+                        summarize(&frames)
+                    ));
                 }
             }
         }
