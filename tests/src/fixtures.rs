@@ -9,6 +9,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use postgres::Client;
 use serde_json::{json, Value};
 
+/// Upper bound of any single statement issued by the harness, so a lock
+/// wait that never ends fails the test instead of hanging the run.
+pub const STATEMENT_TIMEOUT: &str = "120s";
+
+/// Sets [`STATEMENT_TIMEOUT`] on `conn`.
+///
+/// Errors: the Postgres error of `SET`.
+pub fn bound_statements(conn: &mut Client) -> Result<(), postgres::Error> {
+    conn.batch_execute(&format!("SET statement_timeout = '{STATEMENT_TIMEOUT}'"))
+}
+
 /// Name of the sample app table.
 pub const TASKS: &str = "tasks";
 

@@ -74,11 +74,13 @@ impl PgTransport {
     /// Wraps an open connection. `allowed_scopes` is the §3.2 allowed map
     /// (`{"variable": ["value", …]}`, `"*"` = any value).
     pub fn new(
-        conn: Client,
+        mut conn: Client,
         partition: impl Into<String>,
         actor_id: impl Into<String>,
         allowed_scopes: Option<Value>,
     ) -> Self {
+        // Bounded: a statement that waits forever fails instead of hanging.
+        let _ = crate::fixtures::bound_statements(&mut conn);
         PgTransport {
             conn,
             partition: partition.into(),

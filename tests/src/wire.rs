@@ -281,14 +281,17 @@ pub struct RawSession {
 }
 
 impl RawSession {
-    /// Wraps `conn`; no round is made yet.
+    /// Wraps `conn` (and bounds its statements, [`crate::fixtures::STATEMENT_TIMEOUT`]);
+    /// no round is made yet.
     pub fn new(
-        conn: Client,
+        mut conn: Client,
         partition: &str,
         actor_id: &str,
         client_id: &str,
         allowed: Option<Value>,
     ) -> Self {
+        // Bounded: a statement that waits forever fails instead of hanging.
+        let _ = crate::fixtures::bound_statements(&mut conn);
         RawSession {
             conn,
             partition: partition.to_owned(),
@@ -305,7 +308,7 @@ impl RawSession {
     /// Errors: a Postgres error, or a response that is not a reset response.
     pub fn acquire_epoch(&mut self) -> Result<String, String> {
         let bytes = request(&self.client_id, None, vec![pull_header(0, 0, 0, 0b0011)]);
-        let response = self.send_bytes(&bytes).map_err(|e| e.to_string())?;
+        let response = self.send_bytes(&bytes).map_err(|e| db_message(&e))?;
         let msg = decode_response(&response)?;
         match resp_header_epoch(&msg) {
             (Some(epoch), true) if msg.frames.len() == 1 => {
