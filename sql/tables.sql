@@ -1,8 +1,19 @@
 -- syncular: the sync_* storage tables (hand-written DDL, pulled into the
 -- generated install script by `extension_sql_file!(…, bootstrap)` in
--- src/lib.rs). The control file pins `schema = syncular`, so every object
--- below is created in schema `syncular` (the extension script runs with
--- search_path = syncular).
+-- src/lib.rs, i.e. first).
+--
+-- Schema: the script itself creates schema `syncular` and sets the
+-- search_path to it, so every object of the extension — these tables and
+-- pgrx's (unqualified) CREATE FUNCTIONs after them — lands in `syncular`, and
+-- the schema is an extension MEMBER: DROP EXTENSION removes it with no
+-- residue. (A control-file `schema = syncular` would make CREATE EXTENSION
+-- create the schema outside the extension, left behind by DROP EXTENSION.)
+-- The control file therefore names `schema = pg_catalog` (always present,
+-- like pg_cron) with `relocatable = false`. `SET LOCAL`, not `SET`: a plain
+-- SET inside an extension script outlives CREATE EXTENSION and would leave
+-- the caller's session with search_path = syncular, pg_catalog (measured).
+CREATE SCHEMA syncular;
+SET LOCAL search_path TO syncular, pg_catalog;
 --
 -- Part 1 is the reference server's 0.22 Postgres storage DDL (POSTGRES_DDL of
 -- @syncular/server, see ../shared/seeds/): same table names, columns, types,

@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | `syncular.now_ms` | text | `''` | when non-empty, the engine's "now" in Unix ms (tests); see [`crate::engine::clock`] |
 //! | `syncular.max_operations` | int | 500 | §6.1 operations cap per request (`sync.too_many_operations`) |
-//! | `syncular.response_budget_bytes` | int | 4194304 | pull stops adding pages/commits past this many response bytes |
+//! | `syncular.response_budget_bytes` | int | 4194304 (max 268435456) | pull stops adding pages/commits past this many response bytes |
 //!
 //! Registered in `_PG_init` ([`init`]).
 
@@ -14,6 +14,9 @@ use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 static NOW_MS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static MAX_OPERATIONS: GucSetting<i32> = GucSetting::<i32>::new(500);
+/// Upper bound of `syncular.response_budget_bytes` (256 MiB): far below the
+/// 1 GB varlena limit even with the one-commit/one-row overshoot.
+pub const MAX_RESPONSE_BUDGET_BYTES: i32 = 256 * 1024 * 1024;
 static RESPONSE_BUDGET_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4 * 1024 * 1024);
 
 /// Registers every GUC; called once per backend from `_PG_init`.
@@ -42,7 +45,7 @@ pub fn init() {
         c"The pull stops adding pages or commits once the response reaches this size (a single commit is never split).",
         &RESPONSE_BUDGET_BYTES,
         1024,
-        i32::MAX,
+        MAX_RESPONSE_BUDGET_BYTES,
         GucContext::Userset,
         GucFlags::default(),
     );
@@ -62,7 +65,7 @@ pub fn max_operations() -> usize {
     MAX_OPERATIONS.get().max(1) as usize
 }
 
-/// `syncular.response_budget_bytes` (≥ 1024).
+/// `syncular.response_budget_bytes` (1024 ..= 256 MiB).
 pub fn response_budget_bytes() -> usize {
-    RESPONSE_BUDGET_BYTES.get().max(1024) as usize
+    RESPONSE_BUDGET_BYTES.get().clamp(1024, MAX_RESPONSE_BUDGET_BYTES) as usize
 }

@@ -66,9 +66,11 @@ pgs_start() {
     install -d -o "$PGS_RUNAS" -g "$PGS_RUNAS" "$SYNCULAR_CI_ROOT/run" "$PGS_DIR"
     pgs_as_pg "$PGS_BIN/initdb" -D "$PGS_DIR/data" -U postgres -A trust --no-sync >"$PGS_DIR.initdb.log" 2>&1 \
         || { cat "$PGS_DIR.initdb.log" >&2; return 1; }
+    # 9>&-: the postmaster must not inherit the lock fd (pgs_lock), or it would
+    # hold /tmp/syncular-pg.lock until the server stops.
     pgs_as_pg "$PGS_BIN/pg_ctl" -D "$PGS_DIR/data" -l "$PGS_DIR/server.log" -w \
-        -o "-p $port -k $PGS_DIR -c listen_addresses='' -c fsync=off -c max_connections=100" start >/dev/null \
-        || { cat "$PGS_DIR/server.log" >&2; return 1; }
+        -o "-p $port -k $PGS_DIR -c listen_addresses='' -c fsync=off -c max_connections=100" start \
+        9>&- >/dev/null || { cat "$PGS_DIR/server.log" >&2; return 1; }
     PGS_DSN="host=$PGS_DIR port=$port user=postgres dbname=syncular"
     export PGS_DSN PGS_DIR PGS_PORT PGS_BIN
     pgs_as_pg "$PGS_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PGS_DIR" -p "$port" -U postgres -d postgres \

@@ -57,14 +57,14 @@ pub fn lock_schema_marker() -> StoreResult<()> {
 pub fn current_version_key() -> StoreResult<Option<(i64, String)>> {
     const STATEMENT: &str = "current_version_key";
     Spi::connect_mut(|client| {
-        let rows = client
-            .update(
-                "SELECT version, xmin::text FROM syncular.sync_schema_versions \
-                  ORDER BY version DESC LIMIT 1",
-                Some(1),
-                &[],
-            )
-            .map_err(StoreError::spi(STATEMENT))?;
+        // Runs once per sync request: through the backend's kept plan.
+        let rows = crate::store::plan_cache::execute(
+            client,
+            "SELECT version, xmin::text FROM syncular.sync_schema_versions ORDER BY version DESC LIMIT 1",
+            Some(1),
+            &[],
+        )
+        .map_err(StoreError::spi(STATEMENT))?;
         let Some(row) = rows.into_iter().next() else { return Ok(None) };
         let version: Option<i64> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
         let xmin: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;

@@ -92,13 +92,30 @@ mod tests {
     }
 
     #[pg_test]
-    fn extension_lives_in_schema_syncular_and_is_not_relocatable() {
+    fn extension_objects_live_in_schema_syncular_which_is_a_member() {
         assert_eq!(
-            text(
-                "SELECT n.nspname::text || ' ' || e.extrelocatable::text FROM pg_catalog.pg_extension e \
-                   JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'syncular'"
-            ),
-            Some("syncular false".to_string())
+            text("SELECT extrelocatable::text FROM pg_catalog.pg_extension WHERE extname = 'syncular'"),
+            Some("false".to_string())
         );
+        // The schema is an extension member, so DROP EXTENSION removes it.
+        assert_eq!(
+            int8(
+                "SELECT count(*) FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
+                  WHERE e.extname = 'syncular' AND d.deptype = 'e' \
+                    AND d.classid = 'pg_catalog.pg_namespace'::regclass AND d.objid = 'syncular'::regnamespace"
+            ),
+            Some(1)
+        );
+        // Every member table and function (besides the pg_test harness' schema `tests`) is in `syncular`.
+        let stray = text(
+            "SELECT string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, 0), ', ') \
+               FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid \
+               LEFT JOIN pg_catalog.pg_class c ON d.classid = 'pg_catalog.pg_class'::regclass AND c.oid = d.objid \
+               LEFT JOIN pg_catalog.pg_proc p ON d.classid = 'pg_catalog.pg_proc'::regclass AND p.oid = d.objid \
+              WHERE e.extname = 'syncular' AND d.deptype = 'e' \
+                AND coalesce(c.relnamespace, p.pronamespace) NOT IN ('syncular'::regnamespace, 'tests'::regnamespace)",
+        );
+        assert_eq!(stray, None);
+        assert!(int8("SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'syncular'::regnamespace").unwrap_or(0) >= 4);
     }
 }
