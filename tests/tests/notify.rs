@@ -257,3 +257,47 @@ fn payload_names_partitions_that_contain_colons_and_non_ascii_text() {
         .expect("listen");
     assert_eq!(payloads(&seen), [expected_payload(&partition, 1)]);
 }
+
+#[test]
+fn a_notification_driven_pull_delivers_the_announced_commit() {
+    use syncular_integration_tests::clients::{
+        held_snapshot, new_client, subscribe_projects, sync_idle, task_values, upsert_task,
+    };
+    use syncular_integration_tests::notify::parse_payload;
+    use syncular_integration_tests::transport::PgTransport;
+
+    let mut admin = connect();
+    register_schema(&mut admin).expect("register the sample schema");
+    let partition = partition_name("notify-driven");
+    let allowed = allow_projects(&["p1"]);
+    let mut a = new_client("writer").expect("A");
+    let mut ta = PgTransport::new(connect(), &partition, "alice", Some(allowed.clone()));
+    let mut b = new_client("follower").expect("B");
+    subscribe_projects(&mut b, "b", &["p1"]).expect("B subscribes");
+    let mut tb = PgTransport::new(connect(), &partition, "bob", Some(allowed));
+    sync_idle(&mut b, &mut tb, 6).expect("B starts empty");
+    let mut listener = CommitListener::listen(connect()).expect("LISTEN");
+
+    for round in 1..=3i64 {
+        a.mutate(vec![upsert_task(task_values(
+            &format!("t{round}"),
+            "p1",
+            &format!("round {round}"),
+            false,
+            None,
+        ))])
+        .expect("A writes");
+        sync_idle(&mut a, &mut ta, 6).expect("A pushes");
+        // The gateway's loop: wait for the announcement, then pull.
+        let seen = listener
+            .wait_for(&partition, 1, Duration::from_millis(200), MAX_WAIT)
+            .expect("listen");
+        assert_eq!(seen.len(), 1, "round {round}: one announcement: {seen:?}");
+        let (p, seq) = parse_payload(&seen[0].payload).expect("payload parses");
+        assert_eq!((p.as_str(), seq), (partition.as_str(), round));
+        let report = sync_idle(&mut b, &mut tb, 6).expect("B pulls");
+        assert_eq!(report.commits_applied, 1, "round {round}: {report:?}");
+        assert_eq!(b.subscription_state("b").expect("sub").cursor, seq);
+        assert_eq!(held_snapshot(&b).expect("B rows").len(), round as usize);
+    }
+}
