@@ -308,9 +308,18 @@ fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult
                 ddl::create_app_table(app_schema, t)?;
                 create_indexes(app_schema, t)?;
             }
-            Some(_) => {
+            Some(existing) => {
                 // Kept from an earlier install (DROP EXTENSION leaves app
                 // tables): adopt it when it can be read, rebuild indexes.
+                let is_app_table = [ddl::PARTITION_COLUMN, ddl::ROW_ID_COLUMN, ddl::PAYLOAD_COLUMN]
+                    .iter()
+                    .all(|c| existing.iter().any(|e| e == c));
+                if !is_app_table {
+                    return Err(EngineError::schema_refused(format!(
+                        "table {app_schema}.{} already exists and is not a syncular app table — drop or rename it, or register into another app_schema",
+                        t.name
+                    )));
+                }
                 assert_physical_columns(app_schema, &t.name, &required_columns(t))?;
                 for name in ddl::list_owned_indexes(app_schema, &t.name)? {
                     ddl::drop_index(app_schema, &name)?;

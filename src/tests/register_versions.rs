@@ -263,6 +263,13 @@ mod tests {
     }
 
     #[pg_test]
+    fn refuses_to_take_over_a_foreign_table() {
+        run("CREATE TABLE public.items(id text PRIMARY KEY, ws text, label text)");
+        refused(&items(1, vec![]), "already exists and is not a syncular app table");
+        assert_eq!(columns_of("public", "items").len(), 3, "foreign table untouched");
+    }
+
+    #[pg_test]
     fn adopts_an_app_table_left_by_drop_extension() {
         register(&items(1, vec![])).unwrap();
         run("INSERT INTO public.items VALUES ('p', 'r1', 'r1', 'w1', NULL, 1, '{}', '\\x00')");
