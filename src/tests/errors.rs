@@ -6,7 +6,7 @@ mod tests {
     use syncular_protocol::{Category, ErrorCode, ProtocolError};
 
     use crate::api::errors::raise;
-    use crate::engine::error::EngineError;
+    use crate::engine::error::{EngineError, HostCode};
     use crate::store::subtransaction;
 
     fn raised(err: EngineError) -> (String, String) {
@@ -39,5 +39,21 @@ mod tests {
             seen += 1;
         }
         assert_eq!(seen, ErrorCode::ALL.len());
+    }
+
+    #[pg_test]
+    fn host_errors_carry_their_code_and_sqlstate() {
+        for (code, prefix, state) in [
+            (HostCode::InvalidSchema, "syncular.invalid_schema", "42P15"),
+            (HostCode::SchemaRefused, "syncular.schema_refused", "55000"),
+            (HostCode::NoSchema, "syncular.no_schema", "55000"),
+            (HostCode::InvalidResolver, "syncular.invalid_resolver", "22023"),
+            (HostCode::InvalidArgument, "syncular.invalid_argument", "22023"),
+            (HostCode::ResolverMalformed, "syncular.resolver_malformed", "39000"),
+            (HostCode::Internal, "syncular.internal", "XX000"),
+        ] {
+            let (got_state, message) = raised(EngineError::host(code, "why"));
+            assert_eq!((got_state.as_str(), message.as_str()), (state, format!("{prefix}: why").as_str()));
+        }
     }
 }
