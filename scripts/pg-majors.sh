@@ -131,8 +131,10 @@ pgm_need_host_pkgs() {
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     pgm_log "apt-get install ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
-        --no-install-recommends "${missing[@]}" >/dev/null
+    local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600
+        --no-install-recommends "${missing[@]}")
+    # A fresh machine may have empty package lists: update once and retry.
+    "${install[@]}" >/dev/null 2>&1 || { apt-get update -qq -o DPkg::Lock::Timeout=600 && "${install[@]}" >/dev/null; }
 }
 
 # pgm_pg_config MAJOR: print the pg_config path where MAJOR is (or would be) installed.
