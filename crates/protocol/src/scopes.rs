@@ -169,7 +169,7 @@ pub fn authorize_write(
             .is_some_and(|a| a.iter().any(|x| x == WILDCARD || x == v));
         if !ok {
             return Err(forbid(format!(
-                "actor may not write {:?} = {v:?} in table {:?}",
+                "actor may not write this value of scope {:?} in table {:?}",
                 s.variable, table.name
             )));
         }
@@ -283,7 +283,12 @@ mod tests {
         let allowed = m(&[("project_id", &["p1"]), ("org_id", &["*"])]);
         assert!(authorize_write(t, &row, Some(&allowed)).is_ok());
         let only_project = m(&[("project_id", &["p1"])]);
-        assert_eq!(authorize_write(t, &row, Some(&only_project)).unwrap_err().code, ErrorCode::Forbidden);
+        let denied = authorize_write(t, &row, Some(&only_project)).unwrap_err();
+        assert_eq!(denied.code, ErrorCode::Forbidden);
+        // The message names the variable, never the stored row's value (§3.4).
+        for value in row.values().flatten() {
+            assert!(!denied.message.contains(value), "{} leaks {value}", denied.message);
+        }
         let null_org: BTreeMap<&str, Option<&str>> = [("project_id", Some("p1")), ("org_id", None)].into();
         assert!(authorize_write(t, &null_org, Some(&allowed)).is_err());
         let empty_org: BTreeMap<&str, Option<&str>> = [("project_id", Some("p1")), ("org_id", Some(""))].into();
