@@ -1,8 +1,11 @@
-//! The extension's GUCs (all `USERSET`, settable per session/transaction):
+//! The extension's GUCs. `syncular.now_ms` is `SUSET` (superusers only: it
+//! stamps every commit); the two limits are `USERSET` but bounded (a
+//! gateway session may lower them, or raise them up to the bound — a host
+//! decision):
 //!
 //! | GUC | type | default | meaning |
 //! |---|---|---|---|
-//! | `syncular.now_ms` | text | `''` | when non-empty, the engine's "now" in Unix ms (tests); see [`crate::engine::clock`] |
+//! | `syncular.now_ms` | text | `''` | when non-empty, the engine's "now" in Unix ms, 0 ..= 2^53−1 (tests; SUSET); see [`crate::engine::clock`] |
 //! | `syncular.max_operations` | int | 500 | §6.1 operations cap per request (`sync.too_many_operations`) |
 //! | `syncular.response_budget_bytes` | int | 4194304 (max 268435456) | pull stops adding pages/commits past this many response bytes |
 //!
@@ -26,7 +29,7 @@ pub fn init() {
         c"Overrides the engine clock (Unix ms) when non-empty; for tests.",
         c"Every 'now' of the extension (commit createdAtMs, TTLs, leases) reads this when set.",
         &NOW_MS,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
