@@ -14,13 +14,23 @@ use crate::engine::{resolver, schema};
 /// reports what happened in a NOTICE (`syncular: schema version N created |
 /// unchanged | migrated (rewritten rows: N, retired tables: […])`).
 /// Errors: `syncular.invalid_schema` (42P15), `syncular.schema_refused`
-/// (55000). Admin only (EXECUTE not granted to `syncular_gateway`).
+/// (55000), `syncular.invalid_argument` (22023) when an argument is NULL.
+/// Admin only (EXECUTE not granted to `syncular_gateway`).
 #[pg_extern(volatile)]
 fn register_schema(
-    ir: JsonB,
-    app_schema: default!(String, "'public'"),
-    allow_drop: default!(bool, false),
+    ir: Option<JsonB>,
+    app_schema: default!(Option<String>, "'public'"),
+    allow_drop: default!(Option<bool>, false),
 ) {
+    let null = |name: &str| -> ! {
+        crate::api::errors::raise(crate::engine::error::EngineError::host(
+            crate::engine::error::HostCode::InvalidArgument,
+            format!("argument {name} of register_schema must not be NULL"),
+        ))
+    };
+    let ir = ir.unwrap_or_else(|| null("ir"));
+    let app_schema = app_schema.unwrap_or_else(|| null("app_schema"));
+    let allow_drop = allow_drop.unwrap_or_else(|| null("allow_drop"));
     let outcome = schema::register(&ir.0, &app_schema, allow_drop).or_raise();
     let version = ir.0.get("version").or_else(|| ir.0.get("schemaVersion")).cloned().unwrap_or_default();
     pgrx::notice!("syncular: schema version {version} {}", describe_outcome(&outcome));
@@ -50,13 +60,15 @@ fn current_schema_version() -> Option<i32> {
 
 /// `syncular._set_scope_resolver_oid(fn oid) returns void` — the body of
 /// `syncular.set_scope_resolver(fn regprocedure)` (SQL wrapper below).
-/// NULL clears the resolver. Errors: `syncular.invalid_resolver` (22023).
+/// NULL clears the resolver. Errors: `syncular.invalid_resolver` (22023)
+/// for a wrong shape or an owner that is not a superuser.
 #[pg_extern(name = "_set_scope_resolver_oid", volatile)]
 fn set_scope_resolver_oid(function: Option<pg_sys::Oid>) {
     match function {
         None => crate::store::resolver_store::delete_scope_resolver().or_raise(),
         Some(function) => {
             resolver::check_resolver_shape(function).or_raise();
+            resolver::check_resolver_owner_of(function).or_raise();
             crate::store::resolver_store::upsert_scope_resolver(function).or_raise();
         }
     }

@@ -25,6 +25,20 @@ fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
     }
 }
 
+/// A required text argument that must also be non-empty (an empty
+/// `partition` would, e.g., make the NOTIFY payload `":1"`).
+/// Errors: `syncular.invalid_argument` (22023).
+fn required_text<'a>(value: Option<&'a str>, name: &str) -> &'a str {
+    let value = required(value, name);
+    if value.is_empty() {
+        raise(EngineError::host(
+            HostCode::InvalidArgument,
+            format!("argument {name} must not be empty"),
+        ))
+    }
+    value
+}
+
 fn round(
     partition: Option<&str>,
     actor_id: Option<&str>,
@@ -32,8 +46,8 @@ fn round(
     allowed_scopes: Option<JsonB>,
     halves: Halves,
 ) -> Vec<u8> {
-    let partition = required(partition, "partition");
-    let actor_id = required(actor_id, "actor_id");
+    let partition = required_text(partition, "partition");
+    let actor_id = required_text(actor_id, "actor_id");
     let request = required(request, "request");
     let allowed = allowed_scopes.map(|j| j.0);
     let caller = Caller {
@@ -145,8 +159,8 @@ fn commit(
     client_commit_id: default!(Option<&str>, "NULL"),
     allowed_scopes: default!(Option<JsonB>, "NULL"),
 ) -> JsonB {
-    let partition = required(partition, "partition");
-    let actor_id = required(actor_id, "actor_id");
+    let partition = required_text(partition, "partition");
+    let actor_id = required_text(actor_id, "actor_id");
     let Some(operations) = operations else {
         raise(EngineError::host(
             HostCode::InvalidArgument,

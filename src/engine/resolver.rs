@@ -9,6 +9,17 @@
 //! (§3.2 rule 5, §3.4 step 4) — and leaves the caller's transaction usable.
 //! A value that is not a map of string lists is a loud error
 //! (`syncular.resolver_malformed`) naming the key and the type received.
+//!
+//! Errors that say nothing about the actor — SQLSTATE classes 40
+//! (serialization failure, deadlock), 53 (insufficient resources), 54
+//! (program limit), 57 (query canceled, statement timeout, shutdown), 58
+//! (system error) and XX (internal) — are re-raised unchanged: the whole
+//! request fails and nothing (no `sync.forbidden` result) is stored.
+//!
+//! The resolver runs inside the SECURITY DEFINER sync functions, i.e. with
+//! the extension owner's (a superuser's) privileges; so it must be owned by
+//! a superuser — checked when it is registered and again before every call
+//! (`syncular.invalid_resolver`).
 
 use std::collections::BTreeMap;
 
@@ -56,19 +67,59 @@ pub fn check_resolver_shape(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
     }
 }
 
+/// `true` for SQLSTATEs that mean "the resolver could not answer" rather
+/// than "the resolver refused": classes 40, 53, 54, 57, 58 and XX.
+pub fn is_transient_sqlstate(sqlstate: &str) -> bool {
+    matches!(sqlstate.get(..2), Some("40" | "53" | "54" | "57" | "58" | "XX"))
+}
+
+/// Refuses a resolver whose owner is not a superuser: it would run with the
+/// extension owner's privileges while its owner can replace its body.
+/// `signature` names the function in the message.
+/// Errors: `syncular.invalid_resolver` (22023).
+pub fn check_resolver_owner(signature: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
+    if owner_is_superuser {
+        return Ok(());
+    }
+    Err(EngineError::host(
+        HostCode::InvalidResolver,
+        format!(
+            "{signature} cannot be the scope resolver: it is owned by role {owner:?}, which is not a superuser \
+             (the resolver runs with the extension owner's privileges, so only a superuser may own it)"
+        ),
+    ))
+}
+
+/// [`check_resolver_owner`] for a function by OID (at registration).
+/// Errors: `syncular.invalid_resolver` (22023).
+pub fn check_resolver_owner_of(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
+    let signature = resolver_store::describe_function(function)?
+        .map(|shape| shape.signature)
+        .unwrap_or_else(|| format!("function {}", u32::from(function)));
+    let owner = resolver_store::function_owner(function)?.ok_or_else(|| {
+        EngineError::host(HostCode::InvalidResolver, format!("no function with OID {}", u32::from(function)))
+    })?;
+    check_resolver_owner(&signature, &owner.role, owner.is_superuser)
+}
+
 /// Runs the registered resolver once for (`partition`, `actor_id`).
 ///
 /// `Ok(Allowed::Map)` for a well-formed map; `Ok(Allowed::Denied)` when no
 /// resolver is registered or it raised (its writes rolled back);
 /// `Err(syncular.resolver_malformed)` for any other return value
-/// (including SQL NULL).
+/// (including SQL NULL); `Err(syncular.invalid_resolver)` when its owner is
+/// no longer a superuser. A transient error ([`is_transient_sqlstate`])
+/// raised by the resolver is re-raised as is (the request fails).
 pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed> {
     let Some(resolver) = resolver_store::load_scope_resolver()? else {
         return Ok(Allowed::Denied { reason: "no scope resolver is registered".into() });
     };
-    let outcome = subtransaction::run(|| {
-        resolver_store::call_scope_resolver(&resolver, partition, actor_id)
-    });
+    let name = format!("{}.{}", resolver.schema, resolver.name);
+    check_resolver_owner(&name, &resolver.owner, resolver.owner_is_superuser)?;
+    let outcome = subtransaction::run_rethrowing(
+        || resolver_store::call_scope_resolver(&resolver, partition, actor_id),
+        is_transient_sqlstate,
+    );
     let returned = match outcome {
         Err(raised) => {
             return Ok(Allowed::Denied {
@@ -77,7 +128,6 @@ pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed>
         }
         Ok(result) => result?,
     };
-    let name = format!("{}.{}", resolver.schema, resolver.name);
     match returned {
         None => Err(EngineError::host(
             HostCode::ResolverMalformed,
@@ -144,6 +194,24 @@ pub fn parse_allowed_map(value: &Value) -> Result<AllowedMap, String> {
 mod unit {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn transient_sqlstates_are_classes_40_53_54_57_58_xx() {
+        for code in ["40001", "40P01", "53200", "54001", "57014", "57P01", "58030", "XX000"] {
+            assert!(is_transient_sqlstate(code), "{code}");
+        }
+        for code in ["P0001", "42501", "22023", "23505", "39000", ""] {
+            assert!(!is_transient_sqlstate(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn a_non_superuser_owner_is_refused_by_name() {
+        assert!(check_resolver_owner("public.f(text,text)", "postgres", true).is_ok());
+        let err = check_resolver_owner("public.f(text,text)", "app_owner", false).unwrap_err();
+        assert_eq!(err.code_str(), "syncular.invalid_resolver");
+        assert!(err.message().contains("\"app_owner\"") && err.message().contains("superuser"), "{err}");
+    }
 
     #[test]
     fn parses_a_map_of_string_lists() {

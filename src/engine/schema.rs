@@ -7,8 +7,11 @@
 //!   §3.1, §5.10.1, §5.11); the app schema name is a valid identifier and not
 //!   `syncular`/`pg_*`/`information_schema`;
 //! - first registration: creates each app table; a table that already exists
-//!   (kept from before a `DROP EXTENSION`) is adopted when it has every
-//!   physical column, refused otherwise;
+//!   (kept from before a `DROP EXTENSION`) is adopted only when it is a plain
+//!   table owned by the registering role, without user triggers, rules or
+//!   row-level security, with the storage columns' exact types and NOT NULL,
+//!   the projection columns' types and the primary key (`_sync_partition`,
+//!   `_sync_row_id`);
 //! - a version lower than the stored one is refused;
 //! - the same version must describe the same schema (layouts, primary keys,
 //!   scopes, indexes, app schema) — then it is a no-op after checking that
@@ -19,9 +22,10 @@
 //!   nullable; a stored table missing from the new IR is refused unless
 //!   `allow_drop`, then retired like the reference server (its
 //!   `sync_row_scopes` entries deleted, its app table dropped; the commit log
-//!   is left to retention). Appended columns are added (nullable), declared
-//!   indexes rebuilt, and every stored payload of a widened table re-encoded
-//!   in batches with NULLs for the new columns.
+//!   is left to retention). Every kept app table is re-checked (owner, no
+//!   triggers, rules or row-level security). Appended columns are added
+//!   (nullable), declared indexes rebuilt, and every stored payload of a
+//!   widened table re-encoded in batches with NULLs for the new columns.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -250,6 +254,101 @@ fn create_indexes(app_schema: &str, table: &TableSchema) -> EngineResult<()> {
     Ok(())
 }
 
+/// Refuses an existing app table that is not safe to serve: not a plain
+/// table, not owned by the registering role (someone with CREATE on the app
+/// schema could have planted it), or carrying user triggers, rules or
+/// row-level security (they would run inside syncular's SECURITY DEFINER
+/// sync functions with the extension owner's rights).
+fn check_table_guard(app_schema: &str, name: &str) -> EngineResult<()> {
+    let Some(guard) = ddl::app_table_guard(app_schema, name)? else {
+        return Err(EngineError::schema_refused(format!(
+            "table {name:?} is missing from schema {app_schema:?} — refusing to serve a database whose rows cannot be read"
+        )));
+    };
+    let refuse = |why: String| {
+        Err(EngineError::schema_refused(format!(
+            "app table {app_schema}.{name} {why} — refusing to serve it (syncular's sync functions run as the extension owner)"
+        )))
+    };
+    if guard.relkind != "r" {
+        return refuse(format!("is not a plain table (relkind {:?})", guard.relkind));
+    }
+    if !guard.owned_by_current_user {
+        return refuse(format!(
+            "is owned by role {:?}, not by the registering role: only tables owned by the role calling register_schema are adopted",
+            guard.owner
+        ));
+    }
+    if guard.user_triggers > 0 {
+        return refuse(format!("has {} user trigger(s)", guard.user_triggers));
+    }
+    if guard.rules > 0 {
+        return refuse(format!("has {} rule(s)", guard.rules));
+    }
+    if guard.row_security || guard.policies > 0 {
+        return refuse("has row-level security enabled or policies".to_string());
+    }
+    Ok(())
+}
+
+/// Refuses adopting an existing table whose physical shape differs from the
+/// one `register_schema` creates: storage columns with their exact types and
+/// NOT NULL, projection columns with their types, primary key exactly
+/// (`_sync_partition`, `_sync_row_id`).
+fn check_adoptable_shape(app_schema: &str, table: &TableSchema) -> EngineResult<()> {
+    let columns = ddl::app_table_column_types(app_schema, &table.name)?;
+    let name = &table.name;
+    let find = |c: &str| columns.iter().find(|(n, _, _)| n == c);
+    let storage = [
+        (ddl::PARTITION_COLUMN, "text"),
+        (ddl::ROW_ID_COLUMN, "text"),
+        (ddl::VERSION_COLUMN, "bigint"),
+        (ddl::SCOPES_COLUMN, "jsonb"),
+        (ddl::PAYLOAD_COLUMN, "bytea"),
+    ];
+    for (column, ty) in storage {
+        match find(column) {
+            Some((_, actual, true)) if actual == ty => {}
+            Some((_, actual, not_null)) => {
+                return Err(EngineError::schema_refused(format!(
+                    "existing table {app_schema}.{name}: storage column {column:?} is {actual}{} — expected {ty} NOT NULL; refusing to adopt it",
+                    if *not_null { " NOT NULL" } else { "" }
+                )))
+            }
+            None => {
+                return Err(EngineError::schema_refused(format!(
+                    "table {app_schema}.{name} is missing column {column:?} — refusing to adopt it"
+                )))
+            }
+        }
+    }
+    for column in &table.columns {
+        let ty = ddl::projection_type(column);
+        match find(&column.name) {
+            Some((_, actual, _)) if actual == ty => {}
+            Some((_, actual, _)) => {
+                return Err(EngineError::schema_refused(format!(
+                    "existing table {app_schema}.{name}: column {:?} is {actual}, expected {ty} — refusing to adopt it",
+                    column.name
+                )))
+            }
+            None => {
+                return Err(EngineError::schema_refused(format!(
+                    "table {app_schema}.{name} is missing column {:?} — refusing to adopt it",
+                    column.name
+                )))
+            }
+        }
+    }
+    let pk = ddl::app_table_primary_key(app_schema, name)?;
+    if pk != [ddl::PARTITION_COLUMN, ddl::ROW_ID_COLUMN] {
+        return Err(EngineError::schema_refused(format!(
+            "existing table {app_schema}.{name}: primary key is {pk:?}, expected (_sync_partition, _sync_row_id) — refusing to adopt it"
+        )));
+    }
+    Ok(())
+}
+
 fn write_marker(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<()> {
     let now = clock::now_ms()?;
     schema_store::insert_schema_version(i64::from(schema.version), ir, app_schema, now)?;
@@ -320,7 +419,8 @@ fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult
                         t.name
                     )));
                 }
-                assert_physical_columns(app_schema, &t.name, &required_columns(t))?;
+                check_table_guard(app_schema, &t.name)?;
+                check_adoptable_shape(app_schema, t)?;
                 for name in ddl::list_owned_indexes(app_schema, &t.name)? {
                     ddl::drop_index(app_schema, &name)?;
                 }
@@ -412,6 +512,9 @@ fn register_higher(
             retired.push(stored.tbl.clone());
             continue;
         };
+        // The app table may have been dropped and recreated (or armed with
+        // a trigger) by someone with CREATE on the app schema since.
+        check_table_guard(app_schema, &stored.tbl)?;
         let old_layout = parse_layout_json(&stored.tbl, &stored.layout)?;
         let old = stored_schema.tables.iter().find(|t| t.name == stored.tbl);
         check_append_only(&stored.tbl, &old_layout, new)?;

@@ -257,3 +257,121 @@ pub fn update_payload(
             .map_err(StoreError::spi("update_payload"))
     })
 }
+
+/// Safety facts about an existing app table (adoption and version bumps):
+/// who owns it and whether anything user-defined runs on writes to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppTableGuard {
+    /// `relkind` (`r` plain table, `p` partitioned, …).
+    pub relkind: String,
+    /// Owner role name.
+    pub owner: String,
+    /// Whether the owner is `current_user` (the registering admin).
+    pub owned_by_current_user: bool,
+    /// Triggers that are not internal (FK triggers are internal).
+    pub user_triggers: i64,
+    /// Rewrite rules on the table.
+    pub rules: i64,
+    /// Whether row-level security is enabled.
+    pub row_security: bool,
+    /// Row-level security policies.
+    pub policies: i64,
+}
+
+/// The [`AppTableGuard`] of `"<app_schema>"."<table>"`, `None` when no
+/// relation of that name exists. One catalog query.
+pub fn app_table_guard(app_schema: &str, table: &str) -> StoreResult<Option<AppTableGuard>> {
+    const STATEMENT: &str = "app_table_guard";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT c.relkind::text, pg_catalog.pg_get_userbyid(c.relowner)::text, \
+                        c.relowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), \
+                        (SELECT count(*) FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal), \
+                        (SELECT count(*) FROM pg_catalog.pg_rewrite w WHERE w.ev_class = c.oid), \
+                        c.relrowsecurity, \
+                        (SELECT count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid) \
+                   FROM pg_catalog.pg_class c \
+                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                  WHERE n.nspname = $1 AND c.relname = $2",
+                Some(1),
+                &[app_schema.into(), table.into()],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let relkind: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+        let owner: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        let owned: Option<bool> = row.get(3).map_err(StoreError::spi(STATEMENT))?;
+        let user_triggers: Option<i64> = row.get(4).map_err(StoreError::spi(STATEMENT))?;
+        let rules: Option<i64> = row.get(5).map_err(StoreError::spi(STATEMENT))?;
+        let row_security: Option<bool> = row.get(6).map_err(StoreError::spi(STATEMENT))?;
+        let policies: Option<i64> = row.get(7).map_err(StoreError::spi(STATEMENT))?;
+        Ok(Some(AppTableGuard {
+            relkind: relkind.unwrap_or_default(),
+            owner: owner.unwrap_or_default(),
+            owned_by_current_user: owned.unwrap_or(false),
+            user_triggers: user_triggers.unwrap_or(0),
+            rules: rules.unwrap_or(0),
+            row_security: row_security.unwrap_or(false),
+            policies: policies.unwrap_or(0),
+        }))
+    })
+}
+
+/// `(name, format_type, NOT NULL)` of every live column of
+/// `"<app_schema>"."<table>"`, in physical order (empty when absent).
+pub fn app_table_column_types(app_schema: &str, table: &str) -> StoreResult<Vec<(String, String, bool)>> {
+    const STATEMENT: &str = "app_table_column_types";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull \
+                   FROM pg_catalog.pg_class c \
+                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                   JOIN pg_catalog.pg_attribute a \
+                     ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
+                  WHERE n.nspname = $1 AND c.relname = $2 \
+                  ORDER BY a.attnum",
+                None,
+                &[app_schema.into(), table.into()],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let name: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+            let ty: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+            let not_null: Option<bool> = row.get(3).map_err(StoreError::spi(STATEMENT))?;
+            out.push((name.unwrap_or_default(), ty.unwrap_or_default(), not_null.unwrap_or(false)));
+        }
+        Ok(out)
+    })
+}
+
+/// The primary-key column names of `"<app_schema>"."<table>"` in key
+/// order (empty when it has none).
+pub fn app_table_primary_key(app_schema: &str, table: &str) -> StoreResult<Vec<String>> {
+    const STATEMENT: &str = "app_table_primary_key";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT a.attname::text \
+                   FROM pg_catalog.pg_class c \
+                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                   JOIN pg_catalog.pg_index i ON i.indrelid = c.oid AND i.indisprimary \
+                   CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord) \
+                   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum \
+                  WHERE n.nspname = $1 AND c.relname = $2 \
+                  ORDER BY k.ord",
+                None,
+                &[app_schema.into(), table.into()],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(name) = row.get::<String>(1).map_err(StoreError::spi(STATEMENT))? {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    })
+}

@@ -30,6 +30,42 @@ pub struct ResolverName {
     pub schema: String,
     /// `pg_proc.proname`.
     pub name: String,
+    /// The function owner's role name (`pg_roles.rolname`).
+    pub owner: String,
+    /// `true` when the owner is a superuser (`pg_roles.rolsuper`).
+    pub owner_is_superuser: bool,
+}
+
+/// Who owns a function: role name and whether it is a superuser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionOwner {
+    /// `pg_roles.rolname` of `pg_proc.proowner`.
+    pub role: String,
+    /// `pg_roles.rolsuper`.
+    pub is_superuser: bool,
+}
+
+/// The owner of `function`; `None` when no such function exists.
+pub fn function_owner(function: pg_sys::Oid) -> StoreResult<Option<FunctionOwner>> {
+    const STATEMENT: &str = "function_owner";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT r.rolname::pg_catalog.text, r.rolsuper \
+                   FROM pg_catalog.pg_proc p \
+                   JOIN pg_catalog.pg_roles r ON r.oid = p.proowner \
+                  WHERE p.oid = $1",
+                Some(1),
+                &[function.into()],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else {
+            return Ok(None);
+        };
+        let role: String = row.get(1).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let is_superuser: bool = row.get(2).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
+        Ok(Some(FunctionOwner { role, is_superuser }))
+    })
 }
 
 /// Reads `pg_proc` for `function`; `None` when no such function exists.
@@ -92,16 +128,17 @@ pub fn delete_scope_resolver() -> StoreResult<()> {
     })
 }
 
-/// The stored resolver's schema and name; `None` when none is set.
+/// The stored resolver's schema, name and owner; `None` when none is set.
 pub fn load_scope_resolver() -> StoreResult<Option<ResolverName>> {
     const STATEMENT: &str = "load_scope_resolver";
     Spi::connect_mut(|client| {
         let rows = client
             .update(
-                "SELECT n.nspname::text, p.proname::text \
+                "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
                    FROM syncular.sync_scope_resolver r \
                    JOIN pg_catalog.pg_proc p ON p.oid = r.resolver \
                    JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+                   JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
                   WHERE r.id = 1",
                 Some(1),
                 &[],
@@ -112,8 +149,10 @@ pub fn load_scope_resolver() -> StoreResult<Option<ResolverName>> {
         };
         let schema: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
         let name: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        let owner: String = row.get(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let owner_is_superuser: bool = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
         match (schema, name) {
-            (Some(schema), Some(name)) => Ok(Some(ResolverName { schema, name })),
+            (Some(schema), Some(name)) => Ok(Some(ResolverName { schema, name, owner, owner_is_superuser })),
             _ => Err(StoreError::new(STATEMENT, "resolver row without a name")),
         }
     })

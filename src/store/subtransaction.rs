@@ -53,6 +53,20 @@ fn sqlstate_text(code: pgrx::PgSqlErrorCode) -> String {
 /// restored either way. Must be called inside a transaction (any SQL
 /// function call is).
 pub fn run<R>(f: impl FnOnce() -> R) -> Result<R, SubtransactionError> {
+    run_rethrowing(f, |_| false)
+}
+
+/// [`run`], except that an error whose SQLSTATE satisfies `rethrow` is
+/// re-raised unchanged (same SQLSTATE, message, detail) after the
+/// subtransaction is rolled back — the caller's transaction then aborts as
+/// if the error had never been caught (plpgsql's bare `RAISE;`). Used for
+/// errors that say nothing about the closure's answer (query cancel,
+/// deadlock, out of memory, …).
+pub fn run_rethrowing<R>(
+    f: impl FnOnce() -> R,
+    rethrow: impl Fn(&str) -> bool,
+) -> Result<R, SubtransactionError> {
+    let rethrow = AssertUnwindSafe(rethrow);
     // SAFETY: we are in a backend inside a transaction; the memory context
     // and resource owner are saved and restored exactly as PL/pgSQL's
     // exec_stmt_block does around BeginInternalSubTransaction.
@@ -83,6 +97,9 @@ pub fn run<R>(f: impl FnOnce() -> R) -> Result<R, SubtransactionError> {
             pg_sys::RollbackAndReleaseCurrentSubTransaction();
         }
         restore();
+        if (*rethrow)(&error.sqlstate) {
+            caught.rethrow()
+        }
         Err(error)
     })
     .execute()

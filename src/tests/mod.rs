@@ -6,10 +6,12 @@
 
 mod catalog;
 mod clock;
+mod hardening;
 mod errors;
 mod privileges;
 mod register;
 mod register_versions;
+mod register_adopt;
 mod resolver;
 pub mod support;
 mod unique_index;

@@ -1,0 +1,100 @@
+//! register_schema safety around existing relations: adopting a kept app
+//! table only when it is the admin's own, untampered table of the expected
+//! shape (and rebuilding its scope index so bootstrap serves it); re-checking
+//! kept tables on a version bump; refusing to re-add a retired table under
+//! another layout; refusing a declared index name that is already taken.
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+    use serde_json::Value;
+
+    use crate::tests::support::*;
+
+    const REFUSED: (&str, &str) = ("55000", "syncular.schema_refused");
+
+    fn items(version: i32) -> Value {
+        ir_of(version, vec![small_table("items")])
+    }
+
+    /// Simulates `DROP EXTENSION` + `CREATE EXTENSION`: every syncular table
+    /// is emptied, the app tables stay.
+    fn forget_extension_state() {
+        run("DO $$ BEGIN EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('syncular.%I', tablename), ', ') \
+               FROM pg_catalog.pg_tables WHERE schemaname = 'syncular'); END $$");
+    }
+
+    /// A kept `public.items` app table (registered, then the marker forgotten).
+    fn kept_items_table() {
+        register(&items(1)).unwrap();
+        forget_extension_state();
+    }
+
+    fn refused_adoption(fragment: &str) {
+        expect_error(register(&items(1)), REFUSED.0, REFUSED.1, fragment);
+        assert_eq!(int8("SELECT count(*) FROM syncular.sync_schema_versions"), Some(0), "nothing registered");
+    }
+
+    fn other_role() {
+        run("DO $$ BEGIN CREATE ROLE syncular_test_mallory; EXCEPTION WHEN duplicate_object THEN NULL; END $$");
+    }
+
+    #[pg_test]
+    fn refuses_to_adopt_a_table_owned_by_another_role() {
+        kept_items_table();
+        other_role();
+        run("ALTER TABLE public.items OWNER TO syncular_test_mallory");
+        refused_adoption("is owned by role \"syncular_test_mallory\"");
+    }
+
+    #[pg_test]
+    fn refuses_to_adopt_a_table_with_a_trigger_rule_or_row_security() {
+        kept_items_table();
+        run("CREATE FUNCTION public.sneaky() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$");
+        run("CREATE TRIGGER sneaky BEFORE INSERT ON public.items FOR EACH ROW EXECUTE FUNCTION public.sneaky()");
+        refused_adoption("has 1 user trigger(s)");
+        run("DROP TRIGGER sneaky ON public.items");
+        run("CREATE RULE sneaky AS ON INSERT TO public.items DO ALSO NOTIFY sneaky");
+        refused_adoption("has 1 rule(s)");
+        run("DROP RULE sneaky ON public.items");
+        run("ALTER TABLE public.items ENABLE ROW LEVEL SECURITY");
+        refused_adoption("row-level security");
+        run("ALTER TABLE public.items DISABLE ROW LEVEL SECURITY");
+        assert_eq!(register(&items(1)).unwrap(), "created");
+    }
+
+    #[pg_test]
+    fn refuses_to_adopt_wrong_column_types_or_primary_key() {
+        kept_items_table();
+        run("ALTER TABLE public.items ALTER COLUMN _sync_version TYPE text");
+        refused_adoption("storage column \"_sync_version\" is text NOT NULL — expected bigint NOT NULL");
+        run("ALTER TABLE public.items ALTER COLUMN _sync_version TYPE bigint USING _sync_version::bigint");
+        run("ALTER TABLE public.items ALTER COLUMN _sync_scopes DROP NOT NULL");
+        refused_adoption("storage column \"_sync_scopes\" is jsonb — expected jsonb NOT NULL");
+        run("ALTER TABLE public.items ALTER COLUMN _sync_scopes SET NOT NULL");
+        run("ALTER TABLE public.items ALTER COLUMN label TYPE bigint USING NULL");
+        refused_adoption("column \"label\" is bigint, expected text");
+        run("ALTER TABLE public.items ALTER COLUMN label TYPE text");
+        run("ALTER TABLE public.items DROP CONSTRAINT items_pkey");
+        run("ALTER TABLE public.items ADD PRIMARY KEY (_sync_row_id)");
+        refused_adoption("primary key is [\"_sync_row_id\"]");
+        run("ALTER TABLE public.items DROP CONSTRAINT items_pkey");
+        run("ALTER TABLE public.items ADD PRIMARY KEY (_sync_partition, _sync_row_id)");
+        assert_eq!(register(&items(1)).unwrap(), "created");
+    }
+
+    #[pg_test]
+    fn a_version_bump_rechecks_owner_and_triggers_of_kept_tables() {
+        register(&items(1)).unwrap();
+        run("CREATE FUNCTION public.sneaky() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$");
+        run("CREATE TRIGGER sneaky BEFORE INSERT ON public.items FOR EACH ROW EXECUTE FUNCTION public.sneaky()");
+        expect_error(register(&items(2)), REFUSED.0, REFUSED.1, "public.items has 1 user trigger(s)");
+        run("DROP TRIGGER sneaky ON public.items");
+        other_role();
+        run("ALTER TABLE public.items OWNER TO syncular_test_mallory");
+        expect_error(register(&items(2)), REFUSED.0, REFUSED.1, "is owned by role \"syncular_test_mallory\"");
+        assert_eq!(int8("SELECT max(version) FROM syncular.sync_schema_versions"), Some(1), "bump refused");
+        run("ALTER TABLE public.items OWNER TO CURRENT_USER");
+        assert!(register(&items(2)).unwrap().starts_with("migrated"));
+    }
+}
