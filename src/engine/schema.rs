@@ -11,7 +11,8 @@
 //!   table owned by the registering role, without user triggers, rules or
 //!   row-level security, with the storage columns' exact types and NOT NULL,
 //!   the projection columns' types and the primary key (`_sync_partition`,
-//!   `_sync_row_id`);
+//!   `_sync_row_id`); its `sync_row_scopes` entries are rebuilt from each
+//!   row's `_sync_scopes`;
 //! - a version lower than the stored one is refused;
 //! - the same version must describe the same schema (layouts, primary keys,
 //!   scopes, indexes, app schema) — then it is a no-op after checking that
@@ -425,6 +426,11 @@ fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult
                     ddl::drop_index(app_schema, &name)?;
                 }
                 create_indexes(app_schema, t)?;
+                // The scope index is not kept across DROP EXTENSION: rebuild
+                // it from each row's stored scopes so bootstrap serves them.
+                let variables: Vec<String> = t.variables().into_iter().map(str::to_owned).collect();
+                schema_store::delete_row_scopes_of_table(&t.name)?;
+                ddl::rebuild_row_scopes(app_schema, &t.name, &variables)?;
             }
         }
     }

@@ -10,6 +10,7 @@ mod tests {
     use serde_json::Value;
 
     use crate::tests::support::*;
+    use crate::tests::sync_pull_support::{self as pull, header, sub, Client, ACCEPT_ROWS};
 
     const REFUSED: (&str, &str) = ("55000", "syncular.schema_refused");
 
@@ -96,5 +97,26 @@ mod tests {
         assert_eq!(int8("SELECT max(version) FROM syncular.sync_schema_versions"), Some(1), "bump refused");
         run("ALTER TABLE public.items OWNER TO CURRENT_USER");
         assert!(register(&items(2)).unwrap().starts_with("migrated"));
+    }
+
+    #[pg_test]
+    fn an_adopted_table_is_served_by_bootstrap() {
+        pull::setup();
+        let mut a = Client::new("p1", "alice", "ca");
+        a.push_ok(vec![pull::task("t1", "w1", "one"), pull::task("t2", "w1", "two")]);
+        a.push_ok(vec![pull::task("t3", "w2", "other scope")]);
+        forget_extension_state();
+        assert_eq!(int8("SELECT count(*) FROM public.tasks"), Some(3), "app rows kept");
+        assert_eq!(register(&pull::pull_ir()).unwrap(), "created");
+        assert_eq!(
+            text("SELECT string_agg(partition || '/' || tbl || '/' || var || '=' || value || '/' || row_id, ',' ORDER BY row_id) FROM syncular.sync_row_scopes"),
+            Some("p1/tasks/ws=w1/t1,p1/tasks/ws=w1/t2,p1/tasks/ws=w2/t3".into())
+        );
+        let mut b = Client::new("p1", "bob", "cb");
+        let p = b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)]);
+        let sec = p.one();
+        assert!(sec.start.bootstrap);
+        assert_eq!(sec.segment_ids(), ["t1", "t2"]);
+        assert_eq!(pull::task_values(&sec.segment_rows()[1].2), ("t2".into(), "w1".into(), "two".into()));
     }
 }
