@@ -24,7 +24,8 @@
 //!   `allow_drop`, then retired like the reference server (its
 //!   `sync_row_scopes` entries deleted, its app table dropped; the commit log
 //!   is left to retention). Every kept app table is re-checked (owner, no
-//!   triggers, rules or row-level security). Appended columns are added
+//!   triggers, rules or row-level security); a new table named like a
+//!   retired one must have the retired layout. Appended columns are added
 //!   (nullable), declared indexes rebuilt, and every stored payload of a
 //!   widened table re-encoded in batches with NULLs for the new columns.
 
@@ -350,6 +351,26 @@ fn check_adoptable_shape(app_schema: &str, table: &TableSchema) -> EngineResult<
     Ok(())
 }
 
+/// Refuses re-adding a retired table under another layout: the commit log
+/// still holds its old payloads, which incremental pulls would serve under
+/// the new layout.
+fn check_readded_table(table: &TableSchema) -> EngineResult<()> {
+    let Some((version, ir)) = schema_store::latest_version_declaring(&table.name)? else {
+        return Ok(());
+    };
+    let old = Schema::from_value(&ir).map_err(|e| {
+        EngineError::internal(format!("stored schema IR version {version} no longer parses: {}", e.message))
+    })?;
+    let same = old.tables.iter().find(|t| t.name == table.name).is_some_and(|t| t.layout() == table.layout());
+    if !same {
+        return Err(EngineError::schema_refused(format!(
+            "table {:?} was retired after version {version} with a different layout; its commit log still holds payloads in that layout — pick a new table name (or re-add it with the identical layout)",
+            table.name
+        )));
+    }
+    Ok(())
+}
+
 fn write_marker(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<()> {
     let now = clock::now_ms()?;
     schema_store::insert_schema_version(i64::from(schema.version), ir, app_schema, now)?;
@@ -548,6 +569,9 @@ fn register_higher(
         if old_layout.len() < new.layout().len() {
             widened.push((new, old_layout));
         }
+    }
+    for t in schema.tables.iter().filter(|t| stored_tables.iter().all(|s| s.tbl != t.name)) {
+        check_readded_table(t)?;
     }
     // 2. Apply: retire, create, widen, rebuild indexes, rewrite payloads.
     for tbl in &retired {

@@ -189,3 +189,28 @@ pub fn delete_row_scopes_of_table(tbl: &str) -> StoreResult<()> {
             .map_err(StoreError::spi("delete_row_scopes_of_table"))
     })
 }
+
+/// The IR of the newest registered version that declared a table named
+/// `tbl` (`(version, ir)`), if any: the layout a retired table's commit log
+/// was written under.
+pub fn latest_version_declaring(tbl: &str) -> StoreResult<Option<(i64, Value)>> {
+    const STATEMENT: &str = "latest_version_declaring";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT version, ir FROM syncular.sync_schema_versions \
+                  WHERE ir->'tables' @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('name', $1::text)) \
+                  ORDER BY version DESC LIMIT 1",
+                Some(1),
+                &[tbl.into()],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let version: Option<i64> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+        let ir: Option<JsonB> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        match (version, ir) {
+            (Some(version), Some(ir)) => Ok(Some((version, ir.0))),
+            _ => Err(StoreError::new(STATEMENT, "NULL in sync_schema_versions")),
+        }
+    })
+}

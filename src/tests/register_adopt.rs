@@ -7,7 +7,7 @@
 #[pgrx::pg_schema]
 mod tests {
     use pgrx::prelude::*;
-    use serde_json::Value;
+    use serde_json::{json, Value};
 
     use crate::tests::support::*;
     use crate::tests::sync_pull_support::{self as pull, header, sub, Client, ACCEPT_ROWS};
@@ -118,5 +118,24 @@ mod tests {
         assert!(sec.start.bootstrap);
         assert_eq!(sec.segment_ids(), ["t1", "t2"]);
         assert_eq!(pull::task_values(&sec.segment_rows()[1].2), ("t2".into(), "w1".into(), "two".into()));
+    }
+
+    #[pg_test]
+    fn re_adding_a_retired_table_needs_its_old_layout() {
+        let notes = small_table("notes");
+        register(&ir_of(1, vec![small_table("items"), notes.clone()])).unwrap();
+        register_with(&ir_of(2, vec![small_table("items")]), "public", true).unwrap();
+        let mut changed = notes.clone();
+        changed["columns"][2] = json!({"name": "body", "type": "integer", "nullable": true});
+        expect_error(
+            register(&ir_of(3, vec![small_table("items"), changed])),
+            REFUSED.0,
+            REFUSED.1,
+            "table \"notes\" was retired after version 1 with a different layout",
+        );
+        assert!(!table_exists("public", "notes"));
+        assert_eq!(int8("SELECT max(version) FROM syncular.sync_schema_versions"), Some(2));
+        assert!(register(&ir_of(3, vec![small_table("items"), notes])).unwrap().starts_with("migrated"));
+        assert!(table_exists("public", "notes"));
     }
 }
