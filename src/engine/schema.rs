@@ -27,7 +27,9 @@
 //!   triggers, rules or row-level security); a new table named like a
 //!   retired one must have the retired layout. Appended columns are added
 //!   (nullable), declared indexes rebuilt, and every stored payload of a
-//!   widened table re-encoded in batches with NULLs for the new columns.
+//!   widened table re-encoded in batches with NULLs for the new columns;
+//! - a declared index whose physical name (`sync_ix_<name>`) is already taken
+//!   in the app schema is refused.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -249,8 +251,23 @@ fn same_table(a: &TableSchema, b: &TableSchema) -> bool {
         && a.indexes == b.indexes
 }
 
+/// Creates the declared indexes of `table`; refuses (`syncular.schema_refused`)
+/// when a physical index name is already taken in the app schema (by an
+/// operator's relation or another table's index) instead of a raw 42P07.
 fn create_indexes(app_schema: &str, table: &TableSchema) -> EngineResult<()> {
     for index in &table.indexes {
+        let physical = ddl::physical_index_name(&index.name);
+        if let Some((relkind, owner_table)) = ddl::relation_holding_name(app_schema, &physical)? {
+            let holder = if owner_table.is_empty() {
+                format!("a relation (relkind {relkind:?})")
+            } else {
+                format!("an index on table {owner_table:?}")
+            };
+            return Err(EngineError::schema_refused(format!(
+                "declared index {:?} of table {:?} is created as {app_schema}.{physical}, but {holder} already has that name — rename the index in the IR or drop that relation",
+                index.name, table.name
+            )));
+        }
         ddl::create_declared_index(app_schema, &table.name, index)?;
     }
     Ok(())

@@ -376,6 +376,30 @@ pub fn app_table_primary_key(app_schema: &str, table: &str) -> StoreResult<Vec<S
     })
 }
 
+/// What holds the name `name` in `app_schema`, if anything: `(relkind,
+/// table the index belongs to or "")`. Used before creating a declared index.
+pub fn relation_holding_name(app_schema: &str, name: &str) -> StoreResult<Option<(String, String)>> {
+    const STATEMENT: &str = "relation_holding_name";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT c.relkind::text, coalesce(t.relname::text, '') \
+                   FROM pg_catalog.pg_class c \
+                   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                   LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid \
+                   LEFT JOIN pg_catalog.pg_class t ON t.oid = i.indrelid \
+                  WHERE n.nspname = $1 AND c.relname = $2",
+                Some(1),
+                &[app_schema.into(), name.into()],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let relkind: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+        let table: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        Ok(Some((relkind.unwrap_or_default(), table.unwrap_or_default())))
+    })
+}
+
 /// Rebuilds the `sync_row_scopes` entries of an adopted app table from each
 /// row's `_sync_scopes` (`{"<variable>": "<value>"}`, the same entries a
 /// push writes), keeping only `variables` the table declares. Run after

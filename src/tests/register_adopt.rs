@@ -138,4 +138,24 @@ mod tests {
         assert!(register(&ir_of(3, vec![small_table("items"), notes])).unwrap().starts_with("migrated"));
         assert!(table_exists("public", "notes"));
     }
+
+    #[pg_test]
+    fn refuses_a_declared_index_name_that_is_taken() {
+        run("CREATE TABLE public.sync_ix_pre(x int)");
+        let mut t = small_table("items");
+        t["indexes"] = json!([{"name": "pre", "columns": ["label"], "unique": false}]);
+        expect_error(
+            register(&ir_of(1, vec![t.clone()])),
+            REFUSED.0,
+            REFUSED.1,
+            "declared index \"pre\" of table \"items\" is created as public.sync_ix_pre, but a relation (relkind \"r\") already has that name",
+        );
+        assert!(!table_exists("public", "items"), "nothing half-created");
+        assert_eq!(int8("SELECT count(*) FROM syncular.sync_schema_versions"), Some(0));
+        // Same on a version bump: the bump is refused, v1 stays.
+        register(&items(1)).unwrap();
+        expect_error(register(&ir_of(2, vec![t])), REFUSED.0, REFUSED.1, "public.sync_ix_pre");
+        assert_eq!(int8("SELECT max(version) FROM syncular.sync_schema_versions"), Some(1));
+        assert_eq!(int8("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = 'sync_ix_pre' AND relkind = 'r'"), Some(1));
+    }
 }
