@@ -169,13 +169,7 @@ fn walk_blocks<'a>(
 /// Errors: `sync.invalid_request` (the closed §5.2 list); never
 /// `sync.schema_mismatch`.
 pub fn validate_rows_segment(bytes: &[u8]) -> Result<()> {
-    let mut r = Reader::new(bytes);
-    let header = read_header(&mut r)?;
-    let layout = &header.layout;
-    walk_blocks(&mut r, |step| match step {
-        Step::Block(_) => Ok(()),
-        Step::Row(_, br) => row_codec::skip_row(br, layout),
-    })
+    validate_rows_segment_header(bytes).map(|_| ())
 }
 
 /// Like [`validate_rows_segment`] and returns the header.
