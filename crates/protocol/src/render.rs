@@ -13,8 +13,6 @@
 //! render as `{"opIndex","details"}` with `details` parsed — the spelling
 //! both reference renderers use (no golden vector pins it).
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::envelope::UnknownFrame;
@@ -307,7 +305,7 @@ fn scope_map(m: &[(String, Vec<String>)]) -> Value {
 
 /// Rule 4: standard (padded) base64.
 fn b64(bytes: &[u8]) -> Value {
-    Value::String(STANDARD.encode(bytes))
+    Value::String(crate::row_codec::base64_encode(bytes))
 }
 
 /// Rule 7: a `json` field embedded parsed. RFC 8259 numbers beyond the f64
