@@ -173,13 +173,7 @@ pub(crate) fn cmp_utf16_fast(a: &str, b: &str) -> Ordering {
 fn check_canonical_keys<'a>(keys: impl Iterator<Item = &'a str>, what: &str) -> Result<()> {
     let mut prev: Option<&str> = None;
     for key in keys {
-        if let Some(p) = prev {
-            if cmp_utf16_fast(p, key) != Ordering::Less {
-                return Err(ProtocolError::invalid(format!(
-                    "encoder: {what}: map keys duplicate or out of UTF-16 order ({p:?} then {key:?})"
-                )));
-            }
-        }
+        check_next_key(prev, key, what).map_err(as_encoder_error)?;
         prev = Some(key);
     }
     Ok(())
@@ -211,7 +205,7 @@ pub(crate) fn write_stored_scopes(w: &mut Writer, map: &[(String, String)], what
 /// Writes a `json` field: the text must be one JSON document (encoder error
 /// otherwise) and is written byte-for-byte.
 pub(crate) fn write_json(w: &mut Writer, text: &str, what: &str) -> Result<()> {
-    validate_json(text, what).map_err(|e| ProtocolError::invalid(format!("encoder: {}", e.message)))?;
+    validate_json(text, what).map_err(as_encoder_error)?;
     w.str(text, what)
 }
 
