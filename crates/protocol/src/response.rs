@@ -878,7 +878,7 @@ impl<W: Write> ResponseWriter<W> {
     /// Starts a response of `wire_version` (1 or 2; the request's) with
     /// `header`. `header.epoch` must be `Some` iff `wire_version` is 2.
     pub fn new(sink: W, wire_version: u16, header: &RespHeader) -> Result<Self> {
-        check_wire_version(wire_version).map_err(encoder_err)?;
+        check_wire_version(wire_version).map_err(as_encoder_error)?;
         let mut w = ResponseWriter {
             sink,
             wire_version,
@@ -888,11 +888,11 @@ impl<W: Write> ResponseWriter<W> {
             poisoned: false,
         };
         write_envelope_header(&mut w.scratch, wire_version, MsgKind::Response)
-            .map_err(encoder_err)?;
+            .map_err(as_encoder_error)?;
         write_frame(&mut w.scratch, FRAME_RESP_HEADER, |s| {
             encode_resp_header(s, header, wire_version)
         })
-        .map_err(encoder_err)?;
+        .map_err(as_encoder_error)?;
         w.flush_scratch()?;
         Ok(w)
     }
@@ -918,6 +918,14 @@ impl<W: Write> ResponseWriter<W> {
         self.grammar.error_seen
     }
 
+    /// Refuses every write after a sink failure (encoder error).
+    fn check_not_poisoned(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(ProtocolError::invalid("encoder: writer poisoned by an earlier sink failure"));
+        }
+        Ok(())
+    }
+
     fn flush_scratch(&mut self) -> Result<()> {
         let len = self.scratch.len() as u64;
         let r = self.sink.write_all(self.scratch.as_slice());
@@ -939,15 +947,13 @@ impl<W: Write> ResponseWriter<W> {
         frame_type: u8,
         body: impl FnOnce(&mut Writer) -> Result<()>,
     ) -> Result<()> {
-        if self.poisoned {
-            return Err(ProtocolError::invalid("encoder: writer poisoned by an earlier sink failure"));
-        }
+        self.check_not_poisoned()?;
         let mut next = self.grammar.clone();
-        next.accept(frame_type).map_err(encoder_err)?;
+        next.accept(frame_type).map_err(as_encoder_error)?;
         self.scratch.clear();
         if let Err(e) = write_frame(&mut self.scratch, frame_type, body) {
             self.scratch.clear();
-            return Err(encoder_err(e));
+            return Err(as_encoder_error(e));
         }
         self.flush_scratch()?;
         self.grammar = next;
@@ -1007,14 +1013,12 @@ impl<W: Write> ResponseWriter<W> {
     /// Re-emits a preserved unknown frame (refused under a registered type
     /// or after `ERROR`).
     pub fn unknown(&mut self, frame: &UnknownFrame) -> Result<()> {
-        if self.poisoned {
-            return Err(ProtocolError::invalid("encoder: writer poisoned by an earlier sink failure"));
-        }
-        self.grammar.accept_unknown(frame.frame_type).map_err(encoder_err)?;
+        self.check_not_poisoned()?;
+        self.grammar.accept_unknown(frame.frame_type).map_err(as_encoder_error)?;
         self.scratch.clear();
         if let Err(e) = write_unknown_frame(&mut self.scratch, frame) {
             self.scratch.clear();
-            return Err(encoder_err(e));
+            return Err(as_encoder_error(e));
         }
         self.flush_scratch()
     }
@@ -1038,10 +1042,8 @@ impl<W: Write> ResponseWriter<W> {
     /// Writes `END` and returns the sink. Refused (encoder error) while a
     /// subscription context is open, unless an `ERROR` was written.
     pub fn finish(mut self) -> Result<W> {
-        if self.poisoned {
-            return Err(ProtocolError::invalid("encoder: writer poisoned by an earlier sink failure"));
-        }
-        self.grammar.finish().map_err(encoder_err)?;
+        self.check_not_poisoned()?;
+        self.grammar.finish().map_err(as_encoder_error)?;
         self.scratch.clear();
         write_end(&mut self.scratch);
         self.sink
@@ -1051,10 +1053,6 @@ impl<W: Write> ResponseWriter<W> {
         self.bytes_written += self.scratch.len() as u64;
         Ok(self.sink)
     }
-}
-
-fn encoder_err(e: ProtocolError) -> ProtocolError {
-    as_encoder_error(e)
 }
 
 /// Encodes a whole response canonically through [`ResponseWriter`].
@@ -1128,7 +1126,7 @@ pub fn encode_push_result_details(w: &mut Writer, d: &PushResultDetails) -> Resu
             e.op_index >= 0 && !d.entries[..i].iter().any(|p| p.op_index == e.op_index),
             || format!("PUSH_RESULT_DETAILS.opIndex {} is negative or duplicated", e.op_index),
         )?;
-        validate_details_json(&e.details_json).map_err(encoder_err)?;
+        validate_details_json(&e.details_json).map_err(as_encoder_error)?;
     }
     w.str(&d.client_commit_id, "PUSH_RESULT_DETAILS.clientCommitId")?;
     w.len_prefix(d.entries.len(), "PUSH_RESULT_DETAILS.entries")?;
