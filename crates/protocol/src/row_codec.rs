@@ -691,22 +691,14 @@ pub fn append_null_columns(old: &TableLayout, new: &TableLayout, payload: &[u8])
             "new layout is not the old one plus appended nullable columns",
         ));
     }
-    let mut r = Reader::new(payload);
-    let old_bitmap = read_bitmap(&mut r, old)?;
-    let values_start = r.position();
-    for (i, col) in old.columns.iter().enumerate() {
-        if !is_null(old_bitmap, i, col)? {
-            skip_value(&mut r, col)?;
-        }
-    }
-    r.finish("row payload")?;
-    let mut bitmap = vec![0u8; new.bitmap_len()];
-    bitmap[..old_bitmap.len()].copy_from_slice(old_bitmap);
+    validate_row(old, payload)?;
+    let (old_bitmap, values) = payload.split_at(old.bitmap_len());
+    let mut out = vec![0u8; new.bitmap_len()];
+    out[..old_bitmap.len()].copy_from_slice(old_bitmap);
     for i in n_old..new.columns.len() {
-        bitmap[i / 8] |= 1 << (i % 8);
+        out[i / 8] |= 1 << (i % 8);
     }
-    let mut out = bitmap;
-    out.extend_from_slice(&payload[values_start..]);
+    out.extend_from_slice(values);
     Ok(out)
 }
 
