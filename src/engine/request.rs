@@ -17,7 +17,6 @@ use syncular_protocol::ErrorCode;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::partition::{self, EpochGate};
-use crate::engine::push_apply::table_schema;
 use crate::engine::resolver::{self, Allowed};
 use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, pull, push, subscriptions};
@@ -107,15 +106,11 @@ pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> Engine
         None => resolver::resolve_allowed(caller.partition, caller.actor_id)?,
     };
     if let Allowed::Map(map) = &allowed {
+        let declared = schema.variables();
         let undeclared: Vec<&str> = map
             .keys()
             .map(String::as_str)
-            .filter(|k| {
-                !schema
-                    .tables
-                    .iter()
-                    .any(|t| table_schema(t).scope(k).is_some())
-            })
+            .filter(|k| !declared.contains_key(k))
             .collect();
         if !undeclared.is_empty() {
             return Err(EngineError::protocol(
