@@ -76,13 +76,6 @@ pub fn app_table_sql(t: &RegisteredTable) -> AppTableSql {
     AppTableSql::for_table(&t.qualified_name, table_schema(t))
 }
 
-fn allowed_map(allowed: &Allowed) -> Option<&BTreeMap<String, Vec<String>>> {
-    match allowed {
-        Allowed::Map(m) => Some(m),
-        Allowed::Denied { .. } => None,
-    }
-}
-
 /// Stored scopes as JSON text `{"variable":"value",…}` (sorted keys).
 pub fn scopes_json(scopes: &BTreeMap<String, String>) -> String {
     serde_json::to_string(scopes).unwrap_or_else(|_| "{}".to_owned())
@@ -120,7 +113,7 @@ fn authorize(
             )
         })
         .collect();
-    authorize_write(table, &view, allowed_map(allowed)).map_err(|e| {
+    authorize_write(table, &view, allowed.map()).map_err(|e| {
         Stop::Record(StoredOpResult::error(
             op_index,
             ErrorCode::Forbidden,

@@ -43,6 +43,17 @@ pub enum Allowed {
     Denied { reason: String },
 }
 
+impl Allowed {
+    /// The map, or `None` when denied (the shape the protocol crate's
+    /// `effective` and `authorize_write` take).
+    pub fn map(&self) -> Option<&AllowedMap> {
+        match self {
+            Allowed::Map(map) => Some(map),
+            Allowed::Denied { .. } => None,
+        }
+    }
+}
+
 /// Checks that `function` can serve as a resolver: a plain function (not a
 /// procedure/aggregate), arguments exactly `(text, text)`, returning a
 /// single `jsonb`. Errors: `syncular.invalid_resolver`.

@@ -31,7 +31,6 @@ use crate::engine::bootstrap::inline_rows_required;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull_limits::PullLimits;
-use crate::engine::resolver::Allowed;
 
 /// §3.2 outcome of one subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,11 +98,7 @@ pub fn validate(ctx: &SyncContext<'_>, pull: &PullRequest) -> EngineResult<Vec<R
         }
         refuse_nul(sub)?;
         let requested = check_scopes(ctx, sub)?;
-        let allowed = match &ctx.allowed {
-            Allowed::Map(map) => Some(map),
-            Allowed::Denied { .. } => None,
-        };
-        let status = match effective(&requested, allowed) {
+        let status = match effective(&requested, ctx.allowed.map()) {
             Effective::Active(effective) => SubscriptionStatus::Active { effective },
             Effective::Revoked(_) => SubscriptionStatus::Revoked,
         };
