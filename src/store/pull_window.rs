@@ -124,21 +124,26 @@ pub struct WindowPageQuery<'a> {
     pub candidate_limit: i64,
 }
 
+/// The bound parameters `$1..$7` of [`WINDOW_PAGE_SQL`].
+fn window_args<'a>(q: &WindowPageQuery<'a>) -> [DatumWithOid<'a>; 7] {
+    [
+        DatumWithOid::from(q.partition),
+        DatumWithOid::from(q.table),
+        DatumWithOid::from(q.variable),
+        DatumWithOid::from(q.values.to_vec()),
+        DatumWithOid::from(q.after_seq),
+        DatumWithOid::from(q.through_seq),
+        DatumWithOid::from(q.candidate_limit),
+    ]
+}
+
 /// Reads one page of the §4.5 window: up to `candidate_limit` candidate
 /// commits in `(after_seq, through_seq]` that carry a change of `table` with
 /// `variable ∈ values`, oldest first, each with all of its `table` changes
 /// in `idx` order. Errors: SPI failures.
 pub fn read_window_page(q: &WindowPageQuery<'_>) -> StoreResult<Vec<WindowRow>> {
+    let args = window_args(q);
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
-        let args = [
-            DatumWithOid::from(q.partition),
-            DatumWithOid::from(q.table),
-            DatumWithOid::from(q.variable),
-            DatumWithOid::from(q.values.to_vec()),
-            DatumWithOid::from(q.after_seq),
-            DatumWithOid::from(q.through_seq),
-            DatumWithOid::from(q.candidate_limit),
-        ];
         let table = client.update(WINDOW_PAGE_SQL, None, &args)?;
         let mut out = Vec::with_capacity(table.len());
         for row in table {
@@ -171,15 +176,7 @@ pub fn read_window_page(q: &WindowPageQuery<'_>) -> StoreResult<Vec<WindowRow>> 
 /// parameters (`analyze` = also run it: `EXPLAIN (ANALYZE, FORMAT JSON)`,
 /// actual row counts included) — for the plan tests only.
 pub fn explain_window_page(q: &WindowPageQuery<'_>, analyze: bool) -> StoreResult<String> {
-    let args = [
-        DatumWithOid::from(q.partition),
-        DatumWithOid::from(q.table),
-        DatumWithOid::from(q.variable),
-        DatumWithOid::from(q.values.to_vec()),
-        DatumWithOid::from(q.after_seq),
-        DatumWithOid::from(q.through_seq),
-        DatumWithOid::from(q.candidate_limit),
-    ];
+    let args = window_args(q);
     explain_json(WINDOW_PAGE_SQL, &args, analyze).map_err(StoreError::spi("explain_window_page"))
 }
 
