@@ -70,20 +70,11 @@ pub fn explain_delete_row_scopes(
     table: &str,
     row_id: &str,
 ) -> StoreResult<String> {
-    Spi::connect_mut(|client| {
-        let t = client.update(
-            &format!("EXPLAIN (FORMAT JSON) {DELETE_ROW_SCOPES_SQL}"),
-            None,
-            &[
-                DatumWithOid::from(partition),
-                DatumWithOid::from(table),
-                DatumWithOid::from(row_id),
-            ],
-        )?;
-        Ok(t.first()
-            .get_one::<pgrx::Json>()?
-            .map(|j| j.0.to_string())
-            .unwrap_or_default())
-    })
-    .map_err(StoreError::spi("explain_delete_row_scopes"))
+    let args = [
+        DatumWithOid::from(partition),
+        DatumWithOid::from(table),
+        DatumWithOid::from(row_id),
+    ];
+    crate::store::pull_window::explain_json(DELETE_ROW_SCOPES_SQL, &args, false)
+        .map_err(StoreError::spi("explain_delete_row_scopes"))
 }
