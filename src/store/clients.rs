@@ -40,22 +40,3 @@ pub fn record_pull(
     })
     .map_err(StoreError::spi("record_pull"))
 }
-
-/// The stored pull state of one client: `(cursor, subscriptions JSON text)`,
-/// or `None` when the client has no record. Errors: SPI failures.
-pub fn read_pull_state(partition: &str, client_id: &str) -> StoreResult<Option<(i64, String)>> {
-    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
-        let table = client.update(
-            "SELECT cursor, subscriptions::text FROM syncular.sync_clients \
-             WHERE partition = $1 AND client_id = $2",
-            Some(1),
-            &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
-        )?;
-        if table.is_empty() {
-            return Ok(None);
-        }
-        let (cursor, subs) = table.first().get_two::<i64, String>()?;
-        Ok(Some((cursor.unwrap_or(-1), subs.unwrap_or_else(|| "[]".to_owned()))))
-    })
-    .map_err(StoreError::spi("read_pull_state"))
-}
