@@ -69,13 +69,6 @@ pub fn table_schema(t: &RegisteredTable) -> &TableSchema {
     &t.table
 }
 
-/// The store's view of a registered table's app table: quoted qualified
-/// name and the projection columns (quoted, typed as `register_schema`
-/// created them) in layout order.
-pub fn app_table_sql(t: &RegisteredTable) -> AppTableSql {
-    AppTableSql::for_table(&t.qualified_name, table_schema(t))
-}
-
 /// Stored scopes as JSON text `{"variable":"value",…}` (sorted keys).
 pub fn scopes_json(scopes: &BTreeMap<String, String>) -> String {
     serde_json::to_string(scopes).unwrap_or_else(|_| "{}".to_owned())
@@ -182,7 +175,7 @@ impl From<crate::store::StoreError> for Stop {
 struct Target<'a> {
     ctx: &'a SyncContext<'a>,
     table: &'a TableSchema,
-    sql: AppTableSql,
+    sql: &'a AppTableSql,
     op_index: i32,
     op: &'a Operation,
     writing: &'a Cell<Option<i32>>,
@@ -228,7 +221,7 @@ impl Target<'_> {
         let scopes = parse_stored_scopes(&stored.scopes_json);
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
         self.write(|| {
-            app_rows::delete_app_row(&self.sql, partition, &self.op.row_id)?;
+            app_rows::delete_app_row(self.sql, partition, &self.op.row_id)?;
             row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)
         })?;
         Ok(self.change(Op::Delete, None, scopes, None, false))
@@ -281,7 +274,7 @@ impl Target<'_> {
         let scopes_text = scopes_json(&scopes);
         self.write(|| {
             app_rows::upsert_app_row(
-                &self.sql,
+                self.sql,
                 &AppRowWrite {
                     partition: &self.ctx.partition,
                     row_id: &self.op.row_id,
@@ -329,7 +322,7 @@ impl Target<'_> {
             scopes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         self.write(|| {
             app_rows::upsert_app_row(
-                &self.sql,
+                self.sql,
                 &AppRowWrite {
                     partition,
                     row_id: &self.op.row_id,
@@ -355,7 +348,7 @@ impl Target<'_> {
                 ),
             ));
         }
-        let stored = app_rows::select_app_row(&self.sql, &self.ctx.partition, &self.op.row_id)?;
+        let stored = app_rows::select_app_row(self.sql, &self.ctx.partition, &self.op.row_id)?;
         if self.op.op == Op::Delete {
             // §6.2: deleting an absent row is applied, emits nothing.
             return stored.map(|s| self.delete(s)).transpose();
@@ -411,7 +404,7 @@ pub fn apply_operation(
     let target = Target {
         ctx,
         table: table_schema(registered),
-        sql: app_table_sql(registered),
+        sql: &registered.sql,
         op_index,
         op,
         writing,

@@ -41,6 +41,7 @@ use syncular_protocol::schema_ir::{Schema, TableSchema};
 
 use crate::engine::clock;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::store::app_rows::AppTableSql;
 use crate::store::app_table_ddl as ddl;
 use crate::store::schema_store::{self, StoredTable};
 
@@ -68,6 +69,10 @@ pub struct RegisteredTable {
     pub table: TableSchema,
     /// `"<app_schema>"."<table>"`, quoted, for the store.
     pub qualified_name: String,
+    /// The store's view of the app table (quoted qualified name, quoted and
+    /// typed projection columns in layout order), built once with the
+    /// schema rather than per pushed operation.
+    pub sql: AppTableSql,
 }
 
 impl RegisteredTable {
@@ -104,9 +109,13 @@ impl RegisteredSchema {
         let tables = schema
             .tables
             .iter()
-            .map(|t| RegisteredTable {
-                table: t.clone(),
-                qualified_name: ddl::qualified_name(&app_schema, &t.name),
+            .map(|t| {
+                let qualified_name = ddl::qualified_name(&app_schema, &t.name);
+                RegisteredTable {
+                    sql: AppTableSql::for_table(&qualified_name, t),
+                    table: t.clone(),
+                    qualified_name,
+                }
             })
             .collect();
         RegisteredSchema { version, app_schema, schema, tables }
