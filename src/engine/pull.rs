@@ -125,9 +125,7 @@ fn section<W: Write>(
     if sub.bootstrap_state.is_none() && sub.cursor >= 0 && sub.cursor < bounds.horizon_seq {
         return inactive(writer, sub, SubStatus::Reset, ErrorCode::CursorExpired);
     }
-    let bootstrapping = sub.bootstrap_state.is_some()
-        || sub.cursor < 0
-        || sub.cursor > bounds.max_commit_seq;
+    let bootstrapping = sub.bootstraps_by_request() || sub.cursor > bounds.max_commit_seq;
     if bootstrapping {
         bootstrap_section(ctx, limits, bounds, sub, effective, writer, budget, outcome)
     } else {
