@@ -19,10 +19,15 @@ mod tests {
     }
 
     /// Simulates `DROP EXTENSION` + `CREATE EXTENSION`: every syncular table
-    /// is emptied, the app tables stay.
+    /// is emptied, the app tables stay. DELETE, not TRUNCATE: pg_tests run
+    /// concurrently, and TRUNCATE's ACCESS EXCLUSIVE locks on every sync table
+    /// deadlocked against tests registering a schema at the same time. Each
+    /// test's transaction rolls back, so no other test's rows are visible here.
     fn forget_extension_state() {
-        run("DO $$ BEGIN EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('syncular.%I', tablename), ', ') \
-               FROM pg_catalog.pg_tables WHERE schemaname = 'syncular'); END $$");
+        run("DO $$ DECLARE t text; BEGIN \
+               FOR t IN SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = 'syncular' LOOP \
+                 EXECUTE format('DELETE FROM syncular.%I', t); \
+               END LOOP; END $$");
     }
 
     /// A kept `public.items` app table (registered, then the marker forgotten).
