@@ -1,0 +1,249 @@
+//! Command-line flags and their `SYNCULAR_GATEWAY_*` environment fallbacks.
+//!
+//! Every flag has an env twin (`--max-body-bytes` ↔ `SYNCULAR_GATEWAY_MAX_BODY_BYTES`); a flag
+//! given on the command line wins. `syncular-gateway --help` prints this documentation.
+//! Sizes are bytes, intervals are named by their unit (`…-secs`, `…-ms`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// How requests are authenticated (see `auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    /// UNSAFE, development only: actor and partition from the `x-syncular-actor` /
+    /// `x-syncular-partition` headers, scopes from the database resolver.
+    Dev,
+    /// `Authorization: Bearer <JWT>` (WebSocket also `?access_token=`), HS256/RS256/ES256.
+    Jwt,
+}
+
+/// JWT signature algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JwtAlgorithm {
+    /// HMAC-SHA256 with the secret of `--jwt-secret-file`.
+    #[value(name = "HS256")]
+    Hs256,
+    /// RSA PKCS#1 v1.5 SHA-256 with the PEM public key of `--jwt-public-key-file`.
+    #[value(name = "RS256")]
+    Rs256,
+    /// ECDSA P-256 SHA-256 with the PEM public key of `--jwt-public-key-file`.
+    #[value(name = "ES256")]
+    Es256,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The gateway's configuration.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "syncular-gateway",
+    version,
+    about = "Reference thin gateway for the syncular Postgres extension: HTTP POST {mount}/sync, \
+             WebSocket {mount}/realtime (SSP2 §8), auth, metrics. No sync logic: every sync \
+             decision is a SQL call into schema `syncular`.",
+    after_help = "Every flag can also be given as an environment variable SYNCULAR_GATEWAY_<FLAG> \
+                  (upper case, dashes as underscores), e.g. SYNCULAR_GATEWAY_DATABASE_URL."
+)]
+pub struct Config {
+    /// Postgres connection string (libpq key=value or postgres:// URL). The role needs
+    /// `syncular_gateway` (EXECUTE on the sync functions). Never logged.
+    #[arg(long, env = "SYNCULAR_GATEWAY_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+
+    /// Address to listen on (`ip:port`; port 0 picks a free port). The bound address is printed
+    /// on stdout as one line `listening on http://ADDR`.
+    #[arg(long, env = "SYNCULAR_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Path prefix of the routes: `{mount}/sync`, `{mount}/realtime`, `{mount}/segments/{id}`,
+    /// `{mount}/blobs/{id}`. `/healthz` and `/metrics` are always at the root.
+    #[arg(long, env = "SYNCULAR_GATEWAY_MOUNT", default_value = "/")]
+    pub mount: String,
+
+    /// Authentication mode: `jwt` (default) or `dev` (UNSAFE: trusts request headers).
+    #[arg(long, env = "SYNCULAR_GATEWAY_AUTH", value_enum, default_value = "jwt")]
+    pub auth: AuthMode,
+
+    /// Partition used when the request (dev header / JWT claim) names none.
+    #[arg(long, env = "SYNCULAR_GATEWAY_DEFAULT_PARTITION", default_value = "default")]
+    pub default_partition: String,
+
+    /// JWT algorithm. HS256 needs `--jwt-secret-file`; RS256/ES256 need `--jwt-public-key-file`.
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_ALGORITHM", value_enum)]
+    pub jwt_algorithm: Option<JwtAlgorithm>,
+
+    /// File holding the HS256 secret (raw bytes; one trailing newline is stripped).
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_SECRET_FILE")]
+    pub jwt_secret_file: Option<PathBuf>,
+
+    /// PEM file holding the RS256/ES256 public key.
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_PUBLIC_KEY_FILE")]
+    pub jwt_public_key_file: Option<PathBuf>,
+
+    /// Clock leeway for `exp`/`nbf`, seconds. `exp` is always required.
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_LEEWAY_SECS", default_value_t = 30)]
+    pub jwt_leeway_secs: u64,
+
+    /// Required `iss` claim value (unset: not checked).
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_ISSUER")]
+    pub jwt_issuer: Option<String>,
+
+    /// Required `aud` claim value (unset: not checked).
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_AUDIENCE")]
+    pub jwt_audience: Option<String>,
+
+    /// Claim holding the actor id (a non-empty string).
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_ACTOR_CLAIM", default_value = "sub")]
+    pub jwt_actor_claim: String,
+
+    /// Claim holding the partition (unset: `--default-partition`).
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_PARTITION_CLAIM")]
+    pub jwt_partition_claim: Option<String>,
+
+    /// Claim holding the §3.2 allowed scopes (a JSON object of string arrays). Unset: the
+    /// database scope resolver decides (allowed_scopes = NULL).
+    #[arg(long, env = "SYNCULAR_GATEWAY_JWT_SCOPES_CLAIM")]
+    pub jwt_scopes_claim: Option<String>,
+
+    /// Size of the Postgres connection pool for sync rounds, deltas, acks (plus one LISTEN
+    /// connection).
+    #[arg(long, env = "SYNCULAR_GATEWAY_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
+
+    /// Largest SSP2 request accepted, bytes — for `POST /sync` both the transferred and the
+    /// decoded (gunzipped) body, and for a socket round's reassembled request (413 /
+    /// socket closed beyond it).
+    #[arg(long, env = "SYNCULAR_GATEWAY_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Largest realtime delta, bytes; a bigger one becomes a `delta-too-large` wake-up (§8.2).
+    /// At least 64.
+    #[arg(long, env = "SYNCULAR_GATEWAY_MAX_DELTA_BYTES", default_value_t = 1024 * 1024,
+          value_parser = clap::value_parser!(i32).range(64..))]
+    pub max_delta_bytes: i32,
+
+    /// Maximum concurrent realtime sessions of this gateway (429
+    /// `sync.websocket_connection_limit` beyond).
+    #[arg(long, env = "SYNCULAR_GATEWAY_MAX_SESSIONS", default_value_t = 10_000)]
+    pub max_sessions: usize,
+
+    /// Maximum concurrent realtime sessions per (partition, clientId).
+    #[arg(long, env = "SYNCULAR_GATEWAY_MAX_SESSIONS_PER_CLIENT", default_value_t = 4)]
+    pub max_sessions_per_client: usize,
+
+    /// Interval of the §8.5 heartbeat event and of WebSocket pings, seconds.
+    #[arg(long, env = "SYNCULAR_GATEWAY_HEARTBEAT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub heartbeat_secs: u64,
+
+    /// How often acknowledged cursors are written (one `syncular.realtime_ack` per partition
+    /// per flush), milliseconds.
+    #[arg(long, env = "SYNCULAR_GATEWAY_ACK_FLUSH_MS", default_value_t = 250,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub ack_flush_ms: u64,
+
+    /// Largest presence document (serialized JSON), bytes (§8.6.2 `presence.too_large`).
+    #[arg(long, env = "SYNCULAR_GATEWAY_PRESENCE_MAX_BYTES", default_value_t = 16 * 1024)]
+    pub presence_max_bytes: usize,
+
+    /// Minimum interval between fanned-out presence publishes per session and scope key,
+    /// milliseconds; faster publishes coalesce latest-wins (§8.6.4). 0 = off.
+    #[arg(long, env = "SYNCULAR_GATEWAY_PRESENCE_MIN_INTERVAL_MS", default_value_t = 0)]
+    pub presence_min_interval_ms: u64,
+
+    /// Largest WebSocket message accepted from a client, bytes (larger: the socket is
+    /// closed). A socket round's request is usually one message, so keep it ≥ max-body-bytes.
+    #[arg(long, env = "SYNCULAR_GATEWAY_WS_MAX_MESSAGE_BYTES", default_value_t = 8 * 1024 * 1024 + 1)]
+    pub ws_max_message_bytes: usize,
+
+    /// Messages a session's outbound queue holds; when full a delta becomes a wake-up, and a
+    /// session that cannot even take a control message is closed.
+    #[arg(long, env = "SYNCULAR_GATEWAY_SESSION_QUEUE", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(2..))]
+    pub session_queue: u64,
+
+    /// A realtime socket from which nothing (not even a pong) arrived for this long is closed,
+    /// seconds.
+    #[arg(long, env = "SYNCULAR_GATEWAY_IDLE_TIMEOUT_SECS", default_value_t = 90,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_secs: u64,
+
+    /// Upper bound of one HTTP request (headers to response), seconds (503 beyond).
+    #[arg(long, env = "SYNCULAR_GATEWAY_REQUEST_TIMEOUT_SECS", default_value_t = 60)]
+    pub request_timeout_secs: u64,
+
+    /// Graceful shutdown: how long in-flight rounds may take to finish, seconds.
+    #[arg(long, env = "SYNCULAR_GATEWAY_SHUTDOWN_GRACE_SECS", default_value_t = 10)]
+    pub shutdown_grace_secs: u64,
+
+    /// Interval of the cross-gateway presence heartbeat, seconds; a gateway silent for 3
+    /// intervals is considered dead and its peers leave.
+    #[arg(long, env = "SYNCULAR_GATEWAY_PRESENCE_HEARTBEAT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub presence_heartbeat_secs: u64,
+
+    /// This gateway's id in the presence relay and in its Postgres `application_name`s
+    /// (default: a random UUID).
+    #[arg(long, env = "SYNCULAR_GATEWAY_ID")]
+    pub gateway_id: Option<String>,
+
+    /// Log format.
+    #[arg(long, env = "SYNCULAR_GATEWAY_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing `EnvFilter` syntax, e.g. `info,syncular_gateway=debug`).
+    #[arg(long, env = "SYNCULAR_GATEWAY_LOG", default_value = "info")]
+    pub log_filter: String,
+}
+
+impl Config {
+    /// The mount normalized: `""` for `/`, else `/a/b` (leading slash, no trailing slash).
+    pub fn mount_prefix(&self) -> String {
+        let trimmed = self.mount.trim_matches('/');
+        if trimmed.is_empty() {
+            String::new()
+        } else {
+            format!("/{trimmed}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_documents_every_flag() {
+        use clap::CommandFactory;
+        let cmd = Config::command();
+        cmd.clone().debug_assert();
+        for arg in cmd.get_arguments() {
+            if arg.get_id() == "help" || arg.get_id() == "version" {
+                continue;
+            }
+            assert!(arg.get_help().is_some(), "flag {} has no help", arg.get_id());
+            if arg.get_long().is_some() {
+                assert!(arg.get_env().is_some(), "flag {} has no env twin", arg.get_id());
+            }
+        }
+    }
+
+    #[test]
+    fn mount_is_normalized() {
+        let mut c = Config::parse_from(["g", "--database-url", "x"]);
+        assert_eq!(c.mount_prefix(), "");
+        c.mount = "/api/sync/".into();
+        assert_eq!(c.mount_prefix(), "/api/sync");
+        c.mount = "v1".into();
+        assert_eq!(c.mount_prefix(), "/v1");
+    }
+}

@@ -1,0 +1,211 @@
+//! §10.1 errors: the JSON object every failure becomes, and how a Postgres error maps to it.
+//!
+//! Contract §0: every ERROR the extension raises carries its §10.1 object as JSON in DETAIL;
+//! the HTTP status follows its `category` ([`category_status`]). Errors without a parsable
+//! DETAIL are classified here: a message starting with a §10.2 code (`sync.forbidden: …`) is
+//! rebuilt from the catalog; SQLSTATE classes 40/53/57/08 and lost connections are
+//! *transient* (retried, then `syncular.unavailable`, 503); anything else is
+//! `syncular.internal` (500). Messages never carry tokens (the gateway never puts one in SQL).
+
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use syncular_protocol::ErrorCode;
+
+/// A §10.1 error: the JSON body (`code`, `message`, `category`, `retryable`,
+/// `recommendedAction`, optional `details`) and its HTTP status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status of the category (or 503 for an exhausted transient failure).
+    pub status: StatusCode,
+    /// The §10.1 object.
+    pub body: Map<String, Value>,
+    /// The failure may succeed on retry without change (transient database trouble):
+    /// callers retry before answering.
+    pub transient: bool,
+}
+
+/// HTTP status of a §10.1 category (contract §0): invalid-request 400, auth-required 401,
+/// forbidden 403, scope-revoked 403, not-found 404, conflict 409, schema-mismatch 400,
+/// reset-required 400, rate-limited 429, internal (and anything unknown) 500.
+pub fn category_status(category: &str) -> StatusCode {
+    match category {
+        "invalid-request" | "schema-mismatch" | "reset-required" => StatusCode::BAD_REQUEST,
+        "auth-required" => StatusCode::UNAUTHORIZED,
+        "forbidden" | "scope-revoked" => StatusCode::FORBIDDEN,
+        "not-found" => StatusCode::NOT_FOUND,
+        "conflict" => StatusCode::CONFLICT,
+        "rate-limited" => StatusCode::TOO_MANY_REQUESTS,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl ApiError {
+    /// A catalog error (§10.2 fixes category, retryable, action) with `message`.
+    pub fn code(code: ErrorCode, message: impl Into<String>) -> Self {
+        let mut body = Map::new();
+        body.insert("code".into(), code.as_str().into());
+        body.insert("message".into(), message.into().into());
+        body.insert("category".into(), code.category().as_str().into());
+        body.insert("retryable".into(), code.retryable().into());
+        body.insert("recommendedAction".into(), code.recommended_action().as_str().into());
+        ApiError { status: category_status(code.category().as_str()), body, transient: false }
+    }
+
+    /// A host error (`syncular.*`) with explicit metadata and status.
+    pub fn host(status: StatusCode, code: &str, message: impl Into<String>, retryable: bool, action: &str) -> Self {
+        let mut body = Map::new();
+        body.insert("code".into(), code.into());
+        body.insert("message".into(), message.into().into());
+        body.insert("category".into(), "internal".into());
+        body.insert("retryable".into(), retryable.into());
+        body.insert("recommendedAction".into(), action.into());
+        ApiError { status, body, transient: false }
+    }
+
+    /// `syncular.unavailable` (503, retryable): the database is unreachable or kept failing
+    /// transiently.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError::host(StatusCode::SERVICE_UNAVAILABLE, "syncular.unavailable", message, true, "retryLater")
+    }
+
+    /// `syncular.internal` (500).
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::host(StatusCode::INTERNAL_SERVER_ERROR, "syncular.internal", message, false, "inspectServer")
+    }
+
+    /// `sync.invalid_request` (400).
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        ApiError::code(ErrorCode::InvalidRequest, message)
+    }
+
+    /// `sync.auth_required` (401).
+    pub fn auth_required(message: impl Into<String>) -> Self {
+        ApiError::code(ErrorCode::AuthRequired, message)
+    }
+
+    /// The §10.1 `code`.
+    pub fn code_str(&self) -> &str {
+        self.body.get("code").and_then(Value::as_str).unwrap_or("syncular.internal")
+    }
+
+    /// The §10.1 object as JSON.
+    pub fn to_json(&self) -> Value {
+        Value::Object(self.body.clone())
+    }
+
+    /// Replaces the status (e.g. 413/415 for a transport-level rule).
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// Maps a Postgres error (see the module docs).
+    pub fn from_pg(error: &tokio_postgres::Error) -> Self {
+        let Some(db) = error.as_db_error() else {
+            // Connection loss, I/O, protocol trouble: transient.
+            let mut e = ApiError::unavailable(format!("database connection failed: {error}"));
+            e.transient = true;
+            return e;
+        };
+        if let Some(mut e) = db.detail().and_then(from_detail) {
+            e.transient = is_transient_state(db.code().code());
+            return e;
+        }
+        if is_transient_state(db.code().code()) {
+            let mut e = ApiError::unavailable(format!("database busy ({}): {}", db.code().code(), db.message()));
+            e.transient = true;
+            return e;
+        }
+        from_message(db.message()).unwrap_or_else(|| {
+            ApiError::internal(format!("database error {}: {}", db.code().code(), db.message()))
+        })
+    }
+}
+
+/// SQLSTATE classes retried by the gateway: 40 (serialization failure, deadlock), 53
+/// (insufficient resources), 57 (operator intervention: cancel, shutdown), 08 (connection).
+pub fn is_transient_state(sqlstate: &str) -> bool {
+    matches!(sqlstate.get(..2), Some("40" | "53" | "57" | "08"))
+}
+
+/// Parses a DETAIL that is a §10.1 object (needs string `code` and `category`).
+fn from_detail(detail: &str) -> Option<ApiError> {
+    let Value::Object(body) = serde_json::from_str::<Value>(detail).ok()? else { return None };
+    let category = body.get("category")?.as_str()?.to_owned();
+    body.get("code")?.as_str()?;
+    Some(ApiError { status: category_status(&category), body, transient: false })
+}
+
+/// Rebuilds the §10.1 object from a message `<code>: <message>` (extension builds without
+/// DETAIL JSON): catalog codes from §10.2, host codes from contract §0.
+fn from_message(message: &str) -> Option<ApiError> {
+    let (code, rest) = message.split_once(": ")?;
+    if let Some(c) = ErrorCode::parse(code) {
+        return Some(ApiError::code(c, rest));
+    }
+    let (status, retryable, action) = match code {
+        "syncular.invalid_argument" | "syncular.invalid_schema" | "syncular.schema_refused" => {
+            let mut e = ApiError::host(StatusCode::BAD_REQUEST, code, rest, false, "fixRequest");
+            e.body.insert("category".into(), "invalid-request".into());
+            return Some(e);
+        }
+        "syncular.no_schema" => (StatusCode::INTERNAL_SERVER_ERROR, true, "retryLater"),
+        "syncular.invalid_resolver" | "syncular.resolver_malformed" | "syncular.internal" => {
+            (StatusCode::INTERNAL_SERVER_ERROR, false, "inspectServer")
+        }
+        _ => return None,
+    };
+    Some(ApiError::host(status, code, rest, retryable, action))
+}
+
+/// The JSON body of an HTTP error response.
+pub fn error_json(e: &ApiError) -> Value {
+    json!(e.body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detail_json_wins_and_category_sets_status() {
+        let e = from_detail(r#"{"code":"sync.forbidden","message":"no","category":"forbidden","retryable":false,"recommendedAction":"checkPermissions"}"#).unwrap();
+        assert_eq!(e.status, StatusCode::FORBIDDEN);
+        assert_eq!(e.code_str(), "sync.forbidden");
+        assert!(from_detail("not json").is_none());
+        assert!(from_detail(r#"{"code":"x"}"#).is_none());
+    }
+
+    #[test]
+    fn message_prefix_falls_back_to_the_catalog() {
+        let e = from_message("sync.invalid_client_id: bound to another actor").unwrap();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.body["recommendedAction"], "resetClientId");
+        assert_eq!(e.body["message"], "bound to another actor");
+        let e = from_message("syncular.invalid_argument: partition is NULL").unwrap();
+        assert_eq!((e.status, e.body["category"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid-request")));
+        let e = from_message("syncular.resolver_malformed: bad").unwrap();
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(from_message("division by zero").is_none());
+    }
+
+    #[test]
+    fn statuses_per_category() {
+        for (cat, status) in [
+            ("invalid-request", 400),
+            ("auth-required", 401),
+            ("forbidden", 403),
+            ("scope-revoked", 403),
+            ("not-found", 404),
+            ("conflict", 409),
+            ("schema-mismatch", 400),
+            ("reset-required", 400),
+            ("rate-limited", 429),
+            ("internal", 500),
+        ] {
+            assert_eq!(category_status(cat).as_u16(), status, "{cat}");
+        }
+        assert!(is_transient_state("40001") && is_transient_state("40P01") && is_transient_state("57014"));
+        assert!(!is_transient_state("22023") && !is_transient_state("XX000"));
+    }
+}

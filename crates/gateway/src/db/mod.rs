@@ -1,0 +1,78 @@
+//! Everything that talks to Postgres: the connection pool, the §10.1 mapping of database
+//! errors ([`errors`]), the persist-before-acknowledging sync round ([`round`]) and the
+//! realtime SQL calls of the contract ([`realtime`]). The only module that holds SQL text.
+
+pub mod errors;
+pub mod realtime;
+pub mod round;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+pub use errors::ApiError;
+
+/// Parses the database URL (libpq key=value or `postgres://`) and sets `application_name`.
+///
+/// Errors: the parse error text (never echoes the URL, which may hold a password).
+pub fn pg_config(database_url: &str, application_name: &str) -> Result<tokio_postgres::Config, String> {
+    let mut config = tokio_postgres::Config::from_str(database_url)
+        .map_err(|e| format!("--database-url does not parse: {e}"))?;
+    config.application_name(application_name);
+    config.connect_timeout(Duration::from_secs(10));
+    Ok(config)
+}
+
+/// The pool of sync-round / realtime connections (`size` connections at most, a checkout
+/// waits at most 10 s, a connect at most 10 s).
+///
+/// Errors: the builder's error text.
+pub fn build_pool(config: tokio_postgres::Config, size: usize) -> Result<Pool, String> {
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(10)))
+        .create_timeout(Some(Duration::from_secs(10)))
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .build()
+        .map_err(|e| format!("cannot build the connection pool: {e}"))
+}
+
+/// A pooled connection, or `syncular.unavailable` (503) when none can be had.
+pub async fn checkout(pool: &Pool) -> Result<deadpool_postgres::Object, ApiError> {
+    pool.get().await.map_err(|e| {
+        let mut err = ApiError::unavailable(format!("no database connection: {e}"));
+        err.transient = true;
+        err
+    })
+}
+
+/// Runs `attempt` until it succeeds, fails non-transiently, or 4 attempts failed
+/// transiently (backoff 25, 100, 400 ms) — then `syncular.unavailable` (503).
+pub async fn with_retry<T, F, Fut>(mut attempt: F) -> Result<T, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let mut delay = Duration::from_millis(25);
+    for n in 0..4 {
+        match attempt().await {
+            Err(e) if e.transient && n < 3 => {
+                tracing::debug!(code = e.code_str(), attempt = n + 1, "transient database error, retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 4;
+            }
+            Err(e) if e.transient => {
+                let message = e.body.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
+                let mut out = ApiError::unavailable(format!("database kept failing transiently: {message}"));
+                out.transient = true;
+                return Err(out);
+            }
+            other => return other,
+        }
+    }
+    unreachable!("the loop returns on its last attempt")
+}

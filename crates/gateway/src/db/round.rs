@@ -1,0 +1,88 @@
+//! One SSP2 sync round, persisted before it is acknowledged (contract §1, §2.3, §6.4).
+//!
+//! A request with `PUSH_COMMIT` frames runs `syncular.push` in its own transaction, COMMITs,
+//! then (when it has a `PULL_HEADER`) `syncular.pull` in a second transaction; only then are
+//! the two responses spliced ([`crate::framing::splice`]) and handed back. Any other request
+//! is one `syncular.sync` transaction. Transient failures (SQLSTATE 40/53/57/08, lost
+//! connections) retry the failed transaction (the idempotency key makes a push retry safe),
+//! then answer `syncular.unavailable` (503). The same code serves `POST /sync` and socket
+//! rounds (§8.7), which pass `connection_client_id`.
+
+use deadpool_postgres::Pool;
+use serde_json::Value;
+
+use super::{checkout, with_retry, ApiError};
+use crate::framing;
+
+/// Who runs the round and what it sends.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundArgs<'a> {
+    /// Host partition (from auth).
+    pub partition: &'a str,
+    /// Authenticated actor.
+    pub actor_id: &'a str,
+    /// The SSP2 request bytes.
+    pub request: &'a [u8],
+    /// §3.2 allowed map, `None` = the database resolver decides.
+    pub allowed_scopes: Option<&'a Value>,
+    /// A socket round's connection clientId (§8.7): the request's `REQ_HEADER.clientId` must
+    /// equal it (`sync.invalid_client_id` otherwise). `None` for HTTP.
+    pub connection_client_id: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Half {
+    Push,
+    Pull,
+    Both,
+}
+
+impl Half {
+    fn sql(self, with_client: bool) -> &'static str {
+        match (self, with_client) {
+            (Half::Push, false) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb)",
+            (Half::Pull, false) => "SELECT syncular.pull($1::text, $2::text, $3::bytea, $4::jsonb)",
+            (Half::Both, false) => "SELECT syncular.sync($1::text, $2::text, $3::bytea, $4::jsonb)",
+            (Half::Push, true) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
+            (Half::Pull, true) => "SELECT syncular.pull($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
+            (Half::Both, true) => "SELECT syncular.sync($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
+        }
+    }
+}
+
+/// Runs the round and returns the response bytes once every write is committed.
+///
+/// Errors: the §10.1 error of the failing call (request-level SSP2 errors with their
+/// category's status; `syncular.unavailable` 503 after retries; `syncular.internal` 500 when
+/// the two halves cannot be spliced).
+pub async fn run_round(pool: &Pool, args: &RoundArgs<'_>) -> Result<Vec<u8>, ApiError> {
+    match framing::request_shape(args.request) {
+        Some(shape) if shape.has_push => {
+            let push = with_retry(|| call_in_tx(pool, Half::Push, args)).await?;
+            if !shape.has_pull {
+                return Ok(push);
+            }
+            let pull = with_retry(|| call_in_tx(pool, Half::Pull, args)).await?;
+            framing::splice(&push, &pull).map_err(|e| ApiError::internal(format!("cannot splice the round: {}", e.0)))
+        }
+        _ => with_retry(|| call_in_tx(pool, Half::Both, args)).await,
+    }
+}
+
+async fn call_in_tx(pool: &Pool, half: Half, args: &RoundArgs<'_>) -> Result<Vec<u8>, ApiError> {
+    let mut client = checkout(pool).await?;
+    let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
+    let statement = client.prepare_cached(half.sql(args.connection_client_id.is_some())).await.map_err(pg)?;
+    let tx = client.transaction().await.map_err(pg)?;
+    let row = match args.connection_client_id {
+        Some(cid) => {
+            tx.query_one(&statement, &[&args.partition, &args.actor_id, &args.request, &args.allowed_scopes, &cid])
+                .await
+        }
+        None => tx.query_one(&statement, &[&args.partition, &args.actor_id, &args.request, &args.allowed_scopes]).await,
+    }
+    .map_err(pg)?;
+    let bytes: Vec<u8> = row.try_get(0).map_err(pg)?;
+    tx.commit().await.map_err(pg)?;
+    Ok(bytes)
+}

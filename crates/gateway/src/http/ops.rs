@@ -1,0 +1,46 @@
+//! Operations endpoints at the root (never under the mount): `GET /healthz` — 200
+//! `{"status":"ok",…}` when a pooled connection answers `SELECT 1` and the LISTEN connection
+//! is up, else 503 `{"status":"unavailable",…}`; in dev auth mode the body carries an
+//! `"auth":"dev (UNSAFE: …)"` warning. `GET /metrics` — Prometheus text exposition.
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::db::realtime::ping;
+use crate::AppState;
+
+/// `/healthz`.
+pub async fn healthz(State(gw): State<AppState>) -> Response {
+    let database = ping(&gw.pool).await;
+    let listen = gw.hub.is_listening();
+    let ok = database && listen && !gw.hub.is_shutting_down();
+    let auth = if gw.auth.is_unsafe() {
+        "dev (UNSAFE: actor and partition are taken from request headers; never expose this gateway)"
+    } else {
+        "jwt"
+    };
+    let body = json!({
+        "status": if ok { "ok" } else { "unavailable" },
+        "database": database,
+        "listen": listen,
+        "sessions": gw.hub.session_count(),
+        "gatewayId": gw.hub.gateway_id,
+        "auth": auth,
+    });
+    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut resp = (status, body.to_string()).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// `/metrics`.
+pub async fn metrics(State(gw): State<AppState>) -> Response {
+    let mut resp = gw.metrics.render().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    resp
+}

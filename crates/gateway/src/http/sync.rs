@@ -1,0 +1,115 @@
+//! `POST {mount}/sync` (§1.1, §1.3): one SSP2 request in, one SSP2 response out.
+//!
+//! - `Content-Type` must be `application/vnd.syncular.sync.v2` (parameters after `;` are
+//!   allowed) — else 415 `sync.invalid_request`.
+//! - Auth — else 401 `sync.auth_required`.
+//! - Request bodies may be `Content-Encoding: gzip`; the body limit (`--max-body-bytes`)
+//!   applies to the transferred AND the decoded size (a gzip bomb stops at the limit) — 413.
+//!   A body that cannot be read or gunzipped — 400.
+//! - The round is persisted before a byte is answered ([`crate::db::round`]); errors are §10.1
+//!   JSON with their category's status (transient database trouble: 503 after retries).
+//! - Success: 200 `application/vnd.syncular.sync.v2`, compressed gzip/zstd per
+//!   `Accept-Encoding`.
+
+use std::convert::Infallible;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{post, MethodRouter};
+use tower_http::compression::CompressionLayer;
+use tower_http::decompression::RequestDecompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+
+use super::error_response;
+use crate::db::round::{run_round, RoundArgs};
+use crate::db::ApiError;
+use crate::AppState;
+
+/// The SSP2 media type (§1.1).
+pub const CONTENT_TYPE: &str = "application/vnd.syncular.sync.v2";
+
+/// The `/sync` route with its body limit, request decompression and response compression.
+pub fn route(gw: &AppState) -> MethodRouter<AppState> {
+    post(post_sync)
+        .layer::<_, Infallible>(CompressionLayer::new().gzip(true).zstd(true))
+        .layer::<_, Infallible>(RequestDecompressionLayer::new().gzip(true))
+        .layer::<_, Infallible>(RequestBodyLimitLayer::new(gw.config.max_body_bytes))
+}
+
+/// True when `content_type` is the SSP2 media type (case-insensitive, parameters allowed).
+pub fn is_ssp2(content_type: Option<&HeaderValue>) -> bool {
+    content_type
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim())
+        .is_some_and(|v| v.eq_ignore_ascii_case(CONTENT_TYPE))
+}
+
+async fn post_sync(State(gw): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let route = "/sync";
+    if !is_ssp2(headers.get(header::CONTENT_TYPE)) {
+        return error_response(
+            &gw,
+            route,
+            ApiError::invalid_request(format!("Content-Type must be {CONTENT_TYPE} (§1.1)"))
+                .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+        );
+    }
+    let identity = match gw.auth.authenticate(&headers, None) {
+        Ok(id) => id,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    let request = match axum::body::to_bytes(body, gw.config.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(e) => return error_response(&gw, route, body_error(&e, gw.config.max_body_bytes)),
+    };
+    let started = Instant::now();
+    let args = RoundArgs {
+        partition: &identity.partition,
+        actor_id: &identity.actor_id,
+        request: &request,
+        allowed_scopes: identity.allowed_scopes.as_ref(),
+        connection_client_id: None,
+    };
+    let result = run_round(&gw.pool, &args).await;
+    gw.metrics.round("http", result.is_ok(), started.elapsed().as_secs_f64());
+    match result {
+        Ok(response) => {
+            let mut resp = (StatusCode::OK, response).into_response();
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+            resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        Err(e) => error_response(&gw, route, e),
+    }
+}
+
+/// 413 when a length limit was hit (raw or decoded), else 400 (unreadable / bad gzip).
+fn body_error(e: &axum::Error, limit: usize) -> ApiError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() || err.to_string().contains("length limit exceeded") {
+            return ApiError::invalid_request(format!("request body larger than {limit} bytes"))
+                .with_status(StatusCode::PAYLOAD_TOO_LARGE);
+        }
+        source = err.source();
+    }
+    ApiError::invalid_request("request body could not be read (truncated, or not valid gzip)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_type_check() {
+        let v = |s: &str| HeaderValue::from_str(s).unwrap();
+        assert!(is_ssp2(Some(&v("application/vnd.syncular.sync.v2"))));
+        assert!(is_ssp2(Some(&v("Application/VND.syncular.sync.v2; charset=binary"))));
+        assert!(!is_ssp2(Some(&v("application/octet-stream"))));
+        assert!(!is_ssp2(Some(&v("application/vnd.syncular.sync.v20"))));
+        assert!(!is_ssp2(None));
+    }
+}

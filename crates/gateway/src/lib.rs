@@ -1,0 +1,120 @@
+//! `syncular-gateway`: the reference thin gateway of the syncular extension — HTTP
+//! `POST {mount}/sync`, WebSocket `{mount}/realtime` (SSP2 §8), auth, operations. It holds
+//! sockets, authenticates and moves bytes; every sync decision is a SQL call into schema
+//! `syncular` (see `REALTIME_SQL_CONTRACT.md`). It only *frames* SSP2 ([`framing`]).
+//!
+//! Modules: [`config`] (flags), [`auth`], [`db`] (pool, §10.1 errors, rounds, realtime SQL),
+//! [`framing`], [`http`], [`realtime`], [`metrics`], [`logging`], [`shutdown`].
+
+pub mod auth;
+pub mod config;
+pub mod db;
+pub mod framing;
+pub mod http;
+pub mod logging;
+pub mod metrics;
+pub mod realtime;
+pub mod shutdown;
+
+use std::future::IntoFuture;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Authenticator;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::realtime::{Hub, HubSettings};
+
+/// State shared by every handler.
+pub struct Gateway {
+    /// The configuration.
+    pub config: Config,
+    /// Connection pool.
+    pub pool: Pool,
+    /// The authenticator.
+    pub auth: Authenticator,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The realtime hub.
+    pub hub: Arc<Hub>,
+}
+
+/// The handlers' state.
+pub type AppState = Arc<Gateway>;
+
+/// Runs the gateway until SIGTERM/SIGINT, then shuts down gracefully.
+///
+/// Errors: bad auth configuration (key files), an unparsable database URL, a listen address
+/// that cannot be bound, a server failure.
+pub async fn run(config: Config) -> Result<(), String> {
+    let gateway_id = config.gateway_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let auth = Authenticator::from_config(&config)?;
+    if auth.is_unsafe() {
+        tracing::warn!(
+            "UNSAFE: --auth dev trusts the x-syncular-actor / x-syncular-partition headers of every request; \
+             never expose this gateway"
+        );
+    }
+    let pool = db::build_pool(db::pg_config(&config.database_url, &format!("syncular-gateway-{gateway_id}"))?, config.pool_size)?;
+    let listen_config = db::pg_config(&config.database_url, &format!("syncular-gateway-listen-{gateway_id}"))?;
+    let metrics = Arc::new(Metrics::new());
+    let shutdown = CancellationToken::new();
+    let settings = HubSettings {
+        max_delta_bytes: config.max_delta_bytes,
+        max_sessions: config.max_sessions,
+        max_sessions_per_client: config.max_sessions_per_client,
+        session_queue: usize::try_from(config.session_queue).unwrap_or(64),
+        max_body_bytes: config.max_body_bytes,
+        heartbeat: Duration::from_secs(config.heartbeat_secs),
+        idle_timeout: Duration::from_secs(config.idle_timeout_secs),
+        presence_max_bytes: config.presence_max_bytes,
+        presence_min_interval: Duration::from_millis(config.presence_min_interval_ms),
+        ws_max_message_bytes: config.ws_max_message_bytes,
+    };
+    let hub = Hub::new(pool.clone(), metrics.clone(), settings, gateway_id.clone(), shutdown.clone());
+    let background = CancellationToken::new();
+    tokio::spawn(realtime::listen::run(hub.clone(), listen_config, background.clone()));
+    {
+        let (hub, stop) = (hub.clone(), background.clone());
+        let interval = Duration::from_millis(config.ack_flush_ms);
+        tokio::spawn(async move { hub.acks.run(hub.pool.clone(), hub.metrics.clone(), interval, stop).await });
+    }
+    realtime::relay::Relay::start(&hub, Duration::from_secs(config.presence_heartbeat_secs), background.clone());
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let grace = Duration::from_secs(config.shutdown_grace_secs);
+    let gw = Arc::new(Gateway { config, pool, auth, metrics, hub: hub.clone() });
+    let app = http::router(gw);
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on http://{addr}");
+        let _ = out.flush();
+    }
+    tracing::info!(%addr, gateway_id = %gateway_id, "syncular-gateway listening");
+
+    let stop = CancellationToken::new();
+    let signal_stop = stop.clone();
+    tokio::spawn(async move {
+        shutdown::signal().await;
+        tracing::info!("shutdown requested: draining");
+        signal_stop.cancel();
+    });
+    let http_stop = stop.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move { http_stop.cancelled().await });
+    let realtime_drain = async {
+        stop.cancelled().await;
+        shutdown::drain(&hub, grace).await;
+    };
+    let (served, ()) = tokio::join!(server.into_future(), realtime_drain);
+    background.cancel();
+    served.map_err(|e| format!("HTTP server failed: {e}"))?;
+    tracing::info!("syncular-gateway stopped");
+    Ok(())
+}

@@ -1,0 +1,422 @@
+//! The realtime hub: every session of this gateway, grouped by partition, and the operations
+//! that touch several of them — admission caps, acks, registration refresh (§8.7 round end,
+//! host `syncular_scopes`, LISTEN recovery) with its generation guard, notification
+//! dispatch to the partition workers ([`super::deltas`]), shutdown.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use serde_json::Value;
+use syncular_protocol::realtime::WakeReason;
+use tokio_util::sync::CancellationToken;
+
+use super::acks::AckBuffer;
+use super::deltas::{Partition, Work};
+use super::presence::PresenceRegistry;
+use super::relay::Relay;
+use super::session::{close_code, Session, SessionState};
+use crate::db::realtime::{realtime_open, Opened};
+use crate::db::ApiError;
+use crate::metrics::Metrics;
+
+/// Limits and intervals of the realtime hub.
+#[derive(Debug, Clone)]
+pub struct HubSettings {
+    /// `--max-delta-bytes`.
+    pub max_delta_bytes: i32,
+    /// `--max-sessions`.
+    pub max_sessions: usize,
+    /// `--max-sessions-per-client`.
+    pub max_sessions_per_client: usize,
+    /// `--session-queue`.
+    pub session_queue: usize,
+    /// `--max-body-bytes` (socket round request limit).
+    pub max_body_bytes: usize,
+    /// `--heartbeat-secs`.
+    pub heartbeat: Duration,
+    /// `--idle-timeout-secs`.
+    pub idle_timeout: Duration,
+    /// `--presence-max-bytes`.
+    pub presence_max_bytes: usize,
+    /// `--presence-min-interval-ms` (zero = off).
+    pub presence_min_interval: Duration,
+    /// `--ws-max-message-bytes`.
+    pub ws_max_message_bytes: usize,
+}
+
+/// How a registration reload treats a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshMode {
+    /// §8.7 round end: a failed reload keeps the previous registrations; no wake-up.
+    RoundEnd,
+    /// Host refresh (`syncular_scopes`, LISTEN recovery): fail-closed — an error empties the
+    /// registrations; a change sends a wake-up.
+    Host,
+}
+
+/// The hub.
+pub struct Hub {
+    /// Connection pool (deltas, opens, acks, rounds).
+    pub pool: Pool,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Settings.
+    pub settings: HubSettings,
+    /// This gateway's id (presence relay).
+    pub gateway_id: String,
+    partitions: Mutex<HashMap<String, Arc<Partition>>>,
+    per_client: Mutex<HashMap<(String, String), usize>>,
+    total: AtomicUsize,
+    next_id: AtomicU64,
+    rounds_in_flight: AtomicUsize,
+    rounds_done: tokio::sync::Notify,
+    listen_up: AtomicBool,
+    shutting_down: AtomicBool,
+    /// Cancelled at shutdown (parent of every session token).
+    pub shutdown: CancellationToken,
+    /// Buffered acks (flushed by [`AckBuffer::run`]).
+    pub acks: AckBuffer,
+    /// §8.6 presence registry (local and relayed peers).
+    pub presence: PresenceRegistry,
+    /// Cross-gateway presence relay.
+    pub relay: Relay,
+}
+
+/// A reserved admission slot (released on drop unless the session was registered).
+pub struct Slot {
+    hub: Arc<Hub>,
+    key: (String, String),
+    armed: bool,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.armed {
+            self.hub.release(&self.key);
+        }
+    }
+}
+
+impl Hub {
+    /// Creates the hub.
+    pub fn new(pool: Pool, metrics: Arc<Metrics>, settings: HubSettings, gateway_id: String, shutdown: CancellationToken) -> Arc<Self> {
+        Arc::new(Hub {
+            relay: Relay::new(gateway_id.clone()),
+            pool,
+            metrics,
+            settings,
+            gateway_id,
+            partitions: Mutex::new(HashMap::new()),
+            per_client: Mutex::new(HashMap::new()),
+            total: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            rounds_in_flight: AtomicUsize::new(0),
+            rounds_done: tokio::sync::Notify::new(),
+            listen_up: AtomicBool::new(false),
+            shutting_down: AtomicBool::new(false),
+            shutdown,
+            acks: AckBuffer::default(),
+            presence: PresenceRegistry::default(),
+        })
+    }
+
+    /// Reserves a session slot for (partition, clientId).
+    ///
+    /// Errors: `syncular.unavailable` (503) while shutting down;
+    /// `sync.websocket_connection_limit` (429) over `--max-sessions` or
+    /// `--max-sessions-per-client`.
+    pub fn reserve(self: &Arc<Self>, partition: &str, client_id: &str) -> Result<Slot, ApiError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiError::unavailable("the gateway is shutting down"));
+        }
+        let key = (partition.to_owned(), client_id.to_owned());
+        let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
+        let n = per.get(&key).copied().unwrap_or(0);
+        if n >= self.settings.max_sessions_per_client {
+            return Err(ApiError::code(
+                syncular_protocol::ErrorCode::WebsocketConnectionLimit,
+                format!("clientId already has {n} realtime sessions (limit {})", self.settings.max_sessions_per_client),
+            ));
+        }
+        if self.total.fetch_add(1, Ordering::SeqCst) >= self.settings.max_sessions {
+            self.total.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::code(
+                syncular_protocol::ErrorCode::WebsocketConnectionLimit,
+                format!("the gateway holds its maximum of {} realtime sessions", self.settings.max_sessions),
+            ));
+        }
+        per.insert(key.clone(), n + 1);
+        Ok(Slot { hub: self.clone(), key, armed: true })
+    }
+
+    fn release(&self, key: &(String, String)) {
+        self.total.fetch_sub(1, Ordering::SeqCst);
+        let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(key);
+            }
+        }
+    }
+
+    /// A fresh gateway-local session id.
+    pub fn next_session_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sessions currently registered.
+    pub fn session_count(&self) -> usize {
+        self.total.load(Ordering::SeqCst)
+    }
+
+    /// Registers a session (after its hello was queued). The slot is now owned by the session
+    /// and released by [`Hub::remove`].
+    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot) {
+        slot.armed = false;
+        let delivered = session.state().delivered;
+        let partition = {
+            let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            let p = map.entry(session.partition.clone()).or_insert_with(|| Partition::spawn(self.clone(), session.partition.clone())).clone();
+            p.insert(session.clone());
+            p
+        };
+        self.metrics.sessions_open.inc();
+        // A session added while a burst ran is caught up by the next pass.
+        if partition.known_max() > delivered {
+            partition.schedule(Work::Commits);
+        }
+    }
+
+    /// Unregisters a session: presence leaves (§8.6.1), slot released.
+    pub fn remove(self: &Arc<Self>, session: &Arc<Session>) {
+        let removed = {
+            let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            match map.get(&session.partition).cloned() {
+                Some(p) => {
+                    let removed = p.remove(session.id);
+                    if p.is_empty() {
+                        map.remove(&session.partition);
+                        p.stop();
+                    }
+                    removed
+                }
+                None => false,
+            }
+        };
+        if removed {
+            self.metrics.sessions_open.dec();
+            self.release(&(session.partition.clone(), session.client_id.clone()));
+            super::presence::drop_all(self, session);
+        }
+    }
+
+    /// The partition's live state, if it has sessions.
+    pub fn partition(&self, name: &str) -> Option<Arc<Partition>> {
+        self.partitions.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// Every partition with sessions.
+    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// §8.2 ack: in-memory MAX, lifts suppression once it reaches the delivered cursor,
+    /// buffers the write (flushed in batches). Negative cursors are ignored.
+    pub fn ack(&self, session: &Session, cursor: i64) {
+        if cursor < 0 {
+            return;
+        }
+        let epoch = {
+            let mut st = session.state();
+            st.acked = st.acked.max(cursor);
+            if st.acked >= st.delivered {
+                st.suppressed = false;
+            }
+            st.log_epoch.clone()
+        };
+        self.acks.add(&session.partition, &session.client_id, &session.actor_id, cursor, &epoch);
+    }
+
+    /// Reloads a session's registrations through `syncular.realtime_open` (contract §2),
+    /// generation-guarded: the result of an older reload never overwrites a newer one.
+    /// Round end keeps the previous registrations on failure; a host refresh empties them
+    /// (fail-closed) and wakes the session when they changed. Presence follows (§8.6.3).
+    pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) {
+        let ticket = {
+            let mut st = session.state();
+            st.refresh_issued += 1;
+            st.refresh_issued
+        };
+        let result =
+            realtime_open(&self.pool, &session.partition, &session.actor_id, &session.client_id, session.allowed_scopes.as_ref()).await;
+        let known_max = self.partition(&session.partition).map_or(0, |p| p.known_max());
+        let (old_keys, new_keys) = {
+            let mut st = session.state();
+            if ticket <= st.refresh_applied {
+                return;
+            }
+            let outcome = match (&result, mode) {
+                (Ok(opened), _) => Some(apply_opened(&mut st, opened)),
+                (Err(e), RefreshMode::Host) => {
+                    tracing::warn!(session = session.id, code = e.code_str(), "host refresh failed: registrations emptied (fail-closed)");
+                    Some(apply_empty(&mut st))
+                }
+                (Err(e), RefreshMode::RoundEnd) => {
+                    tracing::debug!(session = session.id, code = e.code_str(), "round-end reload failed: registrations kept");
+                    None
+                }
+            };
+            st.refresh_applied = ticket;
+            let Some((old_keys, changed, discontinuity)) = outcome else { return };
+            if changed {
+                st.generation += 1;
+                let cursor = st.delivered.max(known_max);
+                let raced = st.delivered > st.delivered_at_round_start;
+                match mode {
+                    RefreshMode::Host => {
+                        st.delivered = cursor;
+                        let reason = if discontinuity { WakeReason::ResetRequired } else { WakeReason::CatchupRequired };
+                        session.wake(&mut st, reason, cursor);
+                    }
+                    // Commits evaluated under the old registrations while the round ran may
+                    // match the new ones: let the client pull them.
+                    RefreshMode::RoundEnd if raced || discontinuity => {
+                        st.delivered = cursor;
+                        let reason = if discontinuity { WakeReason::ResetRequired } else { WakeReason::CatchupRequired };
+                        session.wake(&mut st, reason, cursor);
+                    }
+                    RefreshMode::RoundEnd => {}
+                }
+            }
+            (old_keys, st.scope_keys.clone())
+        };
+        super::presence::reconcile(self, session, &old_keys, &new_keys);
+    }
+
+    /// Marks the sessions of `actor` (every actor when `None`) in `partition` stale (a deltas
+    /// call in flight for them is discarded) and queues their host refresh.
+    pub fn scopes_changed(&self, partition: &str, actor: Option<String>) {
+        let Some(p) = self.partition(partition) else { return };
+        for s in p.sessions() {
+            if actor.as_deref().is_none_or(|a| a == s.actor_id) {
+                s.state().generation += 1;
+            }
+        }
+        p.schedule(Work::Scopes(actor));
+    }
+
+    /// A commit notification for `partition` (contract §7).
+    pub fn commit_notified(&self, partition: &str, commit_seq: i64) {
+        if let Some(p) = self.partition(partition) {
+            p.observe(commit_seq);
+            p.schedule(Work::Commits);
+        }
+    }
+
+    /// After the LISTEN connection (re)connected: every partition refreshes every session
+    /// (fail-closed) and runs a delta pass (cursor-based: nothing lost, nothing duplicated).
+    pub fn listen_connected(&self) {
+        self.listen_up.store(true, Ordering::SeqCst);
+        for p in self.partitions() {
+            p.schedule(Work::Resync);
+        }
+    }
+
+    /// Records that the LISTEN connection is down (`/healthz` → 503).
+    pub fn listen_lost(&self) {
+        self.listen_up.store(false, Ordering::SeqCst);
+    }
+
+    /// The LISTEN connection is up.
+    pub fn is_listening(&self) -> bool {
+        self.listen_up.load(Ordering::SeqCst)
+    }
+
+    /// Counts a socket round in; [`Hub::round_finished`] counts it out.
+    pub fn round_started(&self) {
+        self.rounds_in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// See [`Hub::round_started`].
+    pub fn round_finished(&self) {
+        self.rounds_in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.rounds_done.notify_waiters();
+    }
+
+    /// True once shutdown began.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Graceful shutdown of the realtime side: refuse new sessions, let in-flight rounds
+    /// finish (up to `grace`), close every socket with 1001, wait for the sessions to end.
+    pub async fn shutdown_sessions(&self, grace: Duration) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.rounds_in_flight.load(Ordering::SeqCst) > 0 {
+            let notified = self.rounds_done.notified();
+            if self.rounds_in_flight.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                tracing::warn!("shutdown: rounds still in flight after the grace period");
+                break;
+            }
+        }
+        for p in self.partitions() {
+            for s in p.sessions() {
+                s.close(close_code::GOING_AWAY, "gateway shutting down");
+            }
+        }
+        let until = tokio::time::Instant::now() + Duration::from_secs(3);
+        while self.session_count() > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.shutdown.cancel();
+    }
+}
+
+/// Applies an open/reload result; returns (previous scope keys, registrations changed,
+/// epoch or schema changed).
+fn apply_opened(st: &mut SessionState, o: &Opened) -> (BTreeSet<String>, bool, bool) {
+    let discontinuity = st.log_epoch != o.log_epoch || st.schema_version != o.schema_version;
+    let changed = st.registrations != o.registrations || discontinuity;
+    let old = std::mem::replace(&mut st.scope_keys, o.scope_keys.iter().cloned().collect());
+    st.registrations = o.registrations.clone();
+    st.log_epoch = o.log_epoch.clone();
+    st.schema_version = o.schema_version;
+    (old, changed, discontinuity)
+}
+
+fn apply_empty(st: &mut SessionState) -> (BTreeSet<String>, bool, bool) {
+    let changed = st.registrations.as_array().is_none_or(|a| !a.is_empty());
+    let old = std::mem::take(&mut st.scope_keys);
+    st.registrations = Value::Array(Vec::new());
+    (old, changed, false)
+}
+
+/// The initial state of a session opened with `o` (§8.1): delivered = `latestCursor`,
+/// suppressed while the client must sync first.
+pub fn initial_state(o: &Opened) -> SessionState {
+    SessionState {
+        registrations: o.registrations.clone(),
+        scope_keys: o.scope_keys.iter().cloned().collect(),
+        wire_version: o.wire_version,
+        log_epoch: o.log_epoch.clone(),
+        schema_version: o.schema_version,
+        delivered: o.latest_cursor,
+        suppressed: o.requires_sync,
+        acked: o.cursor,
+        round_in_flight: false,
+        rounds_started: 0,
+        delivered_at_round_start: o.latest_cursor,
+        generation: 0,
+        refresh_issued: 0,
+        refresh_applied: 0,
+        presence_rate: HashMap::new(),
+    }
+}

@@ -1,0 +1,23 @@
+//! WebSocket `{mount}/realtime` (§8): sessions, the one LISTEN connection, per-partition
+//! delta passes, batched acks, socket sync rounds, presence and its cross-gateway relay.
+//!
+//! - [`socket`]: upgrade (auth, caps, `realtime_open`, hello) and the read loop
+//! - [`session`]: per-connection state and the bounded outbound queue + writer
+//! - [`hub`]: all sessions; admission, acks, registration refresh, shutdown
+//! - [`deltas`]: partition workers, one `realtime_deltas` call per burst
+//! - [`listen`]: the LISTEN connection and notification dispatch
+//! - [`acks`]: batched `realtime_ack`
+//! - [`round`]: §8.7 rounds over the socket
+//! - [`presence`], [`relay`]: §8.6 presence, locally and across gateways
+
+pub mod acks;
+pub mod deltas;
+pub mod hub;
+pub mod listen;
+pub mod presence;
+pub mod relay;
+pub mod round;
+pub mod session;
+pub mod socket;
+
+pub use hub::{Hub, HubSettings};

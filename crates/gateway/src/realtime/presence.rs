@@ -1,0 +1,344 @@
+//! §8.6 presence: the in-memory registry `(partition, scopeKey) → peer → document` (local
+//! sessions and peers relayed from other gateways alike) and the session operations —
+//! publish (authorized against the session's scope keys, size cap, optional latest-wins rate
+//! cap), leave, snapshot join-burst on connect and on gained keys, leaves on lost keys and
+//! on disconnect. A publisher never receives its own fanout; a peer's presence reaches only
+//! sessions registered on the key (the privacy floor, §8.6.3). Never persisted.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use syncular_protocol::realtime::{ControlMessage, PresenceError, PresenceKind};
+
+use super::hub::Hub;
+use super::session::{now_ms, Session};
+
+/// A presence peer: the gateway holding its connection and that connection's session id.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PeerId {
+    /// Gateway id.
+    pub gateway: String,
+    /// The session's `sessionId`.
+    pub session: String,
+}
+
+/// A peer's identity (§8.6.3: actor + client) and document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerDoc {
+    /// The peer's actor.
+    pub actor_id: String,
+    /// The peer's client.
+    pub client_id: String,
+    /// The published document (a JSON object).
+    pub doc: Map<String, Value>,
+}
+
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_key: HashMap<Key, HashMap<PeerId, PeerDoc>>,
+    by_peer: HashMap<PeerId, HashSet<Key>>,
+}
+
+/// The presence registry (pure in-memory state).
+#[derive(Debug, Default)]
+pub struct PresenceRegistry {
+    inner: Mutex<Inner>,
+}
+
+impl PresenceRegistry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores/replaces a peer's document: `Join` for its first document on the key, else
+    /// `Update`.
+    pub fn set(&self, partition: &str, key: &str, peer: &PeerId, doc: PeerDoc) -> PresenceKind {
+        let mut inner = self.lock();
+        let k = (partition.to_owned(), key.to_owned());
+        let existed = inner.by_key.entry(k.clone()).or_default().insert(peer.clone(), doc).is_some();
+        inner.by_peer.entry(peer.clone()).or_default().insert(k);
+        if existed {
+            PresenceKind::Update
+        } else {
+            PresenceKind::Join
+        }
+    }
+
+    /// Removes a peer's document for a key; the removed document, if any.
+    pub fn clear(&self, partition: &str, key: &str, peer: &PeerId) -> Option<PeerDoc> {
+        let mut inner = self.lock();
+        let k = (partition.to_owned(), key.to_owned());
+        let removed = inner.by_key.get_mut(&k).and_then(|peers| peers.remove(peer));
+        if inner.by_key.get(&k).is_some_and(HashMap::is_empty) {
+            inner.by_key.remove(&k);
+        }
+        if let Some(keys) = inner.by_peer.get_mut(peer) {
+            keys.remove(&k);
+            if keys.is_empty() {
+                inner.by_peer.remove(peer);
+            }
+        }
+        removed
+    }
+
+    /// The keys (of `partition`) a peer holds a document on, sorted.
+    pub fn keys_of(&self, partition: &str, peer: &PeerId) -> Vec<String> {
+        let inner = self.lock();
+        let mut keys: Vec<String> = inner
+            .by_peer
+            .get(peer)
+            .map(|ks| ks.iter().filter(|(p, _)| p == partition).map(|(_, k)| k.clone()).collect())
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    }
+
+    /// Every document on a key except `exclude`'s (the §8.6.4 snapshot), ordered by peer.
+    pub fn snapshot(&self, partition: &str, key: &str, exclude: &PeerId) -> Vec<PeerDoc> {
+        let inner = self.lock();
+        let Some(peers) = inner.by_key.get(&(partition.to_owned(), key.to_owned())) else { return Vec::new() };
+        let mut out: Vec<(&PeerId, &PeerDoc)> = peers.iter().filter(|(p, _)| *p != exclude).collect();
+        out.sort_by(|a, b| a.0.cmp(b.0));
+        out.into_iter().map(|(_, d)| d.clone()).collect()
+    }
+
+    /// Removes every peer of gateways matching `pred`; returns `(partition, key, doc)` of each
+    /// removed document (for the leaves).
+    pub fn remove_gateways(&self, pred: impl Fn(&str) -> bool) -> Vec<(String, String, PeerDoc)> {
+        let mut inner = self.lock();
+        let peers: Vec<PeerId> = inner.by_peer.keys().filter(|p| pred(&p.gateway)).cloned().collect();
+        let mut out = Vec::new();
+        for peer in peers {
+            for (partition, key) in inner.by_peer.remove(&peer).unwrap_or_default() {
+                let k = (partition.clone(), key.clone());
+                if let Some(doc) = inner.by_key.get_mut(&k).and_then(|m| m.remove(&peer)) {
+                    out.push((partition, key, doc));
+                }
+                if inner.by_key.get(&k).is_some_and(HashMap::is_empty) {
+                    inner.by_key.remove(&k);
+                }
+            }
+        }
+        out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        out
+    }
+
+    /// Every document held by peers of `gateway`: `(partition, key, peer, doc)`.
+    pub fn docs_of_gateway(&self, gateway: &str) -> Vec<(String, String, PeerId, PeerDoc)> {
+        let inner = self.lock();
+        let mut out = Vec::new();
+        for ((partition, key), peers) in &inner.by_key {
+            for (peer, doc) in peers {
+                if peer.gateway == gateway {
+                    out.push((partition.clone(), key.clone(), peer.clone(), doc.clone()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The registry identity of a local session.
+pub fn local_peer(hub: &Hub, session: &Session) -> PeerId {
+    PeerId { gateway: hub.gateway_id.clone(), session: session.session_id.clone() }
+}
+
+fn fanout_msg(key: &str, kind: PresenceKind, peer: &PeerDoc) -> ControlMessage {
+    ControlMessage::PresenceFanout {
+        scope_key: key.to_owned(),
+        kind,
+        actor_id: peer.actor_id.clone(),
+        client_id: peer.client_id.clone(),
+        doc: (kind != PresenceKind::Leave).then(|| peer.doc.clone()),
+        timestamp: now_ms(),
+    }
+}
+
+/// Delivers a fanout to every local session of `partition` registered on `key`, except
+/// `exclude` (the publisher).
+pub fn deliver_local(hub: &Hub, partition: &str, key: &str, exclude: Option<u64>, kind: PresenceKind, peer: &PeerDoc) {
+    let Some(p) = hub.partition(partition) else { return };
+    let msg = fanout_msg(key, kind, peer);
+    let mut delivered = false;
+    for s in p.sessions() {
+        if Some(s.id) == exclude || !s.state().scope_keys.contains(key) {
+            continue;
+        }
+        delivered = true;
+        s.send_control(&msg);
+    }
+    if delivered {
+        hub.metrics.presence(kind.as_str());
+    }
+}
+
+/// Handles a client's publish (`doc = Some`) or leave (`None`) on `key` (§8.6.2–§8.6.4).
+pub fn publish(hub: &Arc<Hub>, session: &Arc<Session>, key: String, doc: Option<Map<String, Value>>) {
+    if !session.state().scope_keys.contains(&key) {
+        reject(hub, session, key, PresenceError::Forbidden);
+        return;
+    }
+    let Some(doc) = doc else {
+        leave(hub, session, &key);
+        return;
+    };
+    if Value::Object(doc.clone()).to_string().len() > hub.settings.presence_max_bytes {
+        reject(hub, session, key, PresenceError::TooLarge);
+        return;
+    }
+    let interval = hub.settings.presence_min_interval;
+    if !interval.is_zero() {
+        let mut st = session.state();
+        let rate = st.presence_rate.entry(key.clone()).or_default();
+        if let Some(last) = rate.last_fanout {
+            let since = last.elapsed();
+            if since < interval {
+                rate.pending = Some(doc);
+                if !rate.timer_armed {
+                    rate.timer_armed = true;
+                    let (hub, session, wait) = (hub.clone(), session.clone(), interval - since);
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = session.closed.cancelled() => return,
+                        }
+                        let pending = {
+                            let mut st = session.state();
+                            match st.presence_rate.get_mut(&key) {
+                                Some(rate) => {
+                                    rate.timer_armed = false;
+                                    rate.pending.take()
+                                }
+                                None => None,
+                            }
+                        };
+                        if let Some(doc) = pending {
+                            if session.state().scope_keys.contains(&key) {
+                                fanout_publish(&hub, &session, &key, doc);
+                            }
+                        }
+                    });
+                }
+                return;
+            }
+        }
+    }
+    fanout_publish(hub, session, &key, doc);
+}
+
+fn reject(hub: &Hub, session: &Session, key: String, error: PresenceError) {
+    hub.metrics.presence("rejected");
+    session.send_control(&ControlMessage::PresenceRejected { scope_key: key, error, timestamp: now_ms() });
+}
+
+fn fanout_publish(hub: &Arc<Hub>, session: &Arc<Session>, key: &str, doc: Map<String, Value>) {
+    let peer = PeerDoc { actor_id: session.actor_id.clone(), client_id: session.client_id.clone(), doc };
+    let kind = hub.presence.set(&session.partition, key, &local_peer(hub, session), peer.clone());
+    session.state().presence_rate.entry(key.to_owned()).or_default().last_fanout = Some(Instant::now());
+    deliver_local(hub, &session.partition, key, Some(session.id), kind, &peer);
+    hub.relay.publish(&session.partition, key, &session.session_id, &peer);
+}
+
+/// Clears the session's document on `key` and fans out a leave (when it had one).
+pub fn leave(hub: &Arc<Hub>, session: &Arc<Session>, key: &str) {
+    session.state().presence_rate.remove(key);
+    if let Some(peer) = hub.presence.clear(&session.partition, key, &local_peer(hub, session)) {
+        deliver_local(hub, &session.partition, key, Some(session.id), PresenceKind::Leave, &peer);
+        hub.relay.leave(&session.partition, key, &session.session_id, &peer);
+    }
+}
+
+/// The §8.6.4 snapshot of `key` to this session only: one join per present peer.
+pub fn snapshot(hub: &Hub, session: &Session, key: &str) {
+    for peer in hub.presence.snapshot(&session.partition, key, &local_peer(hub, session)) {
+        session.send_control(&fanout_msg(key, PresenceKind::Join, &peer));
+    }
+}
+
+/// Snapshot of every key the session holds (after its hello).
+pub fn initial(hub: &Hub, session: &Session) {
+    let keys = session.state().scope_keys.clone();
+    for key in keys {
+        snapshot(hub, session, &key);
+    }
+}
+
+/// §8.6.3 after a registration change: leave lost keys, snapshot gained keys.
+pub fn reconcile(hub: &Arc<Hub>, session: &Arc<Session>, old: &BTreeSet<String>, new: &BTreeSet<String>) {
+    for key in old.difference(new) {
+        leave(hub, session, key);
+    }
+    for key in new.difference(old) {
+        snapshot(hub, session, key);
+    }
+}
+
+/// §8.6.1 disconnect ⇒ leave on every key the session was present on.
+pub fn drop_all(hub: &Arc<Hub>, session: &Arc<Session>) {
+    for key in hub.presence.keys_of(&session.partition, &local_peer(hub, session)) {
+        leave(hub, session, &key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn peer(g: &str, s: &str) -> PeerId {
+        PeerId { gateway: g.into(), session: s.into() }
+    }
+
+    fn doc(actor: &str, v: i64) -> PeerDoc {
+        PeerDoc { actor_id: actor.into(), client_id: format!("{actor}-c"), doc: json!({"v": v}).as_object().unwrap().clone() }
+    }
+
+    #[test]
+    fn join_update_leave_per_peer_and_key() {
+        let r = PresenceRegistry::default();
+        let a = peer("g1", "a");
+        assert_eq!(r.set("p", "project:1", &a, doc("u1", 1)), PresenceKind::Join);
+        assert_eq!(r.set("p", "project:1", &a, doc("u1", 2)), PresenceKind::Update);
+        assert_eq!(r.set("p", "project:2", &a, doc("u1", 3)), PresenceKind::Join);
+        // Same key in another partition is a different key.
+        assert_eq!(r.set("q", "project:1", &a, doc("u1", 4)), PresenceKind::Join);
+        assert_eq!(r.keys_of("p", &a), vec!["project:1", "project:2"]);
+        assert_eq!(r.clear("p", "project:1", &a).unwrap().doc["v"], 2);
+        assert!(r.clear("p", "project:1", &a).is_none());
+        assert_eq!(r.keys_of("p", &a), vec!["project:2"]);
+        assert_eq!(r.keys_of("q", &a), vec!["project:1"]);
+    }
+
+    #[test]
+    fn snapshot_excludes_the_asker_and_is_scoped_to_the_key() {
+        let r = PresenceRegistry::default();
+        let (a, b, c) = (peer("g1", "a"), peer("g1", "b"), peer("g2", "c"));
+        r.set("p", "k1", &a, doc("u1", 1));
+        r.set("p", "k1", &b, doc("u2", 1));
+        r.set("p", "k2", &c, doc("u3", 1));
+        let snap = r.snapshot("p", "k1", &a);
+        assert_eq!(snap.len(), 1);
+        assert_eq!(snap[0].actor_id, "u2");
+        assert_eq!(r.snapshot("p", "k1", &c).len(), 2);
+        assert!(r.snapshot("p", "k3", &a).is_empty());
+        assert!(r.snapshot("other", "k1", &c).is_empty());
+    }
+
+    #[test]
+    fn removing_a_gateway_returns_its_documents() {
+        let r = PresenceRegistry::default();
+        r.set("p", "k1", &peer("g1", "a"), doc("u1", 1));
+        r.set("p", "k1", &peer("g2", "b"), doc("u2", 1));
+        r.set("p", "k2", &peer("g2", "b"), doc("u2", 2));
+        assert_eq!(r.docs_of_gateway("g2").len(), 2);
+        let gone = r.remove_gateways(|g| g == "g2");
+        assert_eq!(gone.iter().map(|(_, k, _)| k.as_str()).collect::<Vec<_>>(), vec!["k1", "k2"]);
+        assert!(r.docs_of_gateway("g2").is_empty());
+        assert_eq!(r.snapshot("p", "k1", &peer("x", "y")).len(), 1);
+        assert!(r.keys_of("p", &peer("g2", "b")).is_empty());
+    }
+}

@@ -1,0 +1,273 @@
+//! Cross-gateway presence relay through `pg_notify('syncular_presence', json)` (contract §7),
+//! so gateways behind one load balancer behave as one (§8.6).
+//!
+//! Messages: `{"v":1,"g":<gateway>,"t":<type>,…}` with `t` = `pub` (`p` partition, `k`
+//! scopeKey, `s` peer session, `a` actor, `c` client, `d` doc), `leave` (same without `d`),
+//! `hello` (a gateway started or reconnected: every other gateway re-announces its local
+//! documents), `hb` (heartbeat), `bye` (graceful shutdown: drop my peers). A message over
+//! 7,900 bytes travels as `part`s (`m` message id, `i` index, `n` count, `x` a slice of the
+//! base64 of the message). A gateway ignores its own messages; a gateway silent for three
+//! heartbeats is dead and its peers leave.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde_json::{json, Value};
+use syncular_protocol::realtime::PresenceKind;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::hub::Hub;
+use super::presence::{deliver_local, PeerDoc, PeerId};
+use crate::db::realtime::notify;
+
+/// The notification channel of the relay.
+pub const CHANNEL: &str = "syncular_presence";
+/// Largest payload sent whole, bytes (Postgres allows 7999).
+pub const MAX_PAYLOAD: usize = 7_900;
+const PART_BYTES: usize = 7_600;
+const MAX_PARTIALS: usize = 256;
+
+struct Partial {
+    parts: Vec<Option<String>>,
+    started: Instant,
+}
+
+/// The relay's state.
+pub struct Relay {
+    gateway_id: String,
+    tx: Mutex<Option<mpsc::Sender<String>>>,
+    seen: Mutex<HashMap<String, Instant>>,
+    partials: Mutex<HashMap<(String, String), Partial>>,
+}
+
+impl Relay {
+    /// A relay for `gateway_id` (not sending until [`Relay::start`]).
+    pub fn new(gateway_id: String) -> Self {
+        Relay { gateway_id, tx: Mutex::new(None), seen: Mutex::new(HashMap::new()), partials: Mutex::new(HashMap::new()) }
+    }
+
+    /// Starts the sender (ordered `pg_notify`s) and the heartbeat/expiry loop.
+    pub fn start(hub: &Arc<Hub>, heartbeat: Duration, stop: CancellationToken) {
+        let (tx, mut rx) = mpsc::channel::<String>(4096);
+        *hub.relay.tx.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        let sender_hub = hub.clone();
+        tokio::spawn(async move {
+            while let Some(payload) = rx.recv().await {
+                if let Err(e) = notify(&sender_hub.pool, CHANNEL, &payload).await {
+                    tracing::warn!(code = e.code_str(), "presence relay: pg_notify failed");
+                }
+            }
+        });
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(heartbeat);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = stop.cancelled() => return,
+                }
+                if hub.is_listening() {
+                    hub.relay.send(&json!({"t": "hb"}));
+                }
+                hub.relay.expire(&hub, heartbeat * 3);
+            }
+        });
+    }
+
+    fn send(&self, body: &Value) {
+        let mut msg = body.clone();
+        msg["v"] = json!(1);
+        msg["g"] = json!(self.gateway_id);
+        let text = msg.to_string();
+        let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
+        for payload in split(&self.gateway_id, &text) {
+            if tx.try_send(payload).is_err() {
+                tracing::warn!("presence relay queue full: message dropped");
+                return;
+            }
+        }
+    }
+
+    /// Relays a local publish.
+    pub fn publish(&self, partition: &str, key: &str, session: &str, peer: &PeerDoc) {
+        self.send(&json!({"t": "pub", "p": partition, "k": key, "s": session, "a": peer.actor_id, "c": peer.client_id, "d": peer.doc}));
+    }
+
+    /// Relays a local leave.
+    pub fn leave(&self, partition: &str, key: &str, session: &str, peer: &PeerDoc) {
+        self.send(&json!({"t": "leave", "p": partition, "k": key, "s": session, "a": peer.actor_id, "c": peer.client_id}));
+    }
+
+    /// After (re)connecting the LISTEN connection: forget what other gateways told us (their
+    /// peers leave locally) and ask them to re-announce.
+    pub fn connected(&self, hub: &Hub) {
+        for (partition, key, doc) in hub.presence.remove_gateways(|g| g != self.gateway_id) {
+            deliver_local(hub, &partition, &key, None, PresenceKind::Leave, &doc);
+        }
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.send(&json!({"t": "hello"}));
+    }
+
+    /// Graceful shutdown: tell the others our peers are gone (sent directly, awaited).
+    pub async fn bye(&self, hub: &Hub) {
+        let text = json!({"v": 1, "g": self.gateway_id, "t": "bye"}).to_string();
+        if let Err(e) = notify(&hub.pool, CHANNEL, &text).await {
+            tracing::warn!(code = e.code_str(), "presence relay: bye failed");
+        }
+    }
+
+    fn expire(&self, hub: &Hub, after: Duration) {
+        let dead: Vec<String> = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let dead: Vec<String> = seen.iter().filter(|(_, t)| t.elapsed() > after).map(|(g, _)| g.clone()).collect();
+            for g in &dead {
+                seen.remove(g);
+            }
+            dead
+        };
+        for g in dead {
+            tracing::info!(gateway = %g, "presence relay: gateway silent, dropping its peers");
+            self.drop_gateway(hub, &g);
+        }
+        self.partials.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, p| p.started.elapsed() < Duration::from_secs(30));
+    }
+
+    fn drop_gateway(&self, hub: &Hub, gateway: &str) {
+        for (partition, key, doc) in hub.presence.remove_gateways(|g| g == gateway) {
+            deliver_local(hub, &partition, &key, None, PresenceKind::Leave, &doc);
+        }
+    }
+
+    /// Handles one `syncular_presence` notification. Malformed payloads are ignored (logged).
+    pub fn handle(&self, hub: &Arc<Hub>, payload: &str) {
+        let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(payload) else {
+            tracing::debug!("presence relay: ignoring a malformed payload");
+            return;
+        };
+        let Some(g) = msg.get("g").and_then(Value::as_str) else { return };
+        if g == self.gateway_id {
+            return;
+        }
+        let s = |k: &str| msg.get(k).and_then(Value::as_str).map(str::to_owned);
+        let t = s("t").unwrap_or_default();
+        if t == "bye" {
+            self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(g);
+            self.drop_gateway(hub, g);
+            return;
+        }
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).insert(g.to_owned(), Instant::now());
+        match t.as_str() {
+            "pub" | "leave" => {
+                let (Some(p), Some(k), Some(sess), Some(a), Some(c)) = (s("p"), s("k"), s("s"), s("a"), s("c")) else { return };
+                let peer = PeerId { gateway: g.to_owned(), session: sess };
+                if t == "pub" {
+                    let Some(Value::Object(doc)) = msg.get("d").cloned() else { return };
+                    let doc = PeerDoc { actor_id: a, client_id: c, doc };
+                    let kind = hub.presence.set(&p, &k, &peer, doc.clone());
+                    deliver_local(hub, &p, &k, None, kind, &doc);
+                } else if let Some(doc) = hub.presence.clear(&p, &k, &peer) {
+                    deliver_local(hub, &p, &k, None, PresenceKind::Leave, &doc);
+                }
+            }
+            "hello" => {
+                for (partition, key, peer, doc) in hub.presence.docs_of_gateway(&self.gateway_id) {
+                    self.publish(&partition, &key, &peer.session, &doc);
+                }
+            }
+            "part" => {
+                let (Some(m), Some(x)) = (s("m"), s("x")) else { return };
+                let (Some(i), Some(n)) = (msg.get("i").and_then(Value::as_u64), msg.get("n").and_then(Value::as_u64)) else { return };
+                if let Some(whole) = self.assemble(g, m, i as usize, n as usize, x) {
+                    if let Ok(bytes) = STANDARD.decode(whole) {
+                        if let Ok(text) = String::from_utf8(bytes) {
+                            self.handle(hub, &text);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn assemble(&self, g: &str, m: String, i: usize, n: usize, x: String) -> Option<String> {
+        if n == 0 || n > 64 || i >= n {
+            return None;
+        }
+        let mut partials = self.partials.lock().unwrap_or_else(|p| p.into_inner());
+        if partials.len() >= MAX_PARTIALS && !partials.contains_key(&(g.to_owned(), m.clone())) {
+            return None;
+        }
+        let key = (g.to_owned(), m);
+        let entry = partials.entry(key.clone()).or_insert_with(|| Partial { parts: vec![None; n], started: Instant::now() });
+        if entry.parts.len() != n {
+            return None;
+        }
+        entry.parts[i] = Some(x);
+        if entry.parts.iter().all(Option::is_some) {
+            let whole = partials.remove(&key)?.parts.into_iter().flatten().collect::<String>();
+            return Some(whole);
+        }
+        None
+    }
+}
+
+/// The payloads carrying `text`: itself when ≤ [`MAX_PAYLOAD`] bytes, else `part`s.
+pub fn split(gateway_id: &str, text: &str) -> Vec<String> {
+    if text.len() <= MAX_PAYLOAD {
+        return vec![text.to_owned()];
+    }
+    let encoded = STANDARD.encode(text.as_bytes());
+    let id = uuid::Uuid::new_v4().to_string();
+    let pieces: Vec<&str> = encoded.as_bytes().chunks(PART_BYTES).map(|c| std::str::from_utf8(c).unwrap_or("")).collect();
+    let n = pieces.len();
+    pieces
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| json!({"v": 1, "g": gateway_id, "t": "part", "m": id, "i": i, "n": n, "x": x}).to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_messages_go_whole_and_big_ones_in_parts_that_reassemble() {
+        assert_eq!(split("g", "{\"t\":\"hb\"}"), vec!["{\"t\":\"hb\"}".to_string()]);
+        let big = json!({"t": "pub", "d": {"text": "é\"x".repeat(5000)}}).to_string();
+        let parts = split("g1", &big);
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        let relay = Relay::new("g2".into());
+        let mut whole = None;
+        // Reverse order: reassembly does not depend on arrival order.
+        for p in parts.iter().rev() {
+            let v: Value = serde_json::from_str(p).unwrap();
+            let got = relay.assemble(
+                "g1",
+                v["m"].as_str().unwrap().into(),
+                v["i"].as_u64().unwrap() as usize,
+                v["n"].as_u64().unwrap() as usize,
+                v["x"].as_str().unwrap().into(),
+            );
+            if got.is_some() {
+                whole = got;
+            }
+        }
+        let decoded = String::from_utf8(STANDARD.decode(whole.unwrap()).unwrap()).unwrap();
+        assert_eq!(decoded, big);
+        assert!(relay.partials.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_part_indices_are_ignored() {
+        let relay = Relay::new("g".into());
+        assert!(relay.assemble("x", "m".into(), 3, 2, "a".into()).is_none());
+        assert!(relay.assemble("x", "m".into(), 0, 0, "a".into()).is_none());
+        assert!(relay.assemble("x", "m".into(), 0, 1000, "a".into()).is_none());
+    }
+}

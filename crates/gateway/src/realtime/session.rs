@@ -1,0 +1,354 @@
+//! One realtime connection's state (§8) and its bounded outbound path.
+//!
+//! [`Session`] is shared between the socket reader, the writer task, the partition worker
+//! (deltas) and round tasks; its mutable [`SessionState`] sits behind a short-held mutex.
+//! Outbound traffic goes through two bounded queues drained by one writer task
+//! ([`run_writer`]): control messages and deltas (`try_send`, never blocking a fan-out) and
+//! round-response chunks (awaited: §8.7 backpressure). When the control queue is short of
+//! room a delta becomes a `catchup-required` wake-up (the session is suppressed), and a
+//! session that cannot even take a control message is closed — a socket that never reads
+//! cannot grow the gateway's memory. The writer also sends the §8.5 heartbeat and
+//! WebSocket pings.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use bytes::Bytes;
+use futures_util::stream::SplitSink;
+use futures_util::SinkExt;
+use serde_json::{Map, Value};
+use syncular_protocol::realtime::{control_text, ControlMessage, WakeReason};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::framing::TAG_DELTA;
+use crate::metrics::Metrics;
+
+/// WebSocket close codes used by the gateway (RFC 6455 §7.4.1).
+pub mod close_code {
+    /// Normal closure.
+    pub const NORMAL: u16 = 1000;
+    /// Going away: gateway shutdown, idle timeout.
+    pub const GOING_AWAY: u16 = 1001;
+    /// Protocol error: a broken §8.7 stream (bad header, pipelining, unknown tag).
+    pub const PROTOCOL: u16 = 1002;
+    /// Invalid payload: a control message that is not JSON or malformed (§8.1).
+    pub const INVALID_PAYLOAD: u16 = 1007;
+    /// Policy violation: outbound queue overflow (the peer does not read).
+    pub const POLICY: u16 = 1008;
+    /// Message too big (request over the body limit).
+    pub const TOO_BIG: u16 = 1009;
+    /// Internal error (a round response that could not be produced).
+    pub const INTERNAL: u16 = 1011;
+}
+
+/// Mutable per-session state (§8 and contract §3 group fields).
+#[derive(Debug, Clone)]
+pub struct SessionState {
+    /// `registrations` verbatim from `realtime_open` (JSON array).
+    pub registrations: Value,
+    /// Presence grant: the registrations' scope keys (§8.6.3).
+    pub scope_keys: BTreeSet<String>,
+    /// Delta wire version (1 or 2).
+    pub wire_version: i64,
+    /// Partition `logEpoch` from the last open/reload.
+    pub log_epoch: String,
+    /// Served schema version from the last open/reload.
+    pub schema_version: i64,
+    /// Every commit ≤ this was delivered, woken for, or known not to match.
+    pub delivered: i64,
+    /// §8.2 wake pending: no delta until an ack reaches `delivered`.
+    pub suppressed: bool,
+    /// Highest cursor the client acknowledged.
+    pub acked: i64,
+    /// A §8.7 round is in flight (no `0x00` messages).
+    pub round_in_flight: bool,
+    /// Rounds started so far (generation guard of a deltas call).
+    pub rounds_started: u64,
+    /// `delivered` when the current/last round started.
+    pub delivered_at_round_start: i64,
+    /// Bumped whenever registrations (or epoch/schema) change, or a scopes notification makes
+    /// them stale: a deltas result computed under an older generation is not delivered.
+    pub generation: u64,
+    /// Registration reloads issued / the newest one applied (a slower reload never
+    /// overwrites a newer one).
+    pub refresh_issued: u64,
+    /// See `refresh_issued`.
+    pub refresh_applied: u64,
+    /// §8.6.4 presence rate state per scope key.
+    pub presence_rate: HashMap<String, PresenceRate>,
+}
+
+/// Per-key presence rate-cap state (latest-wins coalescing, §8.6.4).
+#[derive(Debug, Clone, Default)]
+pub struct PresenceRate {
+    /// When the last publish was fanned out.
+    pub last_fanout: Option<std::time::Instant>,
+    /// The newest document held back in the current window.
+    pub pending: Option<Map<String, Value>>,
+    /// A flush of `pending` is scheduled.
+    pub timer_armed: bool,
+}
+
+/// A message for the writer's control queue.
+#[derive(Debug)]
+pub enum Outbound {
+    /// A JSON control message (text frame).
+    Text(String),
+    /// A `0x00`-tagged delta (checked against a round in flight when written).
+    Delta(Bytes),
+    /// Close the socket with this code and reason.
+    Close(u16, String),
+}
+
+/// One chunk of a round response; `last` ends the round (cleared in-flight right before the
+/// chunk is written, so no delta can precede the response's `END`).
+#[derive(Debug)]
+pub struct RoundChunk {
+    /// `0x01`-tagged payload.
+    pub bytes: Bytes,
+    /// This chunk carries the response's `END`.
+    pub last: bool,
+    /// Fired once the chunk has been handed to the socket.
+    pub written: Option<oneshot::Sender<()>>,
+}
+
+/// A connected realtime session.
+pub struct Session {
+    /// Gateway-local id (map key).
+    pub id: u64,
+    /// `sessionId` of the hello.
+    pub session_id: String,
+    /// Host partition.
+    pub partition: String,
+    /// Authenticated actor.
+    pub actor_id: String,
+    /// The socket's clientId (`?clientId=`).
+    pub client_id: String,
+    /// Allowed scopes from auth (`None` = database resolver).
+    pub allowed_scopes: Option<Value>,
+    state: Mutex<SessionState>,
+    ctrl: mpsc::Sender<Outbound>,
+    round: mpsc::Sender<RoundChunk>,
+    queued_delta_bytes: AtomicUsize,
+    delta_budget: usize,
+    ctrl_capacity: usize,
+    closing: AtomicBool,
+    /// Cancelled when the session ends (reader, writer and timers stop).
+    pub closed: CancellationToken,
+    metrics: Arc<Metrics>,
+}
+
+/// The receiving ends handed to [`run_writer`].
+pub struct WriterQueues {
+    ctrl: mpsc::Receiver<Outbound>,
+    round: mpsc::Receiver<RoundChunk>,
+}
+
+/// Identity and limits of a new session.
+pub struct SessionInit {
+    /// Gateway-local id.
+    pub id: u64,
+    /// `sessionId` of the hello.
+    pub session_id: String,
+    /// Host partition.
+    pub partition: String,
+    /// Actor.
+    pub actor_id: String,
+    /// clientId.
+    pub client_id: String,
+    /// Allowed scopes from auth.
+    pub allowed_scopes: Option<Value>,
+    /// Control queue capacity, messages.
+    pub queue: usize,
+    /// Bytes of deltas that may wait in the queue.
+    pub delta_budget: usize,
+}
+
+impl Session {
+    /// Creates the session and the queues its writer drains.
+    pub fn new(init: SessionInit, state: SessionState, metrics: Arc<Metrics>, parent: &CancellationToken) -> (Arc<Self>, WriterQueues) {
+        let (ctrl_tx, ctrl_rx) = mpsc::channel(init.queue.max(2));
+        let (round_tx, round_rx) = mpsc::channel(2);
+        let s = Session {
+            id: init.id,
+            session_id: init.session_id,
+            partition: init.partition,
+            actor_id: init.actor_id,
+            client_id: init.client_id,
+            allowed_scopes: init.allowed_scopes,
+            state: Mutex::new(state),
+            ctrl: ctrl_tx,
+            round: round_tx,
+            queued_delta_bytes: AtomicUsize::new(0),
+            delta_budget: init.delta_budget,
+            ctrl_capacity: init.queue.max(2),
+            closing: AtomicBool::new(false),
+            closed: parent.child_token(),
+            metrics,
+        };
+        (Arc::new(s), WriterQueues { ctrl: ctrl_rx, round: round_rx })
+    }
+
+    /// Locks the state (never held across an await).
+    pub fn state(&self) -> MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a control message. Returns false (and closes the session) when the queue is
+    /// full — the peer is not reading.
+    pub fn send_control(&self, msg: &ControlMessage) -> bool {
+        self.send_text(control_text(msg))
+    }
+
+    /// Queues a text frame (see [`Session::send_control`]).
+    pub fn send_text(&self, text: String) -> bool {
+        if self.closed.is_cancelled() {
+            return false;
+        }
+        match self.ctrl.try_send(Outbound::Text(text)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::info!(session = self.id, "outbound queue full, closing the socket");
+                self.close(close_code::POLICY, "outbound queue overflow: the client does not read");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Sends a §8.3 wake-up and marks the session suppressed (caller holds the state lock).
+    pub fn wake(&self, st: &mut SessionState, reason: WakeReason, cursor: i64) {
+        st.suppressed = true;
+        self.metrics.wake(reason.as_str());
+        self.send_control(&ControlMessage::Wake { cursor, reason, timestamp: now_ms() });
+    }
+
+    /// Queues a delta (SSP2 response bytes, untagged), or — when the queue has no room for
+    /// it — a `catchup-required` wake-up instead (caller holds the state lock).
+    pub fn send_delta(&self, st: &mut SessionState, delta: &[u8], cursor: i64) {
+        let len = delta.len() + 1;
+        let room = self.ctrl.capacity() > self.ctrl_capacity / 4
+            && self.queued_delta_bytes.load(Ordering::Relaxed) + len <= self.delta_budget;
+        if !room || st.round_in_flight || st.suppressed {
+            self.wake(st, WakeReason::CatchupRequired, cursor);
+            return;
+        }
+        let mut tagged = Vec::with_capacity(len);
+        tagged.push(TAG_DELTA);
+        tagged.extend_from_slice(delta);
+        self.queued_delta_bytes.fetch_add(len, Ordering::Relaxed);
+        if self.ctrl.try_send(Outbound::Delta(Bytes::from(tagged))).is_err() {
+            self.queued_delta_bytes.fetch_sub(len, Ordering::Relaxed);
+            self.wake(st, WakeReason::CatchupRequired, cursor);
+        }
+    }
+
+    /// Sends one round-response chunk, waiting for queue room (§8.7 backpressure).
+    /// Returns false when the session is gone.
+    pub async fn send_round_chunk(&self, chunk: RoundChunk) -> bool {
+        tokio::select! {
+            r = self.round.send(chunk) => r.is_ok(),
+            _ = self.closed.cancelled() => false,
+        }
+    }
+
+    /// Closes the socket with `code`/`reason` (once); the reader and writer stop.
+    pub fn close(&self, code: u16, reason: &str) {
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.ctrl.try_send(Outbound::Close(code, reason.to_owned())).is_err() {
+            self.closed.cancel();
+        }
+    }
+
+    /// True once [`Session::close`] was called or the session ended.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst) || self.closed.is_cancelled()
+    }
+}
+
+/// Epoch milliseconds (control message timestamps).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Drains the session's queues into the socket until the session closes; sends the §8.5
+/// heartbeat and a ping every `heartbeat`.
+pub async fn run_writer(
+    session: Arc<Session>,
+    mut sink: SplitSink<WebSocket, Message>,
+    mut queues: WriterQueues,
+    heartbeat: Duration,
+) {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+    loop {
+        let msg = tokio::select! {
+            biased;
+            _ = session.closed.cancelled() => break,
+            Some(out) = queues.ctrl.recv() => match out {
+                Outbound::Text(t) => Message::Text(t.into()),
+                Outbound::Delta(bytes) => {
+                    session.queued_delta_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
+                    let mut st = session.state();
+                    if st.round_in_flight {
+                        // §8.7: no 0x00 while a response streams — the suppression path.
+                        let cursor = st.delivered;
+                        session.wake(&mut st, WakeReason::CatchupRequired, cursor);
+                        continue;
+                    }
+                    session.metrics.deltas_sent.inc();
+                    Message::Binary(bytes)
+                }
+                Outbound::Close(code, reason) => {
+                    let frame = CloseFrame { code, reason: reason.into() };
+                    let _ = tokio::time::timeout(Duration::from_secs(2), sink.send(Message::Close(Some(frame)))).await;
+                    break;
+                }
+            },
+            Some(chunk) = queues.round.recv() => {
+                if chunk.last {
+                    session.state().round_in_flight = false;
+                }
+                let sent = tokio::select! {
+                    r = sink.send(Message::Binary(chunk.bytes)) => r.is_ok(),
+                    _ = session.closed.cancelled() => false,
+                };
+                if let Some(done) = chunk.written {
+                    let _ = done.send(());
+                }
+                if !sent {
+                    break;
+                }
+                continue;
+            }
+            _ = ticker.tick() => {
+                let hb = control_text(&ControlMessage::Heartbeat { timestamp: now_ms() });
+                let ok = tokio::select! {
+                    r = async {
+                        sink.send(Message::Text(hb.into())).await?;
+                        sink.send(Message::Ping(Bytes::from_static(b"hb"))).await
+                    } => r.is_ok(),
+                    _ = session.closed.cancelled() => false,
+                };
+                if !ok {
+                    break;
+                }
+                continue;
+            }
+        };
+        let ok = tokio::select! {
+            r = sink.send(msg) => r.is_ok(),
+            _ = session.closed.cancelled() => false,
+        };
+        if !ok {
+            break;
+        }
+    }
+    session.closed.cancel();
+    let _ = sink.close().await;
+}

@@ -1,0 +1,183 @@
+//! `GET {mount}/realtime?clientId=…` (§8.1): everything that can fail is answered as HTTP
+//! (§10.1 JSON) BEFORE upgrading — missing `clientId` (400 `sync.invalid_request`), auth (401
+//! `sync.auth_required`), caps (429 `sync.websocket_connection_limit`), shutdown (503), and
+//! the `syncular.realtime_open` errors (e.g. 400 `sync.invalid_client_id`). After the
+//! upgrade: `hello`, the presence snapshot, then the read loop — acks and presence (text),
+//! `0x01` round chunks (binary). Broken input closes the socket: text that is not a valid
+//! control message (1007), an unknown binary tag, a bad request header, bytes past `END`, a
+//! new round while one is in flight (1002), a request over `--max-body-bytes` (1009).
+//! Unknown control events/types are tolerated (§8.1). Idle sockets are closed (1001).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::SplitStream;
+use futures_util::StreamExt;
+use syncular_protocol::realtime::{parse_control, ControlMessage, Hello};
+
+use super::hub::{initial_state, Hub, Slot};
+use super::presence;
+use super::round;
+use super::session::{close_code, now_ms, run_writer, Session, SessionInit};
+use crate::auth::Identity;
+use crate::db::realtime::{realtime_open, Opened};
+use crate::db::ApiError;
+use crate::framing::{FramingError, RequestScanner, TAG_ROUND};
+use crate::http::error_response;
+use crate::AppState;
+
+/// The upgrade handler.
+pub async fn upgrade(
+    State(gw): State<AppState>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let route = "/realtime";
+    let query = query.map(|q| q.0).unwrap_or_default();
+    let Ok(ws) = ws else {
+        return error_response(&gw, route, ApiError::invalid_request("expected a WebSocket upgrade (§8.1)"));
+    };
+    let client_id = match query.get("clientId") {
+        Some(c) if !c.is_empty() => c.clone(),
+        _ => return error_response(&gw, route, ApiError::invalid_request("query parameter clientId is required (§8.1)")),
+    };
+    let identity = match gw.auth.authenticate(&headers, query.get("access_token").map(String::as_str)) {
+        Ok(id) => id,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    let slot = match gw.hub.reserve(&identity.partition, &client_id) {
+        Ok(slot) => slot,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    let opened = match realtime_open(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await {
+        Ok(o) => o,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    let s = &gw.hub.settings;
+    let write_max = (s.max_delta_bytes as usize).max(crate::framing::MAX_ROUND_CHUNK).max(s.presence_max_bytes) + 64 * 1024;
+    let hub = gw.hub.clone();
+    ws.read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(write_max)
+        .max_message_size(s.ws_max_message_bytes)
+        .max_frame_size(s.ws_max_message_bytes)
+        .on_upgrade(move |socket| serve(hub, identity, client_id, opened, slot, socket))
+        .into_response()
+}
+
+async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, slot: Slot, socket: WebSocket) {
+    let (sink, stream) = socket.split();
+    let init = SessionInit {
+        id: hub.next_session_id(),
+        session_id: opened.session_id.clone(),
+        partition: identity.partition,
+        actor_id: identity.actor_id,
+        client_id,
+        allowed_scopes: identity.allowed_scopes,
+        queue: hub.settings.session_queue,
+        delta_budget: (hub.settings.max_delta_bytes as usize).max(256 * 1024) * 2,
+    };
+    let (session, queues) = Session::new(init, initial_state(&opened), hub.metrics.clone(), &hub.shutdown);
+    session.send_control(&ControlMessage::Hello(Hello {
+        protocol_version: 1,
+        session_id: opened.session_id.clone(),
+        actor_id: session.actor_id.clone(),
+        client_id: session.client_id.clone(),
+        cursor: opened.cursor,
+        latest_cursor: opened.latest_cursor,
+        requires_sync: opened.requires_sync,
+        timestamp: now_ms(),
+    }));
+    hub.add(session.clone(), slot);
+    presence::initial(&hub, &session);
+    tracing::debug!(session = session.id, registrations = ?opened.registrations.as_array().map(Vec::len), "realtime session open");
+    let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
+    read_loop(&hub, &session, stream).await;
+    if session.is_closing() {
+        // Let the writer send the close frame.
+        let _ = tokio::time::timeout(Duration::from_secs(2), session.closed.cancelled()).await;
+    }
+    session.closed.cancel();
+    hub.remove(&session);
+    let _ = writer.await;
+    tracing::debug!(session = session.id, "realtime session closed");
+}
+
+async fn read_loop(hub: &Arc<Hub>, session: &Arc<Session>, mut stream: SplitStream<WebSocket>) {
+    let mut scanner = RequestScanner::new(hub.settings.max_body_bytes);
+    let idle = hub.settings.idle_timeout;
+    while !session.is_closing() {
+        let next = tokio::select! {
+            _ = session.closed.cancelled() => return,
+            next = tokio::time::timeout(idle, stream.next()) => next,
+        };
+        match next {
+            Err(_) => session.close(close_code::GOING_AWAY, "idle timeout"),
+            Ok(None) => return,
+            Ok(Some(Err(e))) => {
+                let code = if e.to_string().to_ascii_lowercase().contains("too long") || e.to_string().contains("Space limit") {
+                    close_code::TOO_BIG
+                } else {
+                    close_code::PROTOCOL
+                };
+                tracing::debug!(session = session.id, error = %e, "socket read failed");
+                session.close(code, "unreadable WebSocket frame");
+            }
+            Ok(Some(Ok(message))) => match message {
+                Message::Text(text) => on_text(hub, session, text.as_str()),
+                Message::Binary(bytes) => on_binary(hub, session, &mut scanner, &bytes),
+                Message::Close(_) => return,
+                Message::Ping(_) | Message::Pong(_) => {}
+            },
+        }
+    }
+}
+
+fn on_text(hub: &Arc<Hub>, session: &Arc<Session>, text: &str) {
+    match parse_control(text) {
+        Ok(ControlMessage::Ack { cursor }) => hub.ack(session, cursor),
+        Ok(ControlMessage::PresencePublish { scope_key, doc }) => presence::publish(hub, session, scope_key, doc),
+        // A presence event in the server→client shape is a malformed publish (§8.6.2).
+        Ok(ControlMessage::PresenceFanout { .. } | ControlMessage::PresenceRejected { .. }) => {
+            session.close(close_code::INVALID_PAYLOAD, "malformed presence control message (§8.6.2)")
+        }
+        // Unknown events/types, and server-direction events echoed back, are tolerated (§8.1).
+        Ok(_) => {}
+        Err(e) => {
+            tracing::debug!(session = session.id, error = %e, "malformed control message");
+            session.close(close_code::INVALID_PAYLOAD, "malformed control message (§8.1)");
+        }
+    }
+}
+
+fn on_binary(hub: &Arc<Hub>, session: &Arc<Session>, scanner: &mut RequestScanner, bytes: &[u8]) {
+    let Some((&tag, payload)) = bytes.split_first() else {
+        session.close(close_code::PROTOCOL, "empty binary message");
+        return;
+    };
+    if tag != TAG_ROUND {
+        session.close(close_code::PROTOCOL, "unexpected channel tag (§8.7)");
+        return;
+    }
+    if session.state().round_in_flight {
+        session.close(close_code::PROTOCOL, "sync round begun while a response stream is in flight (§8.7)");
+        return;
+    }
+    match scanner.push(payload) {
+        Ok(None) => {}
+        Ok(Some(request)) => round::start(hub, session, request),
+        Err(FramingError::TooLarge { .. }) => session.close(close_code::TOO_BIG, "sync request over the size limit"),
+        Err(e) => {
+            tracing::debug!(session = session.id, error = %e, "broken round stream");
+            session.close(close_code::PROTOCOL, "unframed or pipelined sync round stream (§8.7)");
+        }
+    }
+}
