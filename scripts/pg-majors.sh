@@ -7,6 +7,8 @@
 #   scripts/pg-majors.sh pg-config 18       print the pg_config path of an installed major (exit 1 if absent)
 #   scripts/pg-majors.sh init 15 13 16 18   install the majors, then `cargo pgrx init` only if the set of
 #                                           pg_configs differs from $PGRX_HOME/config.toml
+#   scripts/pg-majors.sh ensure 15 18       install the majors, then `cargo pgrx init` only if one of them is
+#                                           missing from config.toml (keeping the majors already configured)
 #   scripts/pg-majors.sh mirrors            print the Debian mirror URIs read from this machine's apt config
 #
 # Where each major comes from (see README "Supported Postgres majors"):
@@ -261,6 +263,24 @@ pgm_pgrx_init() {
     cargo pgrx init "${args[@]}" >&2
 }
 
+# pgm_pgrx_ensure MAJOR...: make config.toml list at least MAJOR... (plus every major it already
+# lists whose pg_config still exists); no-op when it already does.
+pgm_pgrx_ensure() {
+    local m cfg missing=() keep=()
+    cfg=$(pgm_pgrx_home)/config.toml
+    for m in "$@"; do
+        grep -qxF "pg$m = \"$(pgm_pg_config_path "$m")\"" "$cfg" 2>/dev/null || missing+=("$m")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        pgm_log "pgrx config lists PG $* ($cfg)"
+        return 0
+    fi
+    for m in $(grep -oE '^pg[0-9]+' "$cfg" 2>/dev/null | sed 's/^pg//'); do
+        pgm_check "$m" 2>/dev/null && keep+=("$m")
+    done
+    pgm_pgrx_init $(printf '%s\n' "${keep[@]}" "$@" | sort -un)
+}
+
 pgm_main() {
     local cmd=${1:-}; shift || true
     case $cmd in
@@ -275,10 +295,14 @@ pgm_main() {
         local m
         for m in "$@"; do pgm_install "$m" || return 1; done
         pgm_pgrx_init "$@" ;;
+    ensure)
+        local m
+        for m in "$@"; do pgm_install "$m" || return 1; done
+        pgm_pgrx_ensure "$@" ;;
     mirrors)
         pgm_mirrors && echo "deb=$PGM_DEB security=$PGM_DEBSEC signed-by=${PGM_SIGNED:--}" ;;
     *)
-        sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || [ "$cmd" = help ] ;;
     esac
 }

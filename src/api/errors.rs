@@ -22,7 +22,8 @@
 //! | `syncular.resolver_malformed` | 39000 | external_routine_invocation_exception |
 //! | `syncular.internal` | XX000 | internal_error |
 //!
-//! The same table is in README.md ("Errors").
+//! Every ERROR also carries the §10.1 object as JSON in its DETAIL
+//! ([`detail_json`]). The same table is in README.md ("Errors").
 
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -75,13 +76,22 @@ pub fn sqlstate(err: &EngineError) -> PgSqlErrorCode {
     }
 }
 
+/// The DETAIL of every ERROR the extension raises: the §10.1 object as JSON
+/// text, `{"code","message","category","retryable","recommendedAction"}`
+/// (host codes carry [`HostCode::metadata`]), so a gateway maps an error to
+/// its HTTP JSON body without a copy of the §10.2 table.
+pub fn detail_json(err: &EngineError) -> String {
+    syncular_protocol::error_json::error_object(&err.error_frame()).to_string()
+}
+
 /// Raises `err` as a Postgres ERROR (message `"<code>: <message>"`, SQLSTATE
-/// per the table above). Never returns: the current (sub)transaction aborts,
-/// so nothing half-applied survives.
+/// per the table above, DETAIL [`detail_json`]). Never returns: the current
+/// (sub)transaction aborts, so nothing half-applied survives.
 pub fn raise(err: EngineError) -> ! {
     let state = sqlstate(&err);
     let message = err.to_string();
-    ereport!(ERROR, state, message);
+    let detail = detail_json(&err);
+    ereport!(ERROR, state, message, detail);
 }
 
 /// `result.or_raise()`: the value, or a Postgres ERROR via [`raise`].

@@ -4,4 +4,5 @@
 
 pub mod errors;
 pub mod schema;
+pub mod realtime;
 pub mod sync;

@@ -15,7 +15,7 @@ use crate::api::errors::{raise, OrRaise};
 use crate::engine::error::{EngineError, HostCode};
 use crate::engine::request::{self, Caller, Halves};
 
-fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
+pub(crate) fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
     match value {
         Some(v) => v,
         None => raise(EngineError::host(
@@ -28,7 +28,7 @@ fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
 /// A required text argument that must also be non-empty (an empty
 /// `partition` would, e.g., make the NOTIFY payload `":1"`).
 /// Errors: `syncular.invalid_argument` (22023).
-fn required_text<'a>(value: Option<&'a str>, name: &str) -> &'a str {
+pub(crate) fn required_text<'a>(value: Option<&'a str>, name: &str) -> &'a str {
     let value = required(value, name);
     if value.is_empty() {
         raise(EngineError::host(
@@ -44,6 +44,7 @@ fn round(
     actor_id: Option<&str>,
     request: Option<&[u8]>,
     allowed_scopes: Option<JsonB>,
+    connection_client_id: Option<&str>,
     halves: Halves,
 ) -> Vec<u8> {
     let partition = required_text(partition, "partition");
@@ -54,19 +55,24 @@ fn round(
         partition,
         actor_id,
         allowed_scopes: allowed.as_ref(),
+        connection_client_id,
     };
     request::run(&caller, request, halves).or_raise()
 }
 
 /// `syncular.sync(partition text, actor_id text, request bytea,
-/// allowed_scopes jsonb DEFAULT NULL) returns bytea`.
+/// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL)
+/// returns bytea`.
 ///
 /// Runs one SSP2 request (wire version 1 or 2) for `actor_id` in
 /// `partition` — push half, then pull half — and returns the response in
 /// the request's wire version. `allowed_scopes` is the §3.2 allowed map
 /// (`{"variable": ["value", …]}`, `"*"` = any value); NULL calls the
 /// registered scope resolver; with neither, every subscription is revoked
-/// and every write is `sync.forbidden`.
+/// and every write is `sync.forbidden`. `connection_client_id` (a §8.7
+/// socket round: the realtime connection's `clientId`) makes a different
+/// `REQ_HEADER.clientId` fail with `sync.invalid_client_id` before anything
+/// is written; NULL over HTTP.
 ///
 /// Request-level failures raise an ERROR whose message starts with the SSP2
 /// code (`sync.invalid_request: …`); SQLSTATE per code class
@@ -82,12 +88,14 @@ fn sync(
     actor_id: Option<&str>,
     request: Option<&[u8]>,
     allowed_scopes: default!(Option<JsonB>, "NULL"),
+    connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
-    round(partition, actor_id, request, allowed_scopes, Halves::Both)
+    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both)
 }
 
 /// `syncular.push(partition text, actor_id text, request bytea,
-/// allowed_scopes jsonb DEFAULT NULL) returns bytea` — [`sync`] restricted
+/// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL)
+/// returns bytea` — [`sync`] restricted
 /// to the push half: the response carries `RESP_HEADER`, one `PUSH_RESULT`
 /// per `PUSH_COMMIT`, `END`. The request is validated exactly as by `sync`
 /// (a pull half present is validated but not served), so a gateway can
@@ -99,18 +107,14 @@ fn push(
     actor_id: Option<&str>,
     request: Option<&[u8]>,
     allowed_scopes: default!(Option<JsonB>, "NULL"),
+    connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
-    round(
-        partition,
-        actor_id,
-        request,
-        allowed_scopes,
-        Halves::PushOnly,
-    )
+    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PushOnly)
 }
 
 /// `syncular.pull(partition text, actor_id text, request bytea,
-/// allowed_scopes jsonb DEFAULT NULL) returns bytea` — [`sync`] restricted
+/// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL)
+/// returns bytea` — [`sync`] restricted
 /// to the pull half: `RESP_HEADER`, the subscription sections, `END`. Push
 /// commits in the request are validated but not applied.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -120,14 +124,9 @@ fn pull(
     actor_id: Option<&str>,
     request: Option<&[u8]>,
     allowed_scopes: default!(Option<JsonB>, "NULL"),
+    connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
-    round(
-        partition,
-        actor_id,
-        request,
-        allowed_scopes,
-        Halves::PullOnly,
-    )
+    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PullOnly)
 }
 
 /// `syncular.commit_notification_payload(partition text, commit_seq bigint)
@@ -172,6 +171,7 @@ fn commit(
         partition,
         actor_id,
         allowed_scopes: allowed.as_ref(),
+        connection_client_id: None,
     };
     JsonB(
         crate::engine::server_commit::run(&caller, client_id, client_commit_id, &operations.0)

@@ -9,7 +9,8 @@
 
 use std::fmt;
 
-use syncular_protocol::{ErrorCode, ProtocolError};
+use syncular_protocol::response::ErrorFrame;
+use syncular_protocol::{Category, ErrorCode, ProtocolError, RecommendedAction};
 
 /// A host (non-§10.2) error code, spelled `syncular.<name>` in messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +52,23 @@ impl HostCode {
             HostCode::ResolverMalformed => "syncular.resolver_malformed",
             HostCode::InvalidArgument => "syncular.invalid_argument",
             HostCode::Internal => "syncular.internal",
+        }
+    }
+
+    /// The §10.1 metadata a host code carries in an error's DETAIL JSON
+    /// (README "Errors"): `(category, retryable, recommendedAction)`.
+    /// Argument and schema faults are the caller's to fix; a missing schema
+    /// may appear later (retry); resolver and storage faults are the
+    /// operator's.
+    pub fn metadata(self) -> (Category, bool, RecommendedAction) {
+        match self {
+            HostCode::InvalidArgument | HostCode::InvalidSchema | HostCode::SchemaRefused => {
+                (Category::InvalidRequest, false, RecommendedAction::FixRequest)
+            }
+            HostCode::NoSchema => (Category::Internal, true, RecommendedAction::RetryLater),
+            HostCode::InvalidResolver | HostCode::ResolverMalformed | HostCode::Internal => {
+                (Category::Internal, false, RecommendedAction::InspectServer)
+            }
         }
     }
 }
@@ -103,6 +121,26 @@ impl EngineError {
         match self {
             EngineError::Protocol(e) => &e.message,
             EngineError::Host { message, .. } => message,
+        }
+    }
+
+    /// The §10.1 record of this error (code, message, category, retryable,
+    /// recommendedAction): the `ERROR` frame of §1.6 and, as JSON
+    /// (`syncular_protocol::error_json`), the DETAIL of the Postgres ERROR.
+    pub fn error_frame(&self) -> ErrorFrame {
+        match self {
+            EngineError::Protocol(e) => ErrorFrame::from_error(e),
+            EngineError::Host { code, message } => {
+                let (category, retryable, action) = code.metadata();
+                ErrorFrame {
+                    code: code.as_str().to_owned(),
+                    message: message.clone(),
+                    category: category.as_str().to_owned(),
+                    retryable,
+                    recommended_action: action.as_str().to_owned(),
+                    details: None,
+                }
+            }
         }
     }
 }

@@ -23,3 +23,4 @@ pub mod pull_window;
 pub mod scope_match;
 pub mod subscriptions;
 pub mod server_commit;
+pub mod realtime;

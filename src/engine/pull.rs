@@ -30,7 +30,7 @@ use std::io::Write;
 use syncular_protocol::frame_fields::{canonical_scope_map, ScopeMap as WireScopeMap};
 use syncular_protocol::request::PullRequest;
 use syncular_protocol::scopes::ScopeMap;
-use syncular_protocol::response::{Change, Commit, ResponseWriter, SubEnd, SubStart, SubStatus};
+use syncular_protocol::response::{ResponseWriter, SubEnd, SubStart, SubStatus};
 use syncular_protocol::{ErrorCode, ProtocolError};
 
 use crate::engine::bootstrap::{
@@ -41,7 +41,7 @@ use crate::engine::budget::Budget;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull_limits::PullLimits;
-use crate::engine::pull_window::{run_window, WindowCommit, WindowRequest};
+use crate::engine::pull_window::{run_window, WindowRequest};
 use crate::engine::subscriptions::{ResolvedSubscription, SubscriptionStatus};
 use crate::store::clients::record_pull;
 use crate::store::pull_window::{read_partition_bounds, PartitionBounds};
@@ -249,7 +249,7 @@ fn incremental_section<W: Write>(
     };
     let written = bytes_written(writer);
     let result = run_window(&req, budget, written, |commit| {
-        writer.commit(&commit_frame(&sub.table, commit)).map_err(encoder)?;
+        writer.commit(&commit.frame(&sub.table)).map_err(encoder)?;
         Ok(bytes_written(writer))
     })?;
     outcome.commits += result.commits;
@@ -259,30 +259,8 @@ fn incremental_section<W: Write>(
     Ok(SectionEnd { next_cursor: result.next_cursor, active: true })
 }
 
-/// The §4.5 `COMMIT` frame of one window commit: a one-table dictionary.
-fn commit_frame(table: &str, commit: &WindowCommit) -> Commit {
-    Commit {
-        commit_seq: commit.commit_seq,
-        created_at_ms: commit.created_at_ms,
-        actor_id: commit.actor_id.clone(),
-        tables: vec![table.to_owned()],
-        changes: commit
-            .changes
-            .iter()
-            .map(|c| Change {
-                table_index: 0,
-                row_id: c.row_id.clone(),
-                op: c.op,
-                row_version: c.row_version,
-                scopes: c.scopes.clone(),
-                row: c.row.clone(),
-            })
-            .collect(),
-    }
-}
-
 /// An effective map in the wire's canonical key order (§4.4).
-fn wire_scope_map(effective: &ScopeMap) -> EngineResult<WireScopeMap> {
+pub(crate) fn wire_scope_map(effective: &ScopeMap) -> EngineResult<WireScopeMap> {
     canonical_scope_map(effective.iter().map(|(k, v)| (k.clone(), v.clone())))
         .map_err(|e| EngineError::internal(format!("effective scopes: {}", e.message)))
 }

@@ -12,6 +12,7 @@
 //! `maxCommitSeq`.
 
 use syncular_protocol::frame_fields::{Op, StoredScopes};
+use syncular_protocol::response::{Change, Commit};
 use syncular_protocol::scopes::ScopeMap;
 
 use crate::engine::budget::Budget;
@@ -50,6 +51,31 @@ pub struct WindowCommit {
     pub actor_id: String,
     /// Its changes of the subscription's table that match the effective scopes, in `idx` order.
     pub changes: Vec<WindowChange>,
+}
+
+impl WindowCommit {
+    /// The §4.5 `COMMIT` frame of this commit: a one-table dictionary
+    /// (`tableIndex` 0 for every change).
+    pub fn frame(&self, table: &str) -> Commit {
+        Commit {
+            commit_seq: self.commit_seq,
+            created_at_ms: self.created_at_ms,
+            actor_id: self.actor_id.clone(),
+            tables: vec![table.to_owned()],
+            changes: self
+                .changes
+                .iter()
+                .map(|c| Change {
+                    table_index: 0,
+                    row_id: c.row_id.clone(),
+                    op: c.op,
+                    row_version: c.row_version,
+                    scopes: c.scopes.clone(),
+                    row: c.row.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What one incremental section delivered.

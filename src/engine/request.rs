@@ -67,6 +67,25 @@ pub struct Caller<'a> {
     pub actor_id: &'a str,
     /// The gateway's §3.2 allowed map, or `None` to call the registered resolver.
     pub allowed_scopes: Option<&'a Value>,
+    /// The realtime connection's `clientId` when the request is a §8.7
+    /// socket round: `REQ_HEADER.clientId` must equal it. `None` over HTTP.
+    pub connection_client_id: Option<&'a str>,
+}
+
+/// §8.7: a socket round's `REQ_HEADER.clientId` must equal the connection's
+/// `clientId` (registration identity would otherwise be ambiguous).
+/// Errors: `sync.invalid_client_id`.
+pub fn check_connection_client_id(caller: &Caller<'_>, client_id: &str) -> EngineResult<()> {
+    match caller.connection_client_id {
+        Some(expected) if expected != client_id => Err(EngineError::protocol(
+            ErrorCode::InvalidClientId,
+            format!(
+                "REQ_HEADER.clientId {client_id:?} differs from the realtime connection's clientId \
+                 {expected:?}; a socket round must use the connection's clientId (§8.7)"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn v2_epoch(wire_version: u16, log_epoch: &str, reset_required: bool) -> Option<RespEpoch> {
@@ -132,6 +151,31 @@ pub fn bind_client_id(
     wire_version: u16,
     now_ms: i64,
 ) -> EngineResult<()> {
+    check_client_id(client_id)?;
+    if !clients_write::bind_client(
+        partition,
+        client_id,
+        actor_id,
+        i32::from(wire_version),
+        now_ms,
+    )? {
+        return Err(client_bound_elsewhere());
+    }
+    Ok(())
+}
+
+/// `sync.invalid_client_id` for a `clientId` bound to another actor (§1.5).
+pub fn client_bound_elsewhere() -> EngineError {
+    EngineError::protocol(
+        ErrorCode::InvalidClientId,
+        "clientId is already bound to a different actor in this partition (§1.5)",
+    )
+}
+
+/// The §1.5 checks of a `clientId` that need no storage: a NUL character
+/// (`sync.invalid_request`: Postgres `text` cannot hold it) and the reserved
+/// server-command prefix (`sync.invalid_client_id`).
+pub fn check_client_id(client_id: &str) -> EngineResult<()> {
     if client_id.contains('\0') {
         return Err(EngineError::protocol(
             ErrorCode::InvalidRequest,
@@ -144,18 +188,6 @@ pub fn bind_client_id(
             format!("clientId may not start with the reserved server-command prefix {REMOTE_COMMAND_PREFIX} (§1.5)"),
         ));
     }
-    if !clients_write::bind_client(
-        partition,
-        client_id,
-        actor_id,
-        i32::from(wire_version),
-        now_ms,
-    )? {
-        return Err(EngineError::protocol(
-            ErrorCode::InvalidClientId,
-            "clientId is already bound to a different actor in this partition (§1.5)",
-        ));
-    }
     Ok(())
 }
 
@@ -163,6 +195,8 @@ pub fn bind_client_id(
 ///
 /// Errors (the whole request fails; raised by the API as a Postgres ERROR):
 /// - any §1.7 decode error: `sync.invalid_request` / `sync.empty_commit`;
+/// - `sync.invalid_client_id` when `caller.connection_client_id` is set and
+///   differs from `REQ_HEADER.clientId` (§8.7), before anything is written;
 /// - `sync.client_wire_unsupported` (wire v1 after an epoch rotation);
 /// - `sync.invalid_request` (v2 without `logEpoch` carrying pushes, or a
 ///   `PULL_HEADER.accept` without bits 0 and 1 — E2b's validation);
@@ -178,6 +212,7 @@ pub fn bind_client_id(
 pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Vec<u8>> {
     check_caller(caller)?;
     let req: Request = decode_request(request)?;
+    check_connection_client_id(caller, &req.header.client_id)?;
     let wire = req.wire_version;
     let now_ms = clock::now_ms()?;
 

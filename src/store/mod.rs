@@ -31,3 +31,4 @@ pub mod bootstrap_page;
 pub mod clients;
 pub mod pull_window;
 pub mod plan_cache;
+pub mod realtime;

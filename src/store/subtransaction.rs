@@ -21,6 +21,9 @@ pub struct SubtransactionError {
     pub sqlstate: String,
     /// The Postgres error message (primary text only).
     pub message: String,
+    /// The error's DETAIL, if any (the extension's own errors carry their
+    /// §10.1 JSON there).
+    pub detail: Option<String>,
 }
 
 fn describe(caught: &CaughtError) -> SubtransactionError {
@@ -30,6 +33,7 @@ fn describe(caught: &CaughtError) -> SubtransactionError {
         | CaughtError::RustPanic { ereport: report, .. } => SubtransactionError {
             sqlstate: sqlstate_text(report.sql_error_code()),
             message: report.message().to_string(),
+            detail: report.detail().map(str::to_owned),
         },
     }
 }

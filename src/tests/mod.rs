@@ -30,3 +30,8 @@ mod sync_pull_scopes;
 mod sync_push_access;
 mod sync_push_model;
 mod sync_pull_convergence;
+pub mod realtime_support;
+mod realtime_open;
+mod realtime_deltas;
+mod realtime_ack;
+mod realtime_gateway_calls;

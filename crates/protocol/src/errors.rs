@@ -48,6 +48,41 @@ impl Category {
             Category::RateLimited => "rate-limited",
         }
     }
+
+    /// Every category, in the order above.
+    pub const ALL: &'static [Category] = &[
+        Category::NotFound,
+        Category::Forbidden,
+        Category::InvalidRequest,
+        Category::Internal,
+        Category::AuthRequired,
+        Category::SchemaMismatch,
+        Category::Conflict,
+        Category::ResetRequired,
+        Category::ScopeRevoked,
+        Category::RateLimited,
+    ];
+
+    /// Parses a wire spelling; `None` outside the closed §10.1 set.
+    pub fn parse(s: &str) -> Option<Category> {
+        Category::ALL.iter().copied().find(|c| c.as_str() == s)
+    }
+
+    /// The HTTP status of an HTTP-level error body (§1.1) of this category,
+    /// as the reference server answers it: invalid-request, schema-mismatch
+    /// and reset-required 400, auth-required 401, forbidden and scope-revoked
+    /// 403, not-found 404, conflict 409, rate-limited 429, internal 500.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Category::InvalidRequest | Category::SchemaMismatch | Category::ResetRequired => 400,
+            Category::AuthRequired => 401,
+            Category::Forbidden | Category::ScopeRevoked => 403,
+            Category::NotFound => 404,
+            Category::Conflict => 409,
+            Category::RateLimited => 429,
+            Category::Internal => 500,
+        }
+    }
 }
 
 /// §10.1 `recommendedAction`: the client-runtime action verb.
@@ -96,6 +131,26 @@ impl RecommendedAction {
             RecommendedAction::SplitBatch => "splitBatch",
             RecommendedAction::InspectServer => "inspectServer",
         }
+    }
+
+    /// Parses a wire spelling; `None` outside the closed §10.1 set.
+    pub fn parse(s: &str) -> Option<RecommendedAction> {
+        [
+            RecommendedAction::RefreshAuth,
+            RecommendedAction::CheckPermissions,
+            RecommendedAction::FixRequest,
+            RecommendedAction::ResetClientId,
+            RecommendedAction::RegenerateClient,
+            RecommendedAction::UpgradeClient,
+            RecommendedAction::ResolveConflict,
+            RecommendedAction::Rebootstrap,
+            RecommendedAction::ForceResync,
+            RecommendedAction::RetryLater,
+            RecommendedAction::SplitBatch,
+            RecommendedAction::InspectServer,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == s)
     }
 }
 
@@ -240,6 +295,24 @@ mod tests {
         assert_eq!(c.category().as_str(), "not-found");
         assert!(c.retryable());
         assert_eq!(ErrorCode::ALL.len(), 36);
+    }
+
+    #[test]
+    fn closed_sets_parse_their_spellings_and_map_to_http() {
+        for &code in ErrorCode::ALL {
+            assert_eq!(Category::parse(code.category().as_str()), Some(code.category()));
+            let action = code.recommended_action();
+            assert_eq!(RecommendedAction::parse(action.as_str()), Some(action));
+        }
+        assert_eq!(Category::parse("Internal"), None);
+        assert_eq!(RecommendedAction::parse("retry"), None);
+        assert_eq!(ErrorCode::AuthRequired.category().http_status(), 401);
+        assert_eq!(ErrorCode::VersionConflict.category().http_status(), 409);
+        assert_eq!(ErrorCode::RateLimited.category().http_status(), 429);
+        assert_eq!(ErrorCode::UnknownTable.category().http_status(), 400);
+        assert_eq!(ErrorCode::NotFound.category().http_status(), 404);
+        assert_eq!(ErrorCode::ScopeRevoked.category().http_status(), 403);
+        assert_eq!(ErrorCode::MissingScopes.category().http_status(), 500);
     }
 
     #[test]

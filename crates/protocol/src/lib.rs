@@ -7,6 +7,7 @@
 //! returns `Result<_, ProtocolError>` and never panics on any input.
 
 pub mod errors;
+pub mod error_json;
 pub mod primitives;
 
 pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};

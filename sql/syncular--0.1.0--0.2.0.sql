@@ -1,0 +1,133 @@
+-- syncular 0.1.0 → 0.2.0: realtime in SQL (SPEC §8), §10.1 JSON in every
+-- error's DETAIL (no catalog change), and the §8.7 `connection_client_id`
+-- argument of the sync functions. Definitions as `cargo pgrx schema` writes
+-- them for 0.2.0; privileges repeat sql/privileges.sql's rule (EXECUTE
+-- revoked from PUBLIC, granted to syncular_gateway).
+SET LOCAL search_path TO syncular, pg_catalog;
+
+-- sync / push / pull gain `connection_client_id text DEFAULT NULL`. A new
+-- trailing defaulted argument is a new signature, and keeping the old one
+-- would make every 4-argument call ambiguous: drop and recreate.
+DROP FUNCTION syncular.sync(text, text, bytea, jsonb);
+DROP FUNCTION syncular.push(text, text, bytea, jsonb);
+DROP FUNCTION syncular.pull(text, text, bytea, jsonb);
+
+CREATE FUNCTION syncular."sync"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"request" bytea,
+	"allowed_scopes" jsonb DEFAULT NULL,
+	"connection_client_id" TEXT DEFAULT NULL
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'sync_wrapper';
+
+CREATE FUNCTION syncular."push"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"request" bytea,
+	"allowed_scopes" jsonb DEFAULT NULL,
+	"connection_client_id" TEXT DEFAULT NULL
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'push_wrapper';
+
+CREATE FUNCTION syncular."pull"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"request" bytea,
+	"allowed_scopes" jsonb DEFAULT NULL,
+	"connection_client_id" TEXT DEFAULT NULL
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'pull_wrapper';
+
+CREATE FUNCTION syncular."realtime_open"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"client_id" TEXT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'realtime_open_wrapper';
+
+CREATE FUNCTION syncular."realtime_deltas"(
+	"partition" TEXT,
+	"groups" jsonb,
+	"max_delta_bytes" INT DEFAULT 1048576
+) RETURNS TABLE (
+	"group_index" INT,
+	"kind" TEXT,
+	"cursor" bigint,
+	"delta" bytea
+)
+STABLE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'realtime_deltas_wrapper';
+
+CREATE FUNCTION syncular."realtime_ack"(
+	"partition" TEXT,
+	"acks" jsonb
+) RETURNS INT
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'realtime_ack_wrapper';
+
+CREATE FUNCTION syncular."refresh_scopes"(
+	"partition" TEXT,
+	"actor_id" TEXT DEFAULT NULL
+) RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'refresh_scopes_wrapper';
+
+CREATE FUNCTION syncular."realtime_scopes_payload"(
+	"partition" TEXT,
+	"actor_id" TEXT DEFAULT NULL
+) RETURNS TEXT
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'realtime_scopes_payload_wrapper';
+
+CREATE FUNCTION syncular."error_response"(
+	"partition" TEXT,
+	"wire_version" INT,
+	"error" jsonb
+) RETURNS bytea
+STABLE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'error_response_wrapper';
+
+DO $syncular_privileges$
+DECLARE
+  fn pg_catalog.regprocedure;
+BEGIN
+  FOREACH fn IN ARRAY ARRAY[
+    'syncular.sync(text,text,bytea,jsonb,text)',
+    'syncular.push(text,text,bytea,jsonb,text)',
+    'syncular.pull(text,text,bytea,jsonb,text)',
+    'syncular.realtime_open(text,text,text,jsonb)',
+    'syncular.realtime_deltas(text,jsonb,integer)',
+    'syncular.realtime_ack(text,jsonb)',
+    'syncular.refresh_scopes(text,text)',
+    'syncular.realtime_scopes_payload(text,text)',
+    'syncular.error_response(text,integer,jsonb)'
+  ]::pg_catalog.regprocedure[]
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO syncular_gateway', fn);
+  END LOOP;
+END
+$syncular_privileges$;

@@ -1,0 +1,110 @@
+//! Session open and registration reload (SPEC §8.1, §8.7; README
+//! `syncular.realtime_open`).
+//!
+//! Order of work: identity checks (partition size, `clientId` NUL / reserved
+//! prefix) → partition registry touch (created with a fresh `logEpoch` on
+//! first sight) → the registered schema → the client record (bound to
+//! another actor → `sync.invalid_client_id`; none → no registrations) →
+//! allowed scopes (a gateway's map is always validated; the resolver runs
+//! once, only when there is something to register) → the registrations and
+//! their scope keys. Nothing but the
+//! registry's last-seen time is written: no client record is created.
+
+use serde_json::{json, Value};
+
+use crate::engine::error::EngineResult;
+use crate::engine::realtime::registrations::{self, Registration};
+use crate::engine::request::{self, Caller};
+use crate::engine::{clock, partition, schema};
+use crate::store::pull_window::read_partition_bounds;
+use crate::store::realtime as store;
+
+/// The wire version deltas use for a client with no record (the newest).
+pub const DEFAULT_WIRE_VERSION: i32 = 2;
+
+/// Everything a gateway needs to greet (§8.1 `hello`) and register one
+/// connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// Fresh per call (`gen_random_uuid()`).
+    pub session_id: String,
+    /// The client record's cursor, −1 without a record.
+    pub cursor: i64,
+    /// The partition's `max_commit_seq`.
+    pub latest_cursor: i64,
+    /// No record, or `cursor < latest_cursor`.
+    pub requires_sync: bool,
+    /// The record's accepted wire version ([`DEFAULT_WIRE_VERSION`] without one).
+    pub wire_version: i32,
+    /// The partition's current `logEpoch`.
+    pub log_epoch: String,
+    /// The served schema version.
+    pub schema_version: i32,
+    /// The re-resolved registrations (record order).
+    pub registrations: Vec<Registration>,
+    /// Their scope keys, sorted and distinct.
+    pub scope_keys: Vec<String>,
+}
+
+impl Session {
+    /// The JSON `syncular.realtime_open` returns (README).
+    pub fn to_json(&self, caller: &Caller<'_>, client_id: &str) -> Value {
+        json!({
+            "sessionId": self.session_id,
+            "actorId": caller.actor_id,
+            "clientId": client_id,
+            "cursor": self.cursor,
+            "latestCursor": self.latest_cursor,
+            "requiresSync": self.requires_sync,
+            "wireVersion": self.wire_version,
+            "logEpoch": self.log_epoch,
+            "schemaVersion": self.schema_version,
+            "registrations": registrations::to_json(&self.registrations),
+            "scopeKeys": self.scope_keys,
+        })
+    }
+}
+
+/// Opens (or reloads) the realtime session of `client_id` for `caller`.
+/// Errors: `syncular.invalid_argument` (partition too long, malformed
+/// `allowed_scopes`), `sync.invalid_request` (NUL in `client_id`),
+/// `sync.invalid_client_id` (reserved prefix, bound to another actor),
+/// `syncular.no_schema`, `sync.invalid_subscription` (allowed map names an
+/// undeclared variable), resolver errors (`syncular.resolver_malformed`,
+/// `syncular.invalid_resolver`, re-raised transient SQLSTATEs).
+pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
+    request::check_caller(caller)?;
+    request::check_client_id(client_id)?;
+    let now_ms = clock::now_ms()?;
+    let registry = partition::touch(caller.partition, now_ms)?;
+    let schema = schema::require_registered_schema()?;
+    let (session_id, record) = store::open_client(caller.partition, client_id)?;
+    if let Some(record) = &record {
+        if record.actor_id != caller.actor_id {
+            return Err(request::client_bound_elsewhere());
+        }
+    }
+    // A gateway's allowed map is always validated (cheap, and a bad one is
+    // a host bug to surface at connect); the resolver runs only when there
+    // is something to register.
+    let subscriptions = record.as_ref().map(|r| r.subscriptions_json.as_str()).filter(|s| s.trim() != "[]");
+    let registrations = if subscriptions.is_some() || caller.allowed_scopes.is_some() {
+        let allowed = request::resolve_allowed(caller, &schema)?;
+        subscriptions.map_or_else(Vec::new, |subs| registrations::resolve(subs, &schema, &allowed))
+    } else {
+        Vec::new()
+    };
+    let latest_cursor = read_partition_bounds(caller.partition)?.max_commit_seq;
+    let cursor = record.as_ref().map_or(-1, |r| r.cursor);
+    Ok(Session {
+        session_id,
+        cursor,
+        latest_cursor,
+        requires_sync: record.is_none() || cursor < latest_cursor,
+        wire_version: record.as_ref().map_or(DEFAULT_WIRE_VERSION, |r| r.wire_version),
+        log_epoch: registry.log_epoch,
+        schema_version: schema.version,
+        scope_keys: registrations::scope_keys(&registrations, &schema),
+        registrations,
+    })
+}

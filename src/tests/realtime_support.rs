@@ -1,0 +1,96 @@
+//! Helpers for the realtime `#[pg_test]`s (`realtime_*`): the SQL calls a
+//! gateway makes, each in a subtransaction so an ERROR comes back as data.
+
+use pgrx::prelude::*;
+use pgrx::JsonB;
+use serde_json::{json, Value};
+
+use crate::store::subtransaction::{self, SubtransactionError};
+
+/// `syncular.realtime_open(partition, actor, client_id, allowed)`.
+pub fn open(partition: &str, actor: &str, client_id: &str, allowed: Option<Value>) -> Result<Value, SubtransactionError> {
+    let (partition, actor, client_id) = (partition.to_owned(), actor.to_owned(), client_id.to_owned());
+    subtransaction::run(move || {
+        Spi::get_one_with_args::<JsonB>(
+            "SELECT syncular.realtime_open($1, $2, $3, $4)",
+            &[partition.as_str().into(), actor.as_str().into(), client_id.as_str().into(), allowed.map(JsonB).into()],
+        )
+        .unwrap_or_else(|e| panic!("SPI: {e}"))
+        .expect("realtime_open returns jsonb")
+        .0
+    })
+}
+
+/// [`open`] that must succeed.
+pub fn open_ok(partition: &str, actor: &str, client_id: &str, allowed: Option<Value>) -> Value {
+    open(partition, actor, client_id, allowed).unwrap_or_else(|e| panic!("realtime_open: {} {}", e.sqlstate, e.message))
+}
+
+/// One row of `syncular.realtime_deltas`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeltaRow {
+    pub group_index: i32,
+    pub kind: String,
+    pub cursor: i64,
+    pub delta: Option<Vec<u8>>,
+}
+
+/// `SELECT * FROM syncular.realtime_deltas(partition, groups, max_bytes)`.
+pub fn deltas(partition: &str, groups: Value, max_bytes: i32) -> Result<Vec<DeltaRow>, SubtransactionError> {
+    let partition = partition.to_owned();
+    subtransaction::run(move || {
+        Spi::connect(|c| {
+            let table = c
+                .select(
+                    "SELECT group_index, kind, cursor, delta FROM syncular.realtime_deltas($1, $2, $3)",
+                    None,
+                    &[partition.as_str().into(), JsonB(groups).into(), max_bytes.into()],
+                )
+                .unwrap_or_else(|e| panic!("SPI: {e}"));
+            table
+                .map(|row| DeltaRow {
+                    group_index: row.get::<i32>(1).unwrap().unwrap(),
+                    kind: row.get::<String>(2).unwrap().unwrap(),
+                    cursor: row.get::<i64>(3).unwrap().unwrap(),
+                    delta: row.get::<Vec<u8>>(4).unwrap(),
+                })
+                .collect()
+        })
+    })
+}
+
+/// [`deltas`] that must succeed.
+pub fn deltas_ok(partition: &str, groups: Value, max_bytes: i32) -> Vec<DeltaRow> {
+    deltas(partition, groups, max_bytes).unwrap_or_else(|e| panic!("realtime_deltas: {} {}", e.sqlstate, e.message))
+}
+
+/// The group a gateway builds for one session opened as `session`.
+pub fn group(session: &Value, cursor: i64, suppressed: bool) -> Value {
+    json!({
+        "registrations": session["registrations"],
+        "schemaVersion": session["schemaVersion"],
+        "logEpoch": session["logEpoch"],
+        "wireVersion": session["wireVersion"],
+        "cursor": cursor,
+        "suppressed": suppressed,
+    })
+}
+
+/// `syncular.realtime_ack(partition, acks)`.
+pub fn ack(partition: &str, acks: Value) -> Result<i32, SubtransactionError> {
+    let partition = partition.to_owned();
+    subtransaction::run(move || {
+        Spi::get_one_with_args::<i32>(
+            "SELECT syncular.realtime_ack($1, $2)",
+            &[partition.as_str().into(), JsonB(acks).into()],
+        )
+        .unwrap_or_else(|e| panic!("SPI: {e}"))
+        .expect("realtime_ack returns an integer")
+    })
+}
+
+/// The §10.1 object an error carried in its DETAIL.
+pub fn detail_object(err: &SubtransactionError) -> Value {
+    let detail = err.detail.as_deref().unwrap_or_else(|| panic!("{} has no DETAIL", err.message));
+    serde_json::from_str(detail).unwrap_or_else(|e| panic!("DETAIL {detail:?} is not JSON: {e}"))
+}
