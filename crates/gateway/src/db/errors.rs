@@ -9,7 +9,7 @@
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
-use syncular_protocol::ErrorCode;
+use syncular_protocol::{Category, ErrorCode};
 
 /// A §10.1 error: the JSON body (`code`, `message`, `category`, `retryable`,
 /// `recommendedAction`, optional `details`) and its HTTP status.
@@ -24,19 +24,14 @@ pub struct ApiError {
     pub transient: bool,
 }
 
-/// HTTP status of a §10.1 category (contract §0): invalid-request 400, auth-required 401,
-/// forbidden 403, scope-revoked 403, not-found 404, conflict 409, schema-mismatch 400,
-/// reset-required 400, rate-limited 429, internal (and anything unknown) 500.
+/// HTTP status of a §10.1 category (contract §0, `Category::http_status` of the protocol
+/// crate): invalid-request 400, auth-required 401, forbidden 403, scope-revoked 403, not-found
+/// 404, conflict 409, schema-mismatch 400, reset-required 400, rate-limited 429, internal 500;
+/// an unknown category is 500.
 pub fn category_status(category: &str) -> StatusCode {
-    match category {
-        "invalid-request" | "schema-mismatch" | "reset-required" => StatusCode::BAD_REQUEST,
-        "auth-required" => StatusCode::UNAUTHORIZED,
-        "forbidden" | "scope-revoked" => StatusCode::FORBIDDEN,
-        "not-found" => StatusCode::NOT_FOUND,
-        "conflict" => StatusCode::CONFLICT,
-        "rate-limited" => StatusCode::TOO_MANY_REQUESTS,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    Category::parse(category)
+        .and_then(|c| StatusCode::from_u16(c.http_status()).ok())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 impl ApiError {
