@@ -34,6 +34,7 @@ pub fn connect_to(dsn: &str) -> Client {
 
 pub mod clients;
 pub mod fixtures;
+pub mod gateway;
 pub mod notify;
 pub mod transport;
 pub mod wire;

@@ -43,6 +43,16 @@ pub struct CodeLabel {
     pub code: String,
 }
 
+/// Labels of a registration reload.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefreshLabels {
+    /// `round-end` | `host`.
+    pub mode: String,
+    /// `applied` | `kept` (round-end failure) | `emptied` (host failure) | `stale` (a newer
+    /// reload won).
+    pub outcome: String,
+}
+
 /// Label `kind` (presence events: join, update, leave, rejected, relayed).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
@@ -77,10 +87,14 @@ pub struct Metrics {
     pub errors: Family<CodeLabel, Counter>,
     /// Re-established LISTEN connections.
     pub listen_reconnects: Counter,
+    /// Acks received from clients (in memory, before batching).
+    pub acks_received: Counter,
     /// Client records updated by `syncular.realtime_ack`.
     pub acks_persisted: Counter,
     /// Presence events, by kind.
     pub presence_events: Family<KindLabel, Counter>,
+    /// Registration reloads (`realtime_open` after the hello), by mode and outcome.
+    pub refreshes: Family<RefreshLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -104,8 +118,10 @@ impl Metrics {
             http_requests: Family::default(),
             errors: Family::default(),
             listen_reconnects: Counter::default(),
+            acks_received: Counter::default(),
             acks_persisted: Counter::default(),
             presence_events: Family::default(),
+            refreshes: Family::default(),
             registry: Registry::default(),
         };
         registry.register("sessions_open", "Realtime sessions currently open", m.sessions_open.clone());
@@ -118,8 +134,10 @@ impl Metrics {
         registry.register("http_requests", "HTTP responses, by route and status", m.http_requests.clone());
         registry.register("errors", "Errors answered, by code", m.errors.clone());
         registry.register("listen_reconnects", "Re-established LISTEN connections", m.listen_reconnects.clone());
+        registry.register("acks_received", "Acks received from clients", m.acks_received.clone());
         registry.register("acks_persisted", "Client records updated by realtime_ack", m.acks_persisted.clone());
         registry.register("presence_events", "Presence events, by kind", m.presence_events.clone());
+        registry.register("refreshes", "Registration reloads, by mode and outcome", m.refreshes.clone());
         Metrics { registry, ..m }
     }
 
@@ -136,6 +154,11 @@ impl Metrics {
     /// Counts one presence event.
     pub fn presence(&self, kind: &str) {
         self.presence_events.get_or_create(&KindLabel { kind: kind.to_owned() }).inc();
+    }
+
+    /// Counts one registration reload.
+    pub fn refresh(&self, mode: &str, outcome: &str) {
+        self.refreshes.get_or_create(&RefreshLabels { mode: mode.to_owned(), outcome: outcome.to_owned() }).inc();
     }
 
     /// Records one finished round.

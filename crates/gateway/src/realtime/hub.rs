@@ -227,6 +227,7 @@ impl Hub {
     /// §8.2 ack: in-memory MAX, lifts suppression once it reaches the delivered cursor,
     /// buffers the write (flushed in batches). Negative cursors are ignored.
     pub fn ack(&self, session: &Session, cursor: i64) {
+        self.metrics.acks_received.inc();
         if cursor < 0 {
             return;
         }
@@ -254,11 +255,24 @@ impl Hub {
         let result =
             realtime_open(&self.pool, &session.partition, &session.actor_id, &session.client_id, session.allowed_scopes.as_ref()).await;
         let known_max = self.partition(&session.partition).map_or(0, |p| p.known_max());
+        let mode_label = match mode {
+            RefreshMode::RoundEnd => "round-end",
+            RefreshMode::Host => "host",
+        };
         let (old_keys, new_keys) = {
             let mut st = session.state();
             if ticket <= st.refresh_applied {
+                self.metrics.refresh(mode_label, "stale");
                 return;
             }
+            self.metrics.refresh(
+                mode_label,
+                match (&result, mode) {
+                    (Ok(_), _) => "applied",
+                    (Err(_), RefreshMode::Host) => "emptied",
+                    (Err(_), RefreshMode::RoundEnd) => "kept",
+                },
+            );
             let outcome = match (&result, mode) {
                 (Ok(opened), _) => Some(apply_opened(&mut st, opened)),
                 (Err(e), RefreshMode::Host) => {

@@ -1,0 +1,194 @@
+//! `POST /sync` through a running gateway (issue 8): real clients push and pull over HTTP;
+//! content type, auth, body limits (transferred and gunzipped), truncated and corrupt bodies
+//! each answer a §10.1 JSON error and store nothing; responses are compressed per
+//! Accept-Encoding; segments/blobs/unknown routes answer their §10.1 codes; /healthz and
+//! /metrics work. Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
+
+use std::io::Write;
+
+use serde_json::Value;
+use syncular_integration_tests::connect;
+use syncular_integration_tests::fixtures::{fingerprint, partition_name, server_tasks, Coverage, TASKS};
+use syncular_integration_tests::gateway::{grant, http_agent, post_sync, setup, Gateway, Peer};
+use syncular_integration_tests::wire::{pull_header, request, subscription};
+
+const SSP2: &str = "application/vnd.syncular.sync.v2";
+
+fn json_error(status: u16, body: &[u8]) -> Value {
+    let v: Value = serde_json::from_slice(body).unwrap_or_else(|_| panic!("{status}: not JSON: {}", String::from_utf8_lossy(body)));
+    for key in ["code", "message", "category", "retryable", "recommendedAction"] {
+        assert!(v.get(key).is_some(), "§10.1 key {key} missing in {v}");
+    }
+    v
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(bytes).unwrap();
+    enc.finish().unwrap()
+}
+
+fn pull_request(client: &str) -> Vec<u8> {
+    request(client, None, vec![pull_header(0, 0, 0, 1), subscription("s", TASKS, &[("project_id", &["p1"])], -1, None)])
+}
+
+#[test]
+fn two_real_clients_push_and_pull_over_http() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-http");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let gw = Gateway::start(&[]);
+
+    let mut alice = Peer::new(&gw.base_url, &partition, "alice", "alice-1");
+    alice.subscribe("mine", &["p1"]);
+    alice.write_task("t1", "p1", "written by alice");
+    let report = alice.sync_idle(6).expect("alice syncs over HTTP");
+    assert_eq!(report.applied.len(), 1, "{report:?}");
+    // Persisted before acknowledged: the row is in the app table once the round returned.
+    let rows = server_tasks(&mut conn, &partition).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].0, "t1");
+
+    let mut bob = Peer::new(&gw.base_url, &partition, "bob", "bob-1");
+    bob.subscribe("mine", &["p1"]);
+    bob.sync_idle(6).expect("bob syncs over HTTP");
+    assert_eq!(bob.task_ids(), vec!["t1"]);
+
+    // One round carrying a push AND a pull: the push result and the pulled commit arrive
+    // together (spliced response).
+    bob.write_task("t2", "p1", "from bob");
+    alice.write_task("t3", "p1", "from alice");
+    alice.sync_idle(6).unwrap();
+    let report = bob.sync().expect("push+pull round");
+    assert_eq!(report.applied.len(), 1, "{report:?}");
+    assert!(bob.holds("t3"), "the pull half of the same round delivered t3: {:?}", bob.task_ids());
+    alice.sync_idle(6).unwrap();
+    assert_eq!(alice.task_ids(), vec!["t1", "t2", "t3"]);
+    assert!(gw.metric("syncular_gateway_rounds_total") >= 6.0);
+}
+
+#[test]
+fn wrong_content_type_missing_auth_and_bad_bodies_are_json_errors_and_store_nothing() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-bad-http");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    let gw = Gateway::start(&["--max-body-bytes", "65536"]);
+    let auth = [("x-syncular-actor", "alice"), ("x-syncular-partition", partition.as_str())];
+    let before = fingerprint(&mut conn, &partition, Coverage::Everything).unwrap();
+    let good = pull_request("c1");
+
+    // 415: wrong content type.
+    let (status, hs, body) = post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", "application/octet-stream")], &good);
+    assert_eq!(status, 415);
+    assert!(header(&hs, "content-type").unwrap().starts_with("application/json"));
+    assert_eq!(json_error(status, &body)["code"], "sync.invalid_request");
+
+    // 401: no actor.
+    let (status, _, body) = post_sync(&gw.base_url, &[("content-type", SSP2)], &good);
+    assert_eq!(status, 401);
+    assert_eq!(json_error(status, &body)["code"], "sync.auth_required");
+
+    // 413: transferred body over the limit.
+    let big = vec![0u8; 70_000];
+    let (status, _, body) = post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2)], &big);
+    assert_eq!(status, 413);
+    assert_eq!(json_error(status, &body)["code"], "sync.invalid_request");
+
+    // 413: a gzip bomb (a few KB that gunzip to 4 MiB) stops at the DECODED limit.
+    let bomb = gzip(&vec![0u8; 4 << 20]);
+    assert!(bomb.len() < 65536);
+    let (status, _, body) = post_sync(
+        &gw.base_url,
+        &[auth[0], auth[1], ("content-type", SSP2), ("content-encoding", "gzip")],
+        &bomb,
+    );
+    assert_eq!(status, 413, "{}", String::from_utf8_lossy(&body));
+    json_error(status, &body);
+
+    // 400: not valid gzip.
+    let (status, _, body) =
+        post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2), ("content-encoding", "gzip")], b"\x1f\x8bnot gzip");
+    assert_eq!(status, 400);
+    json_error(status, &body);
+
+    // 415: an unsupported content encoding.
+    let (status, _, body) =
+        post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2), ("content-encoding", "br")], &good);
+    assert_eq!(status, 415);
+    json_error(status, &body);
+
+    // 400: a truncated SSP2 request (the extension's decode error, §1.2 rule 1).
+    let (status, _, body) = post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2)], &good[..good.len() - 1]);
+    assert_eq!(status, 400);
+    assert_eq!(json_error(status, &body)["code"], "sync.invalid_request");
+
+    // 400: garbage.
+    let (status, _, body) = post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2)], b"garbage garbage garbage");
+    assert_eq!(status, 400);
+    assert_eq!(json_error(status, &body)["category"], "invalid-request");
+
+    assert_eq!(fingerprint(&mut conn, &partition, Coverage::Everything).unwrap(), before, "nothing stored");
+
+    // A gzipped valid request is accepted; the response is compressed per Accept-Encoding.
+    let (status, hs, body) = post_sync(
+        &gw.base_url,
+        &[auth[0], auth[1], ("content-type", SSP2), ("content-encoding", "gzip"), ("accept-encoding", "zstd")],
+        &gzip(&good),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(header(&hs, "content-type"), Some(SSP2));
+    assert_eq!(header(&hs, "content-encoding"), Some("zstd"));
+    assert_ne!(&body[..4], b"SSP2", "zstd-compressed on the wire");
+    let (status, hs, body) = post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2)], &good);
+    assert_eq!(status, 200);
+    assert_eq!(header(&hs, "content-encoding"), None);
+    assert_eq!(&body[..4], b"SSP2");
+    assert!(gw.metric("syncular_gateway_errors_total") >= 8.0);
+}
+
+#[test]
+fn segments_blobs_unknown_routes_health_and_metrics() {
+    let gw = Gateway::start(&["--mount", "/api/v1"]);
+    let agent = http_agent();
+    let get = |path: &str, actor: bool| {
+        let mut req = agent.get(format!("{}{path}", gw.base_url));
+        if actor {
+            req = req.header("x-syncular-actor", "alice");
+        }
+        let mut resp = req.call().unwrap();
+        (resp.status().as_u16(), resp.body_mut().read_to_vec().unwrap())
+    };
+    let (status, body) = get("/api/v1/segments/sha256:abc", true);
+    assert_eq!((status, json_error(status, &body)["code"].as_str()), (404, Some("sync.not_found")));
+    let (status, body) = get("/api/v1/segments/sha256:abc", false);
+    assert_eq!((status, json_error(status, &body)["code"].as_str()), (401, Some("sync.auth_required")));
+    let (status, body) = get("/api/v1/blobs/sha256:abc", true);
+    assert_eq!((status, json_error(status, &body)["code"].as_str()), (404, Some("blob.not_found")));
+    let mut resp = agent.put(format!("{}/api/v1/blobs/sha256:abc", gw.base_url)).header("x-syncular-actor", "a").send(&b"x"[..]).unwrap();
+    let status = resp.status().as_u16();
+    assert_eq!((status, json_error(status, &resp.body_mut().read_to_vec().unwrap())["code"].as_str()), (501, Some("syncular.not_implemented")));
+    // The mount is honoured: /sync at the root is not a route.
+    let (status, hs, body) = post_sync(&gw.base_url, &[("content-type", SSP2), ("x-syncular-actor", "a")], b"x");
+    assert_eq!(status, 404, "{hs:?}");
+    json_error(status, &body);
+    gw.wait_health(200);
+    let (_, health) = gw.get("/healthz");
+    let health: Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(health["status"], "ok");
+    assert!(health["auth"].as_str().unwrap().contains("UNSAFE"));
+    assert!(gw.metric("syncular_gateway_http_requests_total") >= 5.0);
+    let (status, text) = gw.get("/metrics");
+    assert_eq!(status, 200);
+    assert!(text.contains("syncular_gateway_sessions_open"));
+    assert!(text.contains("syncular_gateway_delta_call_seconds_bucket"));
+    assert!(text.contains("syncular_gateway_listen_reconnects_total 0"));
+    let logs = gw.logs.lock().unwrap().join("\n");
+    assert!(logs.contains("UNSAFE"), "dev mode warns loudly at startup");
+}

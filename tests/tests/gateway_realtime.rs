@@ -1,0 +1,195 @@
+//! WebSocket `/realtime` through a running gateway (issue 8, §8): a connected client
+//! receives another client's commit as a pushed `0x00` delta (no request of its own) and its
+//! ack reaches the client record; a socket round (§8.7) registers a new subscription at
+//! round end; a commit over `--max-delta-bytes` gives `delta-too-large` and the client
+//! catches up with a pull; presence join/update/leave reaches scope-mates only.
+//! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
+
+use serde_json::json;
+use syncular_integration_tests::connect;
+use syncular_integration_tests::fixtures::partition_name;
+use syncular_integration_tests::gateway::{grant, setup, stored_cursor, wait_until, Gateway, Peer, Received};
+
+fn max_commit_seq(conn: &mut postgres::Client, partition: &str) -> i64 {
+    conn.query_opt("SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1", &[&partition])
+        .unwrap()
+        .map_or(0, |r| r.get(0))
+}
+
+/// A peer that synced `projects` over HTTP, then connected its socket.
+fn connected_peer(gw: &Gateway, partition: &str, actor: &str, client: &str, projects: &[&str]) -> Peer {
+    let mut p = Peer::new(&gw.base_url, partition, actor, client);
+    p.subscribe("tasks", projects);
+    p.sync_idle(6).expect("initial HTTP sync");
+    p.connect();
+    p.pump_until("hello", |p| p.hello().is_some());
+    p
+}
+
+#[test]
+fn a_connected_client_receives_another_clients_commit_as_a_delta_and_acks_it() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-delta");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let gw = Gateway::start(&[]);
+
+    let mut bob = connected_peer(&gw, &partition, "bob", "bob-1", &["p1"]);
+    let hello = bob.hello().unwrap();
+    assert_eq!(hello["requiresSync"], false, "{hello}");
+    assert_eq!(hello["clientId"], "bob-1");
+    assert_eq!(hello["actorId"], "bob");
+
+    let mut alice = Peer::new(&gw.base_url, &partition, "alice", "alice-1");
+    alice.subscribe("tasks", &["p1"]);
+    alice.write_task("t-live", "p1", "pushed to bob");
+    alice.sync_idle(6).unwrap();
+    let seq = max_commit_seq(&mut conn, &partition);
+
+    // Bob never calls sync again: the row arrives on his socket.
+    bob.pump_until("bob holds t-live", |p| p.holds("t-live"));
+    assert_eq!(bob.delta_count(), 1, "{:?}", bob.events());
+    assert!(bob.wakes().is_empty(), "{:?}", bob.wakes());
+    // The client acked the delta; the gateway persisted the ack (batched).
+    wait_until("bob's ack persisted", || stored_cursor(&mut conn, &partition, "bob-1") == Some(seq));
+    assert!(gw.metric("syncular_gateway_deltas_sent_total") >= 1.0);
+    assert!(gw.metric("syncular_gateway_delta_calls_total") >= 1.0);
+}
+
+#[test]
+fn a_socket_round_registers_a_new_subscription_at_round_end() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-round");
+    grant(&mut conn, &partition, "alice", &["p1", "p2"]);
+    grant(&mut conn, &partition, "bob", &["p1", "p2"]);
+    let gw = Gateway::start(&[]);
+
+    // Connect first (no client record yet: no registrations), then sync over the socket.
+    let mut bob = Peer::new(&gw.base_url, &partition, "bob", "bob-2");
+    bob.connect();
+    bob.pump_until("hello", |p| p.hello().is_some());
+    assert_eq!(bob.hello().unwrap()["requiresSync"], true);
+    bob.subscribe("p1", &["p1"]);
+    bob.sync_idle(6).expect("socket rounds");
+    let socket_rounds = gw.metric("syncular_gateway_rounds_total{binding=\"socket\"");
+    assert!(socket_rounds >= 1.0, "the client synced over the socket");
+    wait_until("round-end reloads", || {
+        gw.metric("syncular_gateway_refreshes_total{mode=\"round-end\",outcome=\"applied\"") >= socket_rounds
+    });
+
+    let mut alice = Peer::new(&gw.base_url, &partition, "alice", "alice-2");
+    alice.subscribe("all", &["p1", "p2"]);
+    alice.write_task("r1", "p1", "first");
+    alice.sync_idle(6).unwrap();
+    bob.pump_until("delta for p1", |p| p.holds("r1"));
+
+    // A second subscription added by a later socket round is live right after it.
+    bob.subscribe("p2", &["p2"]);
+    bob.sync_idle(6).unwrap();
+    let socket_rounds = gw.metric("syncular_gateway_rounds_total{binding=\"socket\"");
+    wait_until("round-end reloads", || {
+        gw.metric("syncular_gateway_refreshes_total{mode=\"round-end\",outcome=\"applied\"") >= socket_rounds
+    });
+    alice.write_task("r2", "p2", "second");
+    alice.sync_idle(6).unwrap();
+    bob.pump_until("delta for p2", |p| p.holds("r2"));
+    assert_eq!(bob.deltas_containing("r2"), 1);
+    assert!(bob.wakes().is_empty(), "{:?}", bob.wakes());
+}
+
+#[test]
+fn a_commit_over_the_delta_cap_wakes_delta_too_large_and_the_client_catches_up() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-big");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let gw = Gateway::start(&["--max-delta-bytes", "400"]);
+    let mut bob = connected_peer(&gw, &partition, "bob", "bob-3", &["p1"]);
+
+    let mut alice = Peer::new(&gw.base_url, &partition, "alice", "alice-3");
+    alice.subscribe("tasks", &["p1"]);
+    alice.write_task("big", "p1", &"x".repeat(2_000));
+    alice.sync_idle(6).unwrap();
+    let big_seq = max_commit_seq(&mut conn, &partition);
+    bob.pump_until("delta-too-large wake", |p| p.wakes().iter().any(|w| w == "delta-too-large"));
+    assert!(!bob.holds("big"));
+    assert_eq!(bob.deltas_containing("big"), 0);
+    assert!(bob.client.sync_needed(), "a wake-up sets the sync-needed signal");
+
+    // The client's recovery pull (over the socket) brings the row; its ack lifts suppression.
+    bob.sync_idle(6).unwrap();
+    assert!(bob.holds("big"));
+    wait_until("post-round ack persisted", || stored_cursor(&mut conn, &partition, "bob-3") >= Some(big_seq));
+
+    alice.write_task("small", "p1", "fits");
+    alice.sync_idle(6).unwrap();
+    bob.pump_until("small delta", |p| p.holds("small"));
+    assert_eq!(bob.deltas_containing("small"), 1, "deltas resumed: {:?}", bob.events());
+    assert!(gw.metric("syncular_gateway_wakes_total{reason=\"delta-too-large\"") >= 1.0);
+}
+
+fn presence_events(p: &Peer) -> Vec<(String, String, String)> {
+    p.received
+        .iter()
+        .filter_map(|r| match r {
+            Received::Text(v) if v["event"] == "presence" => Some((
+                v["data"]["scopeKey"].as_str().unwrap_or("").to_owned(),
+                v["data"]["kind"].as_str().or(v["data"]["error"].as_str()).unwrap_or("").to_owned(),
+                v["data"]["actorId"].as_str().unwrap_or("").to_owned(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn presence_reaches_scope_mates_only_and_leaves_on_disconnect() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-presence");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    grant(&mut conn, &partition, "dave", &["p2"]);
+    grant(&mut conn, &partition, "carol", &["p1"]);
+    let gw = Gateway::start(&[]);
+    let mut alice = connected_peer(&gw, &partition, "alice", "a-4", &["p1"]);
+    let mut bob = connected_peer(&gw, &partition, "bob", "b-4", &["p1"]);
+    let mut dave = connected_peer(&gw, &partition, "dave", "d-4", &["p2"]);
+    let key = "project:p1";
+
+    alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": 1}))).unwrap();
+    bob.pump_until("join", |p| presence_events(p).len() == 1);
+    alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": 2}))).unwrap();
+    bob.pump_until("update", |p| presence_events(p).len() == 2);
+    assert_eq!(bob.client.presence(key)[0].doc, json!({"cursor": 2}));
+    // Dave holds only project:p2: his publish on p1 is refused; nothing of alice reached him
+    // (his refusal is queued after alice's fanouts were).
+    dave.client.set_presence(&mut dave.transport, key, Some(&json!({"x": 1}))).unwrap();
+    dave.pump_until("forbidden", |p| !presence_events(p).is_empty());
+    assert_eq!(presence_events(&dave), vec![(key.to_owned(), "presence.forbidden".to_owned(), String::new())]);
+    // Oversized documents are refused to the publisher only.
+    alice.client.set_presence(&mut alice.transport, key, Some(&json!({"blob": "y".repeat(20_000)}))).unwrap();
+    alice.pump_until("too large", |p| presence_events(p).iter().any(|e| e.1 == "presence.too_large"));
+
+    // Bob publishes; a late joiner gets the snapshot join-burst of alice and bob.
+    bob.client.set_presence(&mut bob.transport, key, Some(&json!({"cursor": 9}))).unwrap();
+    alice.pump_until("bob's join", |p| presence_events(p).iter().any(|e| e.2 == "bob"));
+    let mut carol = connected_peer(&gw, &partition, "carol", "c-4", &["p1"]);
+    carol.pump_until("snapshot", |p| presence_events(p).len() == 2);
+    let mut actors: Vec<String> = presence_events(&carol).into_iter().filter(|e| e.1 == "join").map(|e| e.2).collect();
+    actors.sort();
+    assert_eq!(actors, vec!["alice", "bob"]);
+
+    // Explicit leave, then disconnect-implies-leave.
+    alice.client.set_presence(&mut alice.transport, key, None).unwrap();
+    bob.pump_until("leave", |p| presence_events(p).last().is_some_and(|e| e.1 == "leave" && e.2 == "alice"));
+    alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": 3}))).unwrap();
+    bob.pump_until("rejoin", |p| presence_events(p).last().is_some_and(|e| e.1 == "join" && e.2 == "alice"));
+    alice.disconnect();
+    bob.pump_until("leave on disconnect", |p| presence_events(p).last().is_some_and(|e| e.1 == "leave" && e.2 == "alice"));
+    dave.pump();
+    assert_eq!(presence_events(&dave).len(), 1, "dave never saw project:p1 presence: {:?}", presence_events(&dave));
+}

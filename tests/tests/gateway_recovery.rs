@@ -1,0 +1,137 @@
+//! Realtime recovery through running gateways (issue 8): a host `syncular.refresh_scopes`
+//! after a membership change stops that actor's deltas on two gateways at once; killing the
+//! gateway's LISTEN backend loses no delta and duplicates none; a gateway restart drains
+//! acks on SIGTERM (exit 0) and the next gateway resumes the client from its cursor.
+//! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
+
+use syncular_integration_tests::connect;
+use syncular_integration_tests::fixtures::partition_name;
+use syncular_integration_tests::gateway::{
+    grant, raw_ws, read_until_closed, revoke_and_refresh, setup, sql_commit_task, stored_cursor, wait_until, Gateway, Peer,
+};
+
+fn connected_peer(gw: &Gateway, partition: &str, actor: &str, client: &str, projects: &[&str]) -> Peer {
+    let mut p = Peer::new(&gw.base_url, partition, actor, client);
+    p.subscribe("tasks", projects);
+    p.sync_idle(6).expect("initial HTTP sync");
+    p.connect();
+    p.pump_until("hello", |p| p.hello().is_some());
+    p
+}
+
+#[test]
+fn refresh_scopes_stops_an_actors_deltas_on_two_gateways_at_once() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-revoke");
+    grant(&mut conn, &partition, "bob", &["p1", "p2"]);
+    let (g1, g2) = (Gateway::start(&[]), Gateway::start(&[]));
+    g1.wait_health(200);
+    g2.wait_health(200);
+    // Bob on two devices, one per gateway; both receive p1 commits.
+    let mut b1 = connected_peer(&g1, &partition, "bob", "bob-dev-1", &["p1", "p2"]);
+    let mut b2 = connected_peer(&g2, &partition, "bob", "bob-dev-2", &["p1", "p2"]);
+    sql_commit_task(&mut conn, &partition, "alice", "before", "p1", "visible");
+    b1.pump_until("b1 gets p1", |p| p.holds("before"));
+    b2.pump_until("b2 gets p1", |p| p.holds("before"));
+
+    // Revoke p1 in the same transaction as refresh_scopes: both sessions are refreshed
+    // (fail-closed) and woken.
+    revoke_and_refresh(&mut conn, &partition, "bob", "p1");
+    b1.pump_until("b1 woken", |p| p.wakes().iter().any(|w| w == "catchup-required"));
+    b2.pump_until("b2 woken", |p| p.wakes().iter().any(|w| w == "catchup-required"));
+    // The recovery pulls (socket rounds) see the revocation.
+    b1.sync_idle(6).unwrap();
+    b2.sync_idle(6).unwrap();
+
+    // A p1 commit, then a p2 commit: deltas are cursor-contiguous, so once the p2 row
+    // arrived, a p1 delta would have arrived before it.
+    let secret = "secret-after-revocation";
+    sql_commit_task(&mut conn, &partition, "alice", secret, "p1", "must not reach bob");
+    sql_commit_task(&mut conn, &partition, "alice", "open-p2", "p2", "still visible");
+    for (name, b) in [("b1", &mut b1), ("b2", &mut b2)] {
+        b.pump_until(&format!("{name} gets the p2 row"), |p| p.holds("open-p2") || p.client.sync_needed());
+        if !b.holds("open-p2") {
+            // A wake raced the reload: the pull brings p2 and never p1.
+            b.sync_idle(6).unwrap();
+        }
+        assert!(b.holds("open-p2"));
+        assert!(!b.holds(secret), "{name} holds a revoked row");
+        assert_eq!(b.deltas_containing(secret), 0, "{name} received a revoked commit on its socket");
+    }
+    for g in [&g1, &g2] {
+        assert!(g.metric("syncular_gateway_refreshes_total{mode=\"host\"") >= 1.0);
+    }
+}
+
+#[test]
+fn killing_the_listen_connection_loses_no_delta_and_duplicates_none() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-listen");
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let gw = Gateway::start(&[]);
+    gw.wait_health(200);
+    let mut bob = connected_peer(&gw, &partition, "bob", "bob-l", &["p1"]);
+    sql_commit_task(&mut conn, &partition, "alice", "l1", "p1", "before the kill");
+    bob.pump_until("l1", |p| p.holds("l1"));
+
+    let killed: i64 = conn
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&gw.listen_application_name()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 1, "exactly one LISTEN backend per gateway");
+    // Commits while the gateway may be deaf: their notifications can be lost.
+    sql_commit_task(&mut conn, &partition, "alice", "l2", "p1", "during the outage");
+    sql_commit_task(&mut conn, &partition, "alice", "l3", "p1", "during the outage");
+    wait_until("LISTEN reconnected", || gw.metric("syncular_gateway_listen_reconnects_total") >= 1.0);
+    gw.wait_health(200);
+    bob.pump_until("l2 and l3 after the reconnect", |p| p.holds("l2") && p.holds("l3"));
+    sql_commit_task(&mut conn, &partition, "alice", "l4", "p1", "after");
+    bob.pump_until("l4", |p| p.holds("l4"));
+    for id in ["l1", "l2", "l3", "l4"] {
+        assert_eq!(bob.deltas_containing(id), 1, "{id} delivered exactly once: {:?}", bob.events());
+    }
+    assert!(bob.wakes().is_empty(), "{:?}", bob.wakes());
+}
+
+#[test]
+fn a_gateway_restart_drains_acks_and_resumes_the_client_from_its_cursor() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-restart");
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let g1 = Gateway::start(&["--ack-flush-ms", "60000"]);
+    let mut bob = connected_peer(&g1, &partition, "bob", "bob-r", &["p1"]);
+    let seq = sql_commit_task(&mut conn, &partition, "alice", "r1", "p1", "live");
+    bob.pump_until("r1", |p| p.holds("r1"));
+    // The ack is buffered (flush interval 60 s): SIGTERM must write it before exiting.
+    wait_until("ack received", || g1.metric("syncular_gateway_acks_received_total") >= 1.0);
+    let mut raw = raw_ws(&g1, &partition, "bob", "bob-raw");
+    let status = g1.stop();
+    assert!(status.success(), "graceful shutdown exits 0: {status:?}");
+    assert_eq!(stored_cursor(&mut conn, &partition, "bob-r"), Some(seq), "pending ack drained at shutdown");
+    assert_eq!(read_until_closed(&mut raw), Some(1001), "sockets are closed with 1001 (going away)");
+
+    let missed = sql_commit_task(&mut conn, &partition, "alice", "r2", "p1", "while no gateway ran");
+    let g2 = Gateway::start(&[]);
+    bob.disconnect();
+    bob.retarget(&g2.base_url, &partition, "bob");
+    bob.received.clear();
+    bob.connect();
+    bob.pump_until("hello from g2", |p| p.hello().is_some());
+    let hello = bob.hello().unwrap();
+    assert_eq!(hello["cursor"], seq, "resumes from the acked cursor: {hello}");
+    assert_eq!(hello["latestCursor"], missed);
+    assert_eq!(hello["requiresSync"], true);
+    assert!(bob.client.sync_needed());
+    bob.sync_idle(6).unwrap();
+    assert!(bob.holds("r2"));
+    wait_until("post-round ack", || stored_cursor(&mut conn, &partition, "bob-r") == Some(missed));
+    sql_commit_task(&mut conn, &partition, "alice", "r3", "p1", "live again");
+    bob.pump_until("r3 as a delta", |p| p.holds("r3"));
+    assert_eq!(bob.deltas_containing("r3"), 1);
+}
