@@ -352,3 +352,96 @@ pub async fn run_writer(
     session.closed.cancel();
     let _ = sink.close().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn session(queue: usize, delta_budget: usize) -> (Arc<Session>, WriterQueues) {
+        let init = SessionInit {
+            id: 1,
+            session_id: "s".into(),
+            partition: "p".into(),
+            actor_id: "a".into(),
+            client_id: "c".into(),
+            allowed_scopes: None,
+            queue,
+            delta_budget,
+        };
+        let state = SessionState {
+            registrations: json!([]),
+            scope_keys: BTreeSet::new(),
+            wire_version: 2,
+            log_epoch: "e".into(),
+            schema_version: 1,
+            delivered: 0,
+            suppressed: false,
+            acked: 0,
+            round_in_flight: false,
+            rounds_started: 0,
+            delivered_at_round_start: 0,
+            generation: 0,
+            refresh_issued: 0,
+            refresh_applied: 0,
+            presence_rate: HashMap::new(),
+        };
+        Session::new(init, state, Arc::new(Metrics::new()), &CancellationToken::new())
+    }
+
+    fn kinds(q: &mut WriterQueues) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(m) = q.ctrl.try_recv() {
+            out.push(match m {
+                Outbound::Text(t) if t.contains("catchup-required") => "wake".into(),
+                Outbound::Text(_) => "text".into(),
+                Outbound::Delta(b) => format!("delta{}", b.len()),
+                Outbound::Close(code, _) => format!("close{code}"),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn a_full_queue_turns_deltas_into_a_wake_then_closes_the_session() {
+        let (s, mut q) = session(8, 1 << 20);
+        for _ in 0..7 {
+            let mut st = s.state();
+            s.send_delta(&mut st, &[7; 10], 5);
+        }
+        // Deltas stop while a quarter of the queue is still free: the rest is a wake-up, and
+        // the session is suppressed from then on.
+        assert!(s.state().suppressed);
+        let got = kinds(&mut q);
+        assert_eq!(got.iter().filter(|k| *k == "delta11").count(), 6, "{got:?}");
+        assert_eq!(got.last().map(String::as_str), Some("wake"), "{got:?}");
+        // Control messages fill the queue; one more closes the session (the peer does not read).
+        for _ in 0..8 {
+            assert!(s.send_text("{}".into()));
+        }
+        assert!(!s.send_text("{}".into()));
+        assert!(s.is_closing());
+        assert!(s.closed.is_cancelled(), "no room even for the close frame: cancelled");
+    }
+
+    #[test]
+    fn queued_delta_bytes_are_bounded() {
+        let (s, mut q) = session(64, 100);
+        let mut st = s.state();
+        s.send_delta(&mut st, &[1; 60], 9);
+        s.send_delta(&mut st, &[1; 60], 9);
+        drop(st);
+        assert_eq!(kinds(&mut q), vec!["delta61".to_string(), "wake".to_string()]);
+    }
+
+    #[test]
+    fn no_delta_while_a_round_is_in_flight() {
+        let (s, mut q) = session(64, 1 << 20);
+        let mut st = s.state();
+        st.round_in_flight = true;
+        s.send_delta(&mut st, &[1; 10], 3);
+        assert!(st.suppressed);
+        drop(st);
+        assert_eq!(kinds(&mut q), vec!["wake".to_string()]);
+    }
+}

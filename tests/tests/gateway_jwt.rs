@@ -1,0 +1,133 @@
+//! JWT authentication at a running gateway (issue 8): HS256 tokens signed in the test map
+//! claims to actor and partition; a real client syncs and connects its socket with a valid
+//! token (header), a WebSocket upgrade may pass `?access_token=`; expired, forged, missing
+//! and malformed tokens answer 401 `sync.auth_required` on HTTP and before upgrading, and
+//! no token ever appears in the gateway's logs.
+//! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
+
+use jsonwebtoken::{encode, EncodingKey, Header};
+use serde_json::{json, Value};
+use syncular_client::native_transport::HostTransport;
+use syncular_integration_tests::connect;
+use syncular_integration_tests::fixtures::{partition_name, TASKS};
+use syncular_integration_tests::gateway::{grant, post_sync, setup, Gateway, Peer};
+use syncular_integration_tests::wire::{pull_header, request, subscription};
+use tungstenite::client::IntoClientRequest;
+
+const SECRET: &[u8] = b"integration-test-secret-0123456789abcdef";
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+fn token(claims: Value, secret: &[u8]) -> String {
+    encode(&Header::default(), &claims, &EncodingKey::from_secret(secret).unwrap()).unwrap()
+}
+
+fn jwt_gateway() -> (Gateway, tempdir::Dir) {
+    let dir = tempdir::Dir::new();
+    let path = dir.0.join("secret");
+    std::fs::write(&path, SECRET).unwrap();
+    let gw = Gateway::start_with(&[
+        "--auth",
+        "jwt",
+        "--jwt-algorithm",
+        "HS256",
+        "--jwt-secret-file",
+        path.to_str().unwrap(),
+        "--jwt-partition-claim",
+        "tenant",
+        "--jwt-leeway-secs",
+        "0",
+    ]);
+    (gw, dir)
+}
+
+mod tempdir {
+    /// A private temporary directory removed on drop.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new() -> Self {
+            let p = std::env::temp_dir().join(format!("gw-jwt-{}-{}", std::process::id(), super::now()));
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn ws_status(gw: &Gateway, query: &str, bearer: Option<&str>) -> u16 {
+    let mut req = format!("{}{query}", gw.ws_url()).into_client_request().unwrap();
+    if let Some(t) = bearer {
+        req.headers_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    match tungstenite::connect(req) {
+        Ok((_, resp)) => resp.status().as_u16(),
+        Err(tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn valid_tokens_sync_and_connect_bad_tokens_are_401_and_never_logged() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-jwt");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    let (gw, _dir) = jwt_gateway();
+    let good = token(json!({"sub": "alice", "tenant": partition, "exp": now() + 300}), SECRET);
+
+    // A real client with the bearer header syncs over HTTP and over its socket.
+    let mut alice = Peer::new(&gw.base_url, &partition, "alice", "alice-jwt");
+    alice.transport = HostTransport::from_config(&json!({"baseUrl": gw.base_url, "headers": {"authorization": format!("Bearer {good}")}})).unwrap();
+    alice.subscribe("s", &["p1"]);
+    alice.write_task("j1", "p1", "with a token");
+    alice.sync_idle(6).expect("HTTP sync with a valid token");
+    let rows: i64 = conn
+        .query_one("SELECT count(*) FROM public.tasks WHERE _sync_partition = $1", &[&partition])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "the token's tenant claim chose the partition");
+    alice.connect();
+    alice.pump_until("hello", |p| p.hello().is_some());
+    assert_eq!(alice.hello().unwrap()["actorId"], "alice");
+    assert_eq!(ws_status(&gw, &format!("?clientId=q1&access_token={good}"), None), 101);
+
+    let ssp2 = "application/vnd.syncular.sync.v2";
+    let body = request("x", None, vec![pull_header(0, 0, 0, 1), subscription("s", TASKS, &[("project_id", &["p1"])], -1, None)]);
+    let expired = token(json!({"sub": "alice", "tenant": partition, "exp": now() - 10}), SECRET);
+    let forged = token(json!({"sub": "alice", "tenant": partition, "exp": now() + 300}), b"not-the-gateway-secret-0123456789abcdef");
+    let no_exp = token(json!({"sub": "alice", "tenant": partition}), SECRET);
+    let no_sub = token(json!({"tenant": partition, "exp": now() + 300}), SECRET);
+    for (what, auth) in [
+        ("expired", Some(expired.as_str())),
+        ("forged", Some(forged.as_str())),
+        ("no exp", Some(no_exp.as_str())),
+        ("no sub", Some(no_sub.as_str())),
+        ("garbage", Some("abc.def.ghi")),
+        ("missing", None),
+    ] {
+        let header = auth.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("content-type", ssp2)];
+        if let Some(h) = &header {
+            headers.push(("authorization", h.as_str()));
+        }
+        let (status, _, resp) = post_sync(&gw.base_url, &headers, &body);
+        let v: Value = serde_json::from_slice(&resp).unwrap();
+        assert_eq!((status, v["code"].as_str()), (401, Some("sync.auth_required")), "{what}: {v}");
+        assert_eq!(ws_status(&gw, "?clientId=c9", auth), 401, "{what} (upgrade)");
+        if let Some(t) = auth {
+            assert_eq!(ws_status(&gw, &format!("?clientId=c9&access_token={t}"), None), 401, "{what} (query)");
+        }
+    }
+    let logs = gw.logs.lock().unwrap().join("\n");
+    for t in [&good, &expired, &forged] {
+        let signature = t.rsplit('.').next().unwrap();
+        assert!(!logs.contains(signature), "a token reached the logs");
+    }
+    assert!(!logs.contains("access_token"), "query strings are not logged");
+}
