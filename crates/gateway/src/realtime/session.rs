@@ -307,6 +307,9 @@ pub async fn run_writer(
                 Outbound::Close(code, reason) => {
                     let frame = CloseFrame { code, reason: reason.into() };
                     let _ = tokio::time::timeout(Duration::from_secs(2), sink.send(Message::Close(Some(frame)))).await;
+                    // Linger: the reader drains until the peer answers the close (or 1 s), so
+                    // the connection ends with FIN, not a reset that could eat the frame.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), session.closed.cancelled()).await;
                     break;
                 }
             },

@@ -101,10 +101,6 @@ async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Ope
     tracing::debug!(session = session.id, registrations = ?opened.registrations.as_array().map(Vec::len), "realtime session open");
     let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
     read_loop(&hub, &session, stream).await;
-    if session.is_closing() {
-        // Let the writer send the close frame.
-        let _ = tokio::time::timeout(Duration::from_secs(2), session.closed.cancelled()).await;
-    }
     session.closed.cancel();
     hub.remove(&session);
     let _ = writer.await;
@@ -112,6 +108,19 @@ async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Ope
 }
 
 async fn read_loop(hub: &Arc<Hub>, session: &Arc<Session>, mut stream: SplitStream<WebSocket>) {
+    serve_messages(hub, session, &mut stream).await;
+    // Closing: drain (and ignore) what the peer still sends until its close or 1 s.
+    let linger = async {
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
+}
+
+async fn serve_messages(hub: &Arc<Hub>, session: &Arc<Session>, stream: &mut SplitStream<WebSocket>) {
     let mut scanner = RequestScanner::new(hub.settings.max_body_bytes);
     let idle = hub.settings.idle_timeout;
     while !session.is_closing() {
