@@ -33,7 +33,7 @@ fn a_connected_client_receives_another_clients_commit_as_a_delta_and_acks_it() {
     let partition = partition_name("gw-delta");
     grant(&mut conn, &partition, "alice", &["p1"]);
     grant(&mut conn, &partition, "bob", &["p1"]);
-    let gw = Gateway::start(&[]);
+    let gw = Gateway::start(&["--heartbeat-secs", "1"]);
 
     let mut bob = connected_peer(&gw, &partition, "bob", "bob-1", &["p1"]);
     let hello = bob.hello().unwrap();
@@ -55,6 +55,8 @@ fn a_connected_client_receives_another_clients_commit_as_a_delta_and_acks_it() {
     wait_until("bob's ack persisted", || stored_cursor(&mut conn, &partition, "bob-1") == Some(seq));
     assert!(gw.metric("syncular_gateway_deltas_sent_total") >= 1.0);
     assert!(gw.metric("syncular_gateway_delta_calls_total") >= 1.0);
+    // §8.5 heartbeat on the configured interval.
+    bob.pump_until("heartbeat", |p| p.events().iter().any(|e| e == "heartbeat"));
 }
 
 #[test]
@@ -192,4 +194,51 @@ fn presence_reaches_scope_mates_only_and_leaves_on_disconnect() {
     bob.pump_until("leave on disconnect", |p| presence_events(p).last().is_some_and(|e| e.1 == "leave" && e.2 == "alice"));
     dave.pump();
     assert_eq!(presence_events(&dave).len(), 1, "dave never saw project:p1 presence: {:?}", presence_events(&dave));
+}
+
+#[test]
+fn presence_crosses_gateways_through_the_relay() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-relay");
+    for actor in ["alice", "bob", "carol", "dave"] {
+        grant(&mut conn, &partition, actor, &["p1"]);
+    }
+    let g1 = Gateway::start(&["--presence-heartbeat-secs", "1"]);
+    let g2 = Gateway::start(&["--presence-heartbeat-secs", "1"]);
+    g1.wait_health(200);
+    g2.wait_health(200);
+    let key = "project:p1";
+    let mut alice = connected_peer(&g1, &partition, "alice", "a-5", &["p1"]);
+    let mut bob = connected_peer(&g2, &partition, "bob", "b-5", &["p1"]);
+
+    alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": 1}))).unwrap();
+    bob.pump_until("alice's join via the relay", |p| presence_events(p).iter().any(|e| e.1 == "join" && e.2 == "alice"));
+    // A document over one NOTIFY payload (7,900 bytes) travels in parts.
+    let big = json!({"text": "q".repeat(12_000)});
+    alice.client.set_presence(&mut alice.transport, key, Some(&big)).unwrap();
+    bob.pump_until("big update", |p| p.client.presence(key).iter().any(|peer| peer.doc == big));
+    bob.client.set_presence(&mut bob.transport, key, Some(&json!({"cursor": 7}))).unwrap();
+    alice.pump_until("bob's join via the relay", |p| presence_events(p).iter().any(|e| e.1 == "join" && e.2 == "bob"));
+
+    // A late joiner on g1 gets bob's (remote) document in its snapshot.
+    let mut carol = connected_peer(&g1, &partition, "carol", "c-5", &["p1"]);
+    carol.pump_until("snapshot", |p| presence_events(p).len() == 2);
+    // Disconnect on g1 → leave on g2.
+    alice.disconnect();
+    bob.pump_until("alice's leave via the relay", |p| presence_events(p).last().is_some_and(|e| e.1 == "leave" && e.2 == "alice"));
+    // g2 shuts down gracefully: its `bye` makes bob leave on g1.
+    assert!(g2.stop().success());
+    carol.pump_until("bob's leave after g2's bye", |p| presence_events(p).iter().any(|e| e.1 == "leave" && e.2 == "bob"));
+    assert!(carol.client.presence(key).is_empty());
+
+    // A gateway that dies without a bye: its peers leave after three silent heartbeats.
+    let g3 = Gateway::start(&["--presence-heartbeat-secs", "1"]);
+    g3.wait_health(200);
+    let mut dave = connected_peer(&g3, &partition, "dave", "d-5", &["p1"]);
+    dave.client.set_presence(&mut dave.transport, key, Some(&json!({"here": true}))).unwrap();
+    carol.pump_until("dave's join", |p| presence_events(p).iter().any(|e| e.1 == "join" && e.2 == "dave"));
+    drop(dave);
+    drop(g3); // SIGKILL
+    carol.pump_until("dave expires", |p| presence_events(p).iter().any(|e| e.1 == "leave" && e.2 == "dave"));
 }

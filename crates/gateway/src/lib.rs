@@ -108,11 +108,14 @@ pub async fn run(config: Config) -> Result<(), String> {
     });
     let http_stop = stop.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move { http_stop.cancelled().await });
-    let realtime_drain = async {
+    // HTTP stops accepting and finishes its in-flight requests while the realtime side lets
+    // its rounds finish and closes its sockets; then acks, presence bye, pool.
+    let sessions_closed = async {
         stop.cancelled().await;
-        shutdown::drain(&hub, grace).await;
+        hub.shutdown_sessions(grace).await;
     };
-    let (served, ()) = tokio::join!(server.into_future(), realtime_drain);
+    let (served, ()) = tokio::join!(server.into_future(), sessions_closed);
+    shutdown::finish(&hub).await;
     background.cancel();
     served.map_err(|e| format!("HTTP server failed: {e}"))?;
     tracing::info!("syncular-gateway stopped");

@@ -3,8 +3,6 @@
 //! with 1001, drain the pending ack writes, say presence `bye`, close the pool; exit 0.
 
 use std::sync::Arc;
-use std::time::Duration;
-
 use crate::realtime::Hub;
 
 /// Resolves on the first SIGTERM or SIGINT.
@@ -29,10 +27,9 @@ pub async fn signal() {
     }
 }
 
-/// The realtime part of the shutdown (HTTP stops accepting concurrently): rounds, sockets,
-/// acks, presence bye, pool.
-pub async fn drain(hub: &Arc<Hub>, grace: Duration) {
-    hub.shutdown_sessions(grace).await;
+/// The last steps, once HTTP requests and sockets are done: drain the pending ack writes,
+/// say presence `bye`, close the pool.
+pub async fn finish(hub: &Arc<Hub>) {
     let updated = hub.acks.flush(&hub.pool, &hub.metrics).await;
     tracing::info!(acks_updated = updated, "shutdown: pending acks written");
     hub.relay.bye(hub).await;
