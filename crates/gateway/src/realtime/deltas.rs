@@ -8,7 +8,8 @@
 //! out as `0x00` deltas or wake-ups; a session whose registrations changed or that started a
 //! round while the call ran is not served the computed result: it keeps its cursor and is
 //! recomputed by the next pass (contiguity holds: every window starts at the session's
-//! delivered cursor).
+//! delivered cursor). A failed call is retried when transient; otherwise every session behind
+//! the partition's known max is woken (`catchup-required`) so its client pulls.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -215,6 +216,16 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>) {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                     p.schedule(Work::Commits);
                 });
+            } else {
+                // Fail safe, never silent: the clients pull what could not be computed.
+                let through = p.known_max();
+                for m in members.iter().flatten() {
+                    let mut st = m.session.state();
+                    if st.delivered < through {
+                        st.delivered = through;
+                        m.session.wake(&mut st, WakeReason::CatchupRequired, through);
+                    }
+                }
             }
             return;
         }

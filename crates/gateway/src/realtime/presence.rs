@@ -68,6 +68,11 @@ impl PresenceRegistry {
         }
     }
 
+    /// A peer's current document on a key.
+    pub fn get(&self, partition: &str, key: &str, peer: &PeerId) -> Option<PeerDoc> {
+        self.lock().by_key.get(&(partition.to_owned(), key.to_owned())).and_then(|m| m.get(peer)).cloned()
+    }
+
     /// Removes a peer's document for a key; the removed document, if any.
     pub fn clear(&self, partition: &str, key: &str, peer: &PeerId) -> Option<PeerDoc> {
         let mut inner = self.lock();

@@ -103,13 +103,21 @@ impl Relay {
     }
 
     /// After (re)connecting the LISTEN connection: forget what other gateways told us (their
-    /// peers leave locally) and ask them to re-announce.
+    /// peers leave locally), ask them to re-announce, and re-announce ours (they may have
+    /// expired us while we were deaf).
     pub fn connected(&self, hub: &Hub) {
         for (partition, key, doc) in hub.presence.remove_gateways(|g| g != self.gateway_id) {
             deliver_local(hub, &partition, &key, None, PresenceKind::Leave, &doc);
         }
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.send(&json!({"t": "hello"}));
+        self.announce(hub);
+    }
+
+    fn announce(&self, hub: &Hub) {
+        for (partition, key, peer, doc) in hub.presence.docs_of_gateway(&self.gateway_id) {
+            self.publish(&partition, &key, &peer.session, &doc);
+        }
     }
 
     /// Graceful shutdown: tell the others our peers are gone (sent directly, awaited).
@@ -167,17 +175,16 @@ impl Relay {
                 if t == "pub" {
                     let Some(Value::Object(doc)) = msg.get("d").cloned() else { return };
                     let doc = PeerDoc { actor_id: a, client_id: c, doc };
+                    if hub.presence.get(&p, &k, &peer).as_ref() == Some(&doc) {
+                        return; // a re-announce of what we hold
+                    }
                     let kind = hub.presence.set(&p, &k, &peer, doc.clone());
                     deliver_local(hub, &p, &k, None, kind, &doc);
                 } else if let Some(doc) = hub.presence.clear(&p, &k, &peer) {
                     deliver_local(hub, &p, &k, None, PresenceKind::Leave, &doc);
                 }
             }
-            "hello" => {
-                for (partition, key, peer, doc) in hub.presence.docs_of_gateway(&self.gateway_id) {
-                    self.publish(&partition, &key, &peer.session, &doc);
-                }
-            }
+            "hello" => self.announce(hub),
             "part" => {
                 let (Some(m), Some(x)) = (s("m"), s("x")) else { return };
                 let (Some(i), Some(n)) = (msg.get("i").and_then(Value::as_u64), msg.get("n").and_then(Value::as_u64)) else { return };
