@@ -111,6 +111,7 @@ fn a_gateway_restart_drains_acks_and_resumes_the_client_from_its_cursor() {
     // The ack is buffered (flush interval 60 s): SIGTERM must write it before exiting.
     wait_until("ack received", || g1.metric("syncular_gateway_acks_received_total") >= 1.0);
     let mut raw = raw_ws(&g1, &partition, "bob", "bob-raw");
+    wait_until("both sessions registered", || g1.metric("syncular_gateway_sessions_open") == 2.0);
     let status = g1.stop();
     assert!(status.success(), "graceful shutdown exits 0: {status:?}");
     assert_eq!(stored_cursor(&mut conn, &partition, "bob-r"), Some(seq), "pending ack drained at shutdown");

@@ -185,6 +185,10 @@ impl Hub {
             p
         };
         self.metrics.sessions_open.inc();
+        if self.is_shutting_down() {
+            // Upgraded while the shutdown began: it gets the same 1001 as the others.
+            session.close(close_code::GOING_AWAY, "gateway shutting down");
+        }
         // A session added while a burst ran is caught up by the next pass.
         if partition.known_max() > delivered {
             partition.schedule(Work::Commits);
