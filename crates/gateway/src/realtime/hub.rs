@@ -438,3 +438,52 @@ pub fn initial_state(o: &Opened) -> SessionState {
         presence_rate: HashMap::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn opened(registrations: Value, keys: &[&str], epoch: &str, schema: i64) -> Opened {
+        Opened {
+            session_id: "s".into(),
+            actor_id: "a".into(),
+            client_id: "c".into(),
+            cursor: 3,
+            latest_cursor: 7,
+            requires_sync: true,
+            wire_version: 1,
+            log_epoch: epoch.into(),
+            schema_version: schema,
+            registrations,
+            scope_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_new_session_starts_at_latest_and_suppressed_while_it_must_sync() {
+        let st = initial_state(&opened(json!([]), &["project:p1"], "e", 1));
+        assert_eq!((st.delivered, st.acked, st.suppressed, st.wire_version), (7, 3, true, 1));
+        assert!(st.scope_keys.contains("project:p1"));
+    }
+
+    #[test]
+    fn reloads_report_changes_and_discontinuities() {
+        let regs = json!([{"id": "s", "table": "tasks", "effective": {"project_id": ["p1"]}}]);
+        let mut st = initial_state(&opened(regs.clone(), &["project:p1"], "e", 1));
+        let (old, changed, disc) = apply_opened(&mut st, &opened(regs.clone(), &["project:p1"], "e", 1));
+        assert_eq!((changed, disc), (false, false));
+        assert_eq!(old, st.scope_keys);
+        let (_, changed, disc) = apply_opened(&mut st, &opened(json!([]), &[], "e", 1));
+        assert_eq!((changed, disc), (true, false));
+        assert!(st.scope_keys.is_empty());
+        let (_, changed, disc) = apply_opened(&mut st, &opened(json!([]), &[], "e2", 1));
+        assert_eq!((changed, disc), (true, true), "a new logEpoch is a discontinuity");
+        let (_, changed, disc) = apply_opened(&mut st, &opened(regs, &["project:p1"], "e2", 2));
+        assert_eq!((changed, disc), (true, true), "a new schema version is a discontinuity");
+        // Fail-closed: emptied registrations (a change only when there were some).
+        let (old, changed, _) = apply_empty(&mut st);
+        assert!(changed && old.contains("project:p1") && st.scope_keys.is_empty());
+        assert!(!apply_empty(&mut st).1);
+    }
+}
