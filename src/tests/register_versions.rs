@@ -264,9 +264,13 @@ mod tests {
 
     #[pg_test]
     fn refuses_to_take_over_a_foreign_table() {
-        run("CREATE TABLE public.items(id text PRIMARY KEY, ws text, label text)");
-        refused(&items(1, vec![]), "already exists and is not a syncular app table");
-        assert_eq!(columns_of("public", "items").len(), 3, "foreign table untouched");
+        // A name no other test registers: a concurrent test registering
+        // `items` holds the registration lock and waits for this test's
+        // uncommitted `CREATE TABLE public.items`, while this one waits for
+        // the lock — a deadlock (40P01) seen on Postgres 18.
+        run("CREATE TABLE public.foreign_items(id text PRIMARY KEY, ws text, label text)");
+        refused(&ir_of(1, vec![small_table("foreign_items")]), "already exists and is not a syncular app table");
+        assert_eq!(columns_of("public", "foreign_items").len(), 3, "foreign table untouched");
     }
 
     #[pg_test]
