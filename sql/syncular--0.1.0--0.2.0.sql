@@ -62,7 +62,8 @@ AS 'MODULE_PATHNAME', 'realtime_open_wrapper';
 CREATE FUNCTION syncular."realtime_deltas"(
 	"partition" TEXT,
 	"groups" jsonb,
-	"max_delta_bytes" INT DEFAULT 1048576
+	"max_delta_bytes" INT DEFAULT 1048576,
+	"through_seq" bigint DEFAULT NULL
 ) RETURNS TABLE (
 	"group_index" INT,
 	"kind" TEXT,
@@ -119,7 +120,7 @@ BEGIN
     'syncular.push(text,text,bytea,jsonb,text)',
     'syncular.pull(text,text,bytea,jsonb,text)',
     'syncular.realtime_open(text,text,text,jsonb)',
-    'syncular.realtime_deltas(text,jsonb,integer)',
+    'syncular.realtime_deltas(text,jsonb,integer,bigint)',
     'syncular.realtime_ack(text,jsonb)',
     'syncular.refresh_scopes(text,text)',
     'syncular.realtime_scopes_payload(text,text)',

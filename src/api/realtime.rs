@@ -54,25 +54,29 @@ fn realtime_open(
 }
 
 /// `syncular.realtime_deltas(partition text, groups jsonb, max_delta_bytes
-/// integer DEFAULT 1048576) returns table(group_index integer, kind text,
-/// cursor bigint, delta bytea)` — one call per notification burst of a
-/// partition (§8.2, §8.3).
+/// integer DEFAULT 1048576, through_seq bigint DEFAULT NULL) returns
+/// table(group_index integer, kind text, cursor bigint, delta bytea)` — one
+/// call per notification burst of a partition (§8.2, §8.3). `through_seq`
+/// caps the window at the highest `commitSeq` the gateway has seen notified
+/// (NULL: the partition's `max_commit_seq`).
 ///
 /// `groups`: `[{"registrations","schemaVersion","logEpoch","wireVersion",
 /// "cursor","suppressed"}]`. One row per group in input order; `cursor` is
-/// the partition's `max_commit_seq` read by the call (every group's new
-/// delivered cursor); `kind` is `none`, `delta` (then `delta` holds a
+/// the window's end — the partition's `max_commit_seq` read by the call,
+/// capped by `through_seq` (every group's new delivered cursor); `kind` is `none`, `delta` (then `delta` holds a
 /// complete SSP2 response in the group's wire version), `delta-too-large`,
 /// `catchup-required` or `reset-required` (rules: README, module
 /// `engine::realtime::deltas`). Read-only.
-/// Errors: `syncular.invalid_argument` (22023) for malformed groups or
-/// `max_delta_bytes < 64`; `syncular.no_schema` (55000).
+/// Errors: `syncular.invalid_argument` (22023) for malformed groups,
+/// `max_delta_bytes < 64` or a negative `through_seq`; `syncular.no_schema`
+/// (55000).
 #[pg_extern(stable, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn realtime_deltas(
     partition: Option<&str>,
     groups: Option<JsonB>,
     max_delta_bytes: default!(Option<i32>, 1048576),
+    through_seq: default!(Option<i64>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -85,7 +89,7 @@ fn realtime_deltas(
     let partition = required_text(partition, "partition");
     let groups = required(groups.as_ref(), "groups");
     let max = *required(max_delta_bytes.as_ref(), "max_delta_bytes");
-    let answer = deltas::run(partition, &groups.0, max).or_raise();
+    let answer = deltas::run(partition, &groups.0, max, through_seq).or_raise();
     let through = answer.through;
     TableIterator::new(answer.outcomes.into_iter().enumerate().map(move |(i, outcome)| {
         let kind = outcome.kind().to_owned();

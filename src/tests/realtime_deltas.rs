@@ -115,6 +115,30 @@ mod tests {
     }
 
     #[pg_test]
+    fn through_seq_caps_the_window_at_what_the_gateway_saw_notified() {
+        setup();
+        let (session, c0) = bob_session("rt-t", false);
+        let mut a = Client::new("rt-t", "alice", "ca");
+        let s1 = a.push_ok(vec![task("t1", "w1", "x")]);
+        let s2 = a.push_ok(vec![task("t2", "w1", "y")]);
+        let rows = deltas_through("rt-t", json!([group(&session, c0, false)]), MIB, Some(s1)).unwrap();
+        assert_eq!((rows[0].kind.as_str(), rows[0].cursor), ("delta", s1));
+        let only = Pulled::from_bytes(rows[0].delta.as_ref().unwrap());
+        assert_eq!((only.one().commit_seqs(), only.one().end.next_cursor), (vec![s1], s1));
+        let rows = deltas_through("rt-t", json!([group(&session, s1, false)]), MIB, Some(s2 + 100)).unwrap();
+        assert_eq!(rows[0].cursor, s2, "capped at max_commit_seq");
+        assert_eq!(Pulled::from_bytes(rows[0].delta.as_ref().unwrap()).one().commit_seqs(), vec![s2]);
+        let rows = deltas_through("rt-t", json!([group(&session, s1, false)]), MIB, Some(s1)).unwrap();
+        assert_eq!((rows[0].kind.as_str(), rows[0].cursor), ("none", s1), "nothing past the cap");
+        expect_error(
+            deltas_through("rt-t", json!([group(&session, c0, false)]), MIB, Some(-1)),
+            "22023",
+            "syncular.invalid_argument",
+            "through_seq",
+        );
+    }
+
+    #[pg_test]
     fn each_group_gets_its_wire_version() {
         setup();
         let (session, c0) = bob_session("rt-v", false);

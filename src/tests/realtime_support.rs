@@ -37,14 +37,24 @@ pub struct DeltaRow {
 
 /// `SELECT * FROM syncular.realtime_deltas(partition, groups, max_bytes)`.
 pub fn deltas(partition: &str, groups: Value, max_bytes: i32) -> Result<Vec<DeltaRow>, SubtransactionError> {
+    deltas_through(partition, groups, max_bytes, None)
+}
+
+/// [`deltas`] with `through_seq`.
+pub fn deltas_through(
+    partition: &str,
+    groups: Value,
+    max_bytes: i32,
+    through_seq: Option<i64>,
+) -> Result<Vec<DeltaRow>, SubtransactionError> {
     let partition = partition.to_owned();
     subtransaction::run(move || {
         Spi::connect(|c| {
             let table = c
                 .select(
-                    "SELECT group_index, kind, cursor, delta FROM syncular.realtime_deltas($1, $2, $3)",
+                    "SELECT group_index, kind, cursor, delta FROM syncular.realtime_deltas($1, $2, $3, $4)",
                     None,
-                    &[partition.as_str().into(), JsonB(groups).into(), max_bytes.into()],
+                    &[partition.as_str().into(), JsonB(groups).into(), max_bytes.into(), through_seq.into()],
                 )
                 .unwrap_or_else(|e| panic!("SPI: {e}"));
             table

@@ -3,7 +3,12 @@
 //!
 //! One call answers every session group of one partition. The window of a
 //! group is `(cursor, through]`, `through` being the partition's
-//! `max_commit_seq` read once by the call; each registration's commits are
+//! `max_commit_seq` read once by the call, capped by the caller's
+//! `through_seq`: a gateway passes the highest `commitSeq` it has seen
+//! notified so far, so a commit notified after a `syncular_scopes` refresh it
+//! has not processed yet is never served under the registrations that
+//! refresh replaces (Postgres delivers both channels in commit order). Each
+//! registration's commits are
 //! read exactly as an incremental pull reads them ([`run_window`]: the
 //! `sync_change_scopes` index, only changes of the table whose stored scopes
 //! match the effective scopes, commits never split). Per group, in order:
@@ -133,17 +138,23 @@ pub fn parse_groups(value: &Value, schema: &RegisteredSchema) -> EngineResult<Ve
 }
 
 /// Answers every group of `partition` (README `syncular.realtime_deltas`).
-/// Errors: `syncular.invalid_argument` (malformed groups, `max_delta_bytes`
-/// below [`MIN_DELTA_BYTES`]), `syncular.no_schema`, store failures.
-pub fn run(partition: &str, groups: &Value, max_delta_bytes: i32) -> EngineResult<Deltas> {
+/// `through_seq` (the highest `commitSeq` the gateway has seen notified, in
+/// notification order) caps the window; `None` = the partition's
+/// `max_commit_seq`. Errors: `syncular.invalid_argument` (malformed groups,
+/// `max_delta_bytes` below [`MIN_DELTA_BYTES`], a negative `through_seq`),
+/// `syncular.no_schema`, store failures.
+pub fn run(partition: &str, groups: &Value, max_delta_bytes: i32, through_seq: Option<i64>) -> EngineResult<Deltas> {
     if max_delta_bytes < MIN_DELTA_BYTES {
         return Err(invalid(format!("max_delta_bytes must be at least {MIN_DELTA_BYTES}, got {max_delta_bytes}")));
+    }
+    if let Some(t) = through_seq.filter(|t| *t < 0) {
+        return Err(invalid(format!("through_seq must not be negative, got {t}")));
     }
     let schema = schema::require_registered_schema()?;
     let groups = parse_groups(groups, &schema)?;
     let epoch = select_partition_registry(partition)?.map(|r| r.log_epoch).unwrap_or_default();
     let bounds = read_partition_bounds(partition)?;
-    let through = bounds.max_commit_seq;
+    let through = through_seq.map_or(bounds.max_commit_seq, |t| t.min(bounds.max_commit_seq));
     let max_bytes = usize::try_from(max_delta_bytes).unwrap_or(usize::MAX);
     let outcomes = groups
         .iter()

@@ -5,7 +5,7 @@
 //! prefix) → partition registry touch (created with a fresh `logEpoch` on
 //! first sight) → the registered schema → the client record (bound to
 //! another actor → `sync.invalid_client_id`; none → no registrations) →
-//! allowed scopes (a gateway's map is always validated; the resolver runs
+//! `latestCursor` (read before the scopes are resolved) → allowed scopes (a gateway's map is always validated; the resolver runs
 //! once, only when there is something to register) → the registrations and
 //! their scope keys. Nothing but the
 //! registry's last-seen time is written: no client record is created.
@@ -30,7 +30,8 @@ pub struct Session {
     pub session_id: String,
     /// The client record's cursor, −1 without a record.
     pub cursor: i64,
-    /// The partition's `max_commit_seq`.
+    /// The partition's `max_commit_seq`, read before the registrations were
+    /// resolved (so they are current for every commit up to it).
     pub latest_cursor: i64,
     /// No record, or `cursor < latest_cursor`.
     pub requires_sync: bool,
@@ -84,6 +85,10 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
             return Err(request::client_bound_elsewhere());
         }
     }
+    // Read before the scopes are resolved: every commit up to `latestCursor`
+    // was committed before the resolver's snapshot, so registrations resolved
+    // here may serve it (a gateway caps deltas for refreshed sessions at it).
+    let latest_cursor = read_partition_bounds(caller.partition)?.max_commit_seq;
     // A gateway's allowed map is always validated (cheap, and a bad one is
     // a host bug to surface at connect); the resolver runs only when there
     // is something to register.
@@ -94,7 +99,6 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     } else {
         Vec::new()
     };
-    let latest_cursor = read_partition_bounds(caller.partition)?.max_commit_seq;
     let cursor = record.as_ref().map_or(-1, |r| r.cursor);
     Ok(Session {
         session_id,
