@@ -1,33 +1,31 @@
-//! `demo`: two real Syncular clients (`syncular-client` 0.15.48) exchange
-//! rows through the syncular extension. Every round trip is one
-//! `SELECT syncular.sync(...)`; a third connection `LISTEN`s on
-//! `syncular_commit` and prints each notification.
+//! `demo`: two real Syncular clients (`syncular-client` 0.15.48 with its
+//! native HTTP/WebSocket transport) sync through `syncular-gateway` and the
+//! syncular extension: laptop (actor alice) and phone (actor bob) share
+//! project `home`; bob's access comes from a membership table read by the
+//! registered scope resolver.
 //!
-//! Usage: `demo [DSN]` (default: `$SYNCULAR_TEST_DSN`). `scripts/demo` starts
-//! a throwaway server with the extension and runs this binary against it.
+//! 1. laptop writes offline and syncs over `POST /sync`; phone bootstraps;
+//! 2. phone opens the realtime socket (`hello`); laptop edits a task; phone
+//!    receives the change as a pushed `0x00` delta — it sends no request;
+//! 3. bob's membership is deleted in SQL, with `syncular.refresh_scopes` in
+//!    the same transaction; laptop writes again: phone gets no delta, only a
+//!    wake-up, and its next round revokes the subscription and purges.
+//!
+//! Usage: `demo BASE_URL DSN` — `scripts/demo` starts Postgres and the
+//! gateway and runs this binary.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use ssp2::model::Frame;
-use syncular_client::SyncClient;
-use syncular_integration_tests::clients::{
-    delete_task, held_rows, new_client, subscribe_projects, sync_idle, task_values, upsert_task,
-};
+use syncular_integration_tests::clients::{held_rows, task_values, upsert_task};
 use syncular_integration_tests::connect_to;
-use syncular_integration_tests::fixtures::{
-    allow_projects, register_schema, schema_ir, server_tasks,
-};
-use syncular_integration_tests::notify::{parse_payload, CommitListener};
-use syncular_integration_tests::transport::PgTransport;
+use syncular_integration_tests::fixtures::{register_schema, server_tasks};
+use syncular_integration_tests::gateway::{Peer, Received};
 use syncular_integration_tests::wire::decode_response;
 
-/// One demo participant: a real client and its SQL transport.
-struct Device {
-    name: &'static str,
-    client: SyncClient,
-    transport: PgTransport,
-}
+const PROJECT: &str = "home";
 
 fn main() -> ExitCode {
     match run() {
@@ -40,316 +38,239 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), String> {
-    let dsn = std::env::args()
-        .nth(1)
-        .or_else(|| std::env::var(syncular_integration_tests::DSN_ENV).ok())
-        .ok_or("usage: demo DSN (or set SYNCULAR_TEST_DSN)")?;
+    let mut args = std::env::args().skip(1);
+    let (Some(base_url), Some(dsn)) = (args.next(), args.next()) else {
+        return Err("usage: demo BASE_URL DSN (scripts/demo starts both)".into());
+    };
     let mut admin = connect_to(&dsn);
     let version: String = admin
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'syncular'",
-            &[],
-        )
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'syncular'", &[])
         .map_err(|e| format!("is the extension installed? {e}"))?
         .get(0);
-    println!("== syncular {version} on {}", server_version(&mut admin)?);
+    println!("== syncular {version}, gateway at {base_url}");
+    let partition = format!("demo-{}", std::process::id());
 
-    step("register the sample schema: syncular.register_schema(ir jsonb)");
+    step("the app's schema and its memberships (plain SQL, run by the app's owner)");
     register_schema(&mut admin).map_err(|e| e.to_string())?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&schema_ir()).unwrap_or_default()
-    );
+    admin
+        .batch_execute(MEMBERSHIPS_SQL)
+        .map_err(|e| format!("memberships: {e}"))?;
+    admin
+        .execute(
+            "INSERT INTO app.memberships (tenant, user_id, project_id) VALUES ($1, 'alice', $2), ($1, 'bob', $2)",
+            &[&partition, &PROJECT],
+        )
+        .map_err(|e| e.to_string())?;
+    println!("{}", MEMBERSHIPS_SQL.trim());
+    println!("alice and bob are members of project {PROJECT:?} in partition {partition:?}");
 
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let partition = format!("demo-{stamp}");
-    println!("partition: {partition}");
-    let mut listener = CommitListener::listen(connect_to(&dsn)).map_err(|e| e.to_string())?;
-    println!("listener: LISTEN syncular_commit on its own connection");
+    let mut laptop = Device::new("laptop", "alice", &base_url, &partition);
+    let mut phone = Device::new("phone", "bob", &base_url, &partition);
 
-    let allowed = allow_projects(&["home", "work"]);
-    let mut laptop = device("laptop", "alice", &dsn, &partition, &allowed)?;
-    let mut phone = device("phone", "alice", &dsn, &partition, &allowed)?;
-    println!("two clients, actor alice, allowed scopes {allowed}; both subscribe to tasks in projects home + work");
-
-    step("laptop writes three tasks offline, then syncs");
+    step("laptop writes two tasks offline, then syncs over POST /sync");
     laptop
+        .peer
         .client
         .mutate(vec![
-            upsert_task(task_values("t1", "home", "buy milk", false, Some(2))),
-            upsert_task(task_values("t2", "work", "write report", false, Some(1))),
+            upsert_task(task_values("t1", PROJECT, "buy milk", false, Some(2))),
+            upsert_task(task_values("t2", PROJECT, "fix the bike", false, None)),
         ])
         .map_err(|e| e.to_string())?;
+    laptop.sync()?;
+
+    step("phone syncs for the first time over POST /sync: it bootstraps");
+    phone.sync()?;
+    holdings(&[&laptop, &phone])?;
+
+    step("phone opens the realtime socket: GET /realtime?clientId=…");
+    phone.peer.connect();
+    let hello = phone.wait_text("hello", Duration::from_secs(5))?;
+    println!("  phone ← {hello}");
+
+    step("laptop marks t1 done and syncs; phone does nothing but listen");
     laptop
+        .peer
         .client
-        .mutate(vec![upsert_task(task_values(
-            "t3",
-            "work",
-            "book flights",
-            false,
-            None,
-        ))])
+        .mutate(vec![upsert_task(task_values("t1", PROJECT, "buy milk", true, Some(2)))])
         .map_err(|e| e.to_string())?;
-    round(&mut laptop)?;
-    notifications(&mut listener, &partition)?;
-
-    step("phone syncs for the first time: it bootstraps");
-    round(&mut phone)?;
-    holdings(&[&laptop, &phone])?;
-
-    step("phone completes t1 and adds t4; laptop deletes t3 — both offline");
-    phone
-        .client
-        .mutate(vec![upsert_task(task_values(
-            "t1",
-            "home",
-            "buy milk",
-            true,
-            Some(2),
-        ))])
-        .map_err(|e| e.to_string())?;
-    phone
-        .client
-        .mutate(vec![upsert_task(task_values(
-            "t4",
-            "home",
-            "call mum",
-            false,
-            Some(3),
-        ))])
-        .map_err(|e| e.to_string())?;
-    laptop
-        .client
-        .mutate(vec![delete_task("t3")])
-        .map_err(|e| e.to_string())?;
-    holdings(&[&laptop, &phone])?;
-
-    step("phone syncs (pushes two commits), then laptop syncs (pushes one, pulls phone's)");
-    round(&mut phone)?;
-    round(&mut laptop)?;
-    notifications(&mut listener, &partition)?;
-
-    step("phone syncs again: it pulls laptop's delete incrementally");
-    round(&mut phone)?;
-    holdings(&[&laptop, &phone])?;
-
-    let a = rows_of(&laptop)?;
-    let b = rows_of(&phone)?;
-    if a != b {
-        return Err(format!(
-            "the clients diverged:\n laptop {a:?}\n phone  {b:?}"
-        ));
+    let sent = Instant::now();
+    laptop.sync()?;
+    let delta = phone.wait_delta(Duration::from_secs(10)).ok_or("phone: no delta within 10 s")?;
+    println!(
+        "  phone ← 0x00 delta, {} bytes, {:.1} ms after laptop began syncing; phone sent no request",
+        delta.len(),
+        sent.elapsed().as_secs_f64() * 1000.0
+    );
+    for frame in decode_response(&delta)?.frames {
+        describe(&frame);
     }
-    println!("✔ laptop and phone hold the same {} rows", a.len());
+    holdings(&[&phone])?;
+
+    step("bob leaves project home: DELETE his membership + syncular.refresh_scopes, one transaction");
+    let mut tx = admin.transaction().map_err(|e| e.to_string())?;
+    tx.execute("DELETE FROM app.memberships WHERE tenant = $1 AND user_id = 'bob'", &[&partition])
+        .map_err(|e| e.to_string())?;
+    tx.execute("SELECT syncular.refresh_scopes($1, 'bob')", &[&partition])
+        .map_err(|e| e.to_string())?;
+    tx.commit().map_err(|e| e.to_string())?;
+    println!("  COMMIT: every gateway re-resolves bob's sessions before serving later commits");
+    let wake = phone.wait_text("sync", Duration::from_secs(5))?;
+    println!("  phone ← {wake}");
+
+    step("laptop adds t3; phone's socket stays silent — no delta for a revoked scope");
+    laptop
+        .peer
+        .client
+        .mutate(vec![upsert_task(task_values("t3", PROJECT, "water plants", false, None))])
+        .map_err(|e| e.to_string())?;
+    laptop.sync()?;
+    let quiet = Duration::from_millis(1500);
+    if let Some(bytes) = phone.wait_delta(quiet) {
+        return Err(format!("phone received a delta after the revocation: {} bytes", bytes.len()));
+    }
+    println!("  no delta in {} ms", quiet.as_millis());
+
+    step("phone's next round (over the socket): its subscription is revoked and its rows purged");
+    phone.sync()?;
+    holdings(&[&laptop, &phone])?;
+    if !held_rows(&phone.peer.client)?.is_empty() {
+        return Err("phone still holds rows of a revoked scope".into());
+    }
 
     step("what the server holds, read with plain SQL");
-    println!("SELECT id, project_id, title, done, priority, _sync_version FROM tasks WHERE _sync_partition = '{partition}'");
-    for (id, project, title, done, priority, version) in
-        server_tasks(&mut admin, &partition).map_err(|e| e.to_string())?
-    {
-        println!("  {id:<3} {project:<5} {title:<14} done={done:<5} priority={priority:<8} version={version}",
-            priority = priority.map_or("NULL".to_owned(), |p| p.to_string()));
+    for (id, project, title, done, _, version) in server_tasks(&mut admin, &partition).map_err(|e| e.to_string())? {
+        println!("  {id:<3} {project:<5} {title:<13} done={done:<5} version={version}");
     }
-    println!("SELECT commit_seq, client_id, client_commit_id, actor_id FROM syncular.sync_commits WHERE partition = …");
-    for row in admin
-        .query(
-            "SELECT commit_seq, client_id, client_commit_id, actor_id FROM syncular.sync_commits
-              WHERE partition = $1 ORDER BY commit_seq",
-            &[&partition],
-        )
-        .map_err(|e| e.to_string())?
-    {
-        let (seq, client, commit, actor): (i64, String, String, String) =
-            (row.get(0), row.get(1), row.get(2), row.get(3));
-        println!("  commitSeq {seq}: {client} / {commit} by {actor}");
-    }
+    phone.peer.disconnect();
     println!("\ndone.");
     Ok(())
 }
 
-fn server_version(conn: &mut postgres::Client) -> Result<String, String> {
-    Ok(conn
-        .query_one("SHOW server_version", &[])
-        .map_err(|e| e.to_string())?
-        .get(0))
+/// The app's membership table and the scope resolver reading it (installed
+/// by the database owner; the resolver must be superuser-owned).
+const MEMBERSHIPS_SQL: &str = "
+CREATE SCHEMA IF NOT EXISTS app;
+CREATE TABLE IF NOT EXISTS app.memberships (tenant text, user_id text, project_id text,
+                                            PRIMARY KEY (tenant, user_id, project_id));
+CREATE OR REPLACE FUNCTION app.allowed(partition text, actor_id text) RETURNS jsonb
+  LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('project_id', coalesce(jsonb_agg(project_id), '[]'))
+      FROM app.memberships WHERE tenant = partition AND user_id = actor_id $$;
+SELECT syncular.set_scope_resolver('app.allowed(text,text)');";
+
+/// One participant: a real client over its native HTTP/WebSocket transport (the test
+/// harness's [`Peer`]), printing each round's report.
+struct Device {
+    name: &'static str,
+    peer: Peer,
+    /// Socket messages already shown.
+    seen: usize,
 }
 
-fn device(
-    name: &'static str,
-    actor: &str,
-    dsn: &str,
-    partition: &str,
-    allowed: &serde_json::Value,
-) -> Result<Device, String> {
-    let mut client = new_client(&format!("{name}-{}", std::process::id()))?;
-    subscribe_projects(&mut client, "tasks", &["home", "work"])?;
-    let transport = PgTransport::new(connect_to(dsn), partition, actor, Some(allowed.clone()));
-    Ok(Device {
-        name,
-        client,
-        transport,
-    })
+impl Device {
+    fn new(name: &'static str, actor: &str, base_url: &str, partition: &str) -> Device {
+        let mut peer = Peer::new(base_url, partition, actor, &format!("{name}-{}", std::process::id()));
+        peer.subscribe("tasks", &[PROJECT]);
+        println!("{name}: actor {actor}, subscribed to tasks of project {PROJECT}");
+        Device { name, peer, seen: 0 }
+    }
+
+    /// Syncs until idle (over HTTP, or over the socket once connected) and prints the report.
+    fn sync(&mut self) -> Result<(), String> {
+        let binding = if self.peer.hello().is_some() { "socket round (0x01)" } else { "POST /sync" };
+        let report = self.peer.sync_idle(12)?;
+        println!(
+            "  {} {binding}: pushed {}, commits pulled {}, bootstrap rows {}, revoked {:?}",
+            self.name, report.pushed, report.commits_applied, report.segment_rows_applied, report.revoked
+        );
+        self.peer.pump();
+        Ok(())
+    }
+
+    /// Waits (bounded) for the next socket message accepted by `wanted`, applying every
+    /// message to the client as it arrives; `None` when none came within `max`.
+    fn next(&mut self, max: Duration, wanted: impl Fn(&Received) -> bool) -> Option<Received> {
+        let deadline = Instant::now() + max;
+        loop {
+            self.peer.pump();
+            while self.seen < self.peer.received.len() {
+                let r = self.peer.received[self.seen].clone();
+                self.seen += 1;
+                if wanted(&r) {
+                    return Some(r);
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn wait_text(&mut self, event: &str, max: Duration) -> Result<Value, String> {
+        match self.next(max, |r| matches!(r, Received::Text(v) if v["event"] == event)) {
+            Some(Received::Text(v)) => Ok(v),
+            _ => Err(format!("{}: no {event:?} event within {max:?}", self.name)),
+        }
+    }
+
+    fn wait_delta(&mut self, max: Duration) -> Option<Vec<u8>> {
+        match self.next(max, |r| matches!(r, Received::Delta(_))) {
+            Some(Received::Delta(b)) => Some(b),
+            _ => None,
+        }
+    }
 }
 
 fn step(title: &str) {
     println!("\n-- {title}");
 }
 
-/// Runs the device's client until idle and prints every round trip.
-fn round(device: &mut Device) -> Result<(), String> {
-    let first = device.transport.responses.len();
-    let report = sync_idle(&mut device.client, &mut device.transport, 12)?;
-    for (i, response) in device.transport.responses[first..].iter().enumerate() {
-        let msg = decode_response(response)?;
-        println!(
-            "  {} round {}: syncular.sync → {} bytes",
-            device.name,
-            i + 1,
-            response.len()
-        );
-        for frame in &msg.frames {
-            describe(frame);
-        }
-    }
-    println!(
-        "  {} report: pushed {}, applied {:?}, rejected {:?}, commits pulled {}, bootstrap rows {}",
-        device.name,
-        report.pushed,
-        report.applied,
-        report.rejected,
-        report.commits_applied,
-        report.segment_rows_applied
-    );
-    Ok(())
-}
-
 fn describe(frame: &Frame) {
     match frame {
-        Frame::RespHeader {
-            log_epoch,
-            reset_required: Some(true),
-            ..
-        } => {
-            println!(
-                "    RESP_HEADER reset required: adopt logEpoch {}",
-                log_epoch.clone().unwrap_or_default()
-            );
+        Frame::RespHeader { log_epoch, reset_required: Some(true), .. } => {
+            println!("    RESP_HEADER reset required: adopt logEpoch {}", log_epoch.clone().unwrap_or_default());
         }
-        Frame::PushResult {
-            client_commit_id,
-            status,
-            commit_seq,
-            ..
-        } => println!(
+        Frame::PushResult { client_commit_id, status, commit_seq, .. } => println!(
             "    PUSH_RESULT {client_commit_id}: {} commitSeq={}",
             status.name(),
             commit_seq.map_or("-".to_owned(), |s| s.to_string())
         ),
-        Frame::SubStart {
-            id,
-            status,
-            effective_scopes,
-            bootstrap,
-            ..
-        } => println!(
+        Frame::SubStart { id, status, effective_scopes, bootstrap, .. } => println!(
             "    SUB_START {id}: {} effective={effective_scopes:?}{}",
             status.name(),
             if *bootstrap { " (bootstrap)" } else { "" }
         ),
-        Frame::Commit {
-            commit_seq,
-            actor_id,
-            changes,
-            ..
-        } => {
-            let what: Vec<String> = changes
-                .iter()
-                .map(|c| format!("{} {}", c.op.name(), c.row_id))
-                .collect();
+        Frame::Commit { commit_seq, actor_id, changes, .. } => {
+            let what: Vec<String> = changes.iter().map(|c| format!("{} {}", c.op.name(), c.row_id)).collect();
             println!("    COMMIT {commit_seq} by {actor_id}: {}", what.join(", "));
         }
         Frame::SegmentInline { payload } => {
-            let rows = ssp2::decode_rows_segment(payload)
-                .map(|s| s.blocks.iter().map(Vec::len).sum::<usize>());
-            println!(
-                "    SEGMENT_INLINE rows segment: {} rows, {} bytes",
-                rows.unwrap_or(0),
-                payload.len()
-            );
+            let rows = ssp2::decode_rows_segment(payload).map(|s| s.blocks.iter().map(Vec::len).sum::<usize>());
+            println!("    SEGMENT_INLINE rows segment: {} rows, {} bytes", rows.unwrap_or(0), payload.len());
         }
-        Frame::SubEnd {
-            next_cursor,
-            bootstrap_state,
-        } => println!(
+        Frame::SubEnd { next_cursor, bootstrap_state } => println!(
             "    SUB_END nextCursor={next_cursor}{}",
-            if bootstrap_state.is_some() {
-                " (bootstrap continues)"
-            } else {
-                ""
-            }
+            if bootstrap_state.is_some() { " (bootstrap continues)" } else { "" }
         ),
         _ => {}
     }
 }
 
-fn rows_of(device: &Device) -> Result<Vec<(String, i64, String)>, String> {
-    Ok(held_rows(&device.client)?
-        .into_iter()
-        .map(|r| {
-            (
-                r.row_id,
-                r.version,
-                serde_json::Value::Object(r.values).to_string(),
-            )
-        })
-        .collect())
-}
-
 fn holdings(devices: &[&Device]) -> Result<(), String> {
     for d in devices {
-        println!("  {} holds:", d.name);
-        for r in held_rows(&d.client)? {
+        let rows = held_rows(&d.peer.client)?;
+        println!("  {} holds {} row(s):", d.name, rows.len());
+        for r in rows {
             let v = &r.values;
             println!(
-                "    {:<3} {:<5} {:<14} done={:<5} version={}",
+                "    {:<3} {:<13} done={:<5} version={}",
                 r.row_id,
-                v["project_id"].as_str().unwrap_or(""),
                 v["title"].as_str().unwrap_or(""),
                 v["done"],
-                if r.version < 0 {
-                    "pending".to_owned()
-                } else {
-                    r.version.to_string()
-                }
+                if r.version < 0 { "pending".to_owned() } else { r.version.to_string() }
             );
         }
-    }
-    Ok(())
-}
-
-fn notifications(listener: &mut CommitListener, partition: &str) -> Result<(), String> {
-    let seen = listener
-        .drain(
-            partition,
-            Duration::from_millis(300),
-            Duration::from_secs(5),
-        )
-        .map_err(|e| e.to_string())?;
-    if seen.is_empty() {
-        println!("  listener: no notifications");
-    }
-    for n in seen {
-        let decoded =
-            parse_payload(&n.payload).map(|(p, s)| format!("partition {p}, commitSeq {s}"));
-        println!(
-            "  listener: NOTIFY {} '{}' → {}",
-            n.channel,
-            n.payload,
-            decoded.unwrap_or_else(|| "unparsable".to_owned())
-        );
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ pub struct Opened {
     pub client_id: String,
     /// `sync_clients.cursor`, −1 without a record.
     pub cursor: i64,
-    /// The partition's `max_commit_seq`.
+    /// The partition's `max_commit_seq`, read before the scopes were resolved.
     pub latest_cursor: i64,
     /// No record, or `cursor < latestCursor`.
     pub requires_sync: bool,
@@ -69,13 +69,14 @@ pub struct DeltaRow {
     pub group_index: usize,
     /// `none` | `delta` | `delta-too-large` | `catchup-required` | `reset-required`.
     pub kind: String,
-    /// The partition's `max_commit_seq` read by the call (`through`).
+    /// The window's end: `max_commit_seq` read by the call, capped by `through_seq`.
     pub cursor: i64,
     /// The complete SSP2 response for `kind = delta`.
     pub delta: Option<Vec<u8>>,
 }
 
-/// `syncular.realtime_deltas(partition, groups, max_delta_bytes)`: one call per burst.
+/// `syncular.realtime_deltas(partition, groups, max_delta_bytes, through_seq)`: one call per
+/// burst, the window capped at `through_seq` (the highest commitSeq notified in order).
 ///
 /// Errors: §10.1 errors of the call (`syncular.invalid_argument` for malformed groups).
 pub async fn realtime_deltas(
@@ -83,17 +84,19 @@ pub async fn realtime_deltas(
     partition: &str,
     groups: &Value,
     max_delta_bytes: i32,
+    through_seq: i64,
 ) -> Result<Vec<DeltaRow>, ApiError> {
     with_retry(|| async {
         let client = checkout(pool).await?;
         let statement = client
             .prepare_cached(
-                "SELECT group_index, kind, cursor, delta FROM syncular.realtime_deltas($1::text, $2::jsonb, $3::integer)",
+                "SELECT group_index, kind, cursor, delta \
+                 FROM syncular.realtime_deltas($1::text, $2::jsonb, $3::integer, $4::bigint)",
             )
             .await
             .map_err(|e| ApiError::from_pg(&e))?;
         let rows = client
-            .query(&statement, &[&partition, groups, &max_delta_bytes])
+            .query(&statement, &[&partition, groups, &max_delta_bytes, &through_seq])
             .await
             .map_err(|e| ApiError::from_pg(&e))?;
         rows.iter()

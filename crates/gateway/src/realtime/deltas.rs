@@ -1,17 +1,23 @@
 //! Per-partition delta delivery (§8.2, §8.3; contract §3 and §5).
 //!
 //! Each partition with sessions has one worker task that processes its events strictly in
-//! arrival order: host refreshes (`syncular_scopes`, LISTEN recovery) run before the commits
-//! that follow them, and every burst of commit notifications coalesces into ONE
+//! the order the LISTEN connection delivered them (Postgres delivers `syncular_commit` and
+//! `syncular_scopes` in commit order). Consecutive commit notifications coalesce into ONE
 //! `syncular.realtime_deltas` call for all the partition's sessions, grouped by identical
-//! (registrations, schemaVersion, logEpoch, wireVersion, cursor, suppressed). Results go
-//! out as `0x00` deltas or wake-ups; a session whose registrations changed or that started a
-//! round while the call ran is not served the computed result: it keeps its cursor and is
-//! recomputed by the next pass (contiguity holds: every window starts at the session's
+//! (registrations, schemaVersion, logEpoch, wireVersion, cursor, suppressed), and capped at
+//! the highest `commitSeq` notified so far (`through_seq`): a host refresh is applied before
+//! any commit notified after it, so a commit made after a membership change is never served
+//! under the registrations that change revokes (fail-closed, contract §5). After a LISTEN
+//! reconnect (notifications were lost) every session is refreshed first and the pass is
+//! capped at the smallest `latestCursor` those refreshes read (before resolving scopes).
+//!
+//! Results go out as `0x00` deltas or wake-ups; a session whose registrations changed or that
+//! started a round while the call ran is not served the computed result: it keeps its cursor
+//! and is recomputed by the next pass (contiguity holds: every window starts at the session's
 //! delivered cursor). A failed call is retried when transient; otherwise every session behind
 //! the partition's known max is woken (`catchup-required`) so its client pulls.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,23 +30,64 @@ use super::hub::{Hub, RefreshMode};
 use super::session::Session;
 use crate::db::realtime::realtime_deltas;
 
-/// An event for a partition worker.
+/// An event for a partition worker, processed in the order it was scheduled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Work {
-    /// New commits were notified (or a session needs catching up).
-    Commits,
+    /// A commit notification (`commitSeq`).
+    Commit(i64),
+    /// Run a pass up to what was already notified (a new session to catch up, a retry).
+    Pass,
     /// Host refresh for one actor (`Some`) or every actor (`None`).
     Scopes(Option<String>),
     /// The LISTEN connection (re)connected: refresh every session, then a pass.
     Resync,
 }
 
-#[derive(Debug, Default)]
-struct Pending {
-    commits: bool,
-    resync: bool,
-    scopes_all: bool,
-    scopes_actors: HashSet<String>,
+/// What a worker does for a batch of events, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// One `realtime_deltas` call capped at `through`.
+    Pass { through: i64 },
+    /// Host-refresh the sessions of one actor (`Some`) or all (`None`).
+    Refresh(Option<String>),
+    /// Host-refresh every session, then raise `through` to the smallest `latestCursor` read.
+    Resync,
+}
+
+/// Plans a batch: commits coalesce into one pass capped at the highest `commitSeq` seen so
+/// far (`through` starts at what earlier batches reached); every refresh runs after a pass
+/// over the commits notified before it, and is followed by a pass. A `Resync` step raises the
+/// cap itself (its pass is planned with the cap known before it; the worker substitutes).
+pub fn plan(events: &[Work], mut through: i64) -> (Vec<Step>, i64) {
+    let mut steps = Vec::new();
+    let mut pending = false;
+    for event in events {
+        match event {
+            Work::Commit(seq) => {
+                through = through.max(*seq);
+                pending = true;
+            }
+            Work::Pass => pending = true,
+            Work::Scopes(actor) => {
+                if pending {
+                    steps.push(Step::Pass { through });
+                }
+                steps.push(Step::Refresh(actor.clone()));
+                pending = true;
+            }
+            Work::Resync => {
+                if pending {
+                    steps.push(Step::Pass { through });
+                }
+                steps.push(Step::Resync);
+                pending = true;
+            }
+        }
+    }
+    if pending {
+        steps.push(Step::Pass { through });
+    }
+    (steps, through)
 }
 
 /// A partition with sessions on this gateway.
@@ -48,9 +95,10 @@ pub struct Partition {
     /// Partition name.
     pub name: String,
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
-    pending: Mutex<Pending>,
+    queue: Mutex<VecDeque<Work>>,
     signal: Notify,
     known_max: AtomicI64,
+    through: AtomicI64,
     stopped: AtomicBool,
 }
 
@@ -60,9 +108,10 @@ impl Partition {
         let p = Arc::new(Partition {
             name,
             sessions: Mutex::new(HashMap::new()),
-            pending: Mutex::new(Pending::default()),
+            queue: Mutex::new(VecDeque::new()),
             signal: Notify::new(),
             known_max: AtomicI64::new(0),
+            through: AtomicI64::new(0),
             stopped: AtomicBool::new(false),
         });
         tokio::spawn(run_worker(hub, p.clone()));
@@ -89,7 +138,8 @@ impl Partition {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
 
-    /// Highest commitSeq seen (notifications and deltas calls).
+    /// Highest commitSeq seen (notifications, deltas calls, refreshes): the cursor of
+    /// wake-ups (§8.3 "server latest").
     pub fn known_max(&self) -> i64 {
         self.known_max.load(Ordering::SeqCst)
     }
@@ -99,21 +149,17 @@ impl Partition {
         self.known_max.fetch_max(seq, Ordering::SeqCst);
     }
 
+    /// The cap the worker's passes have reached (highest commitSeq processed in order).
+    pub fn through(&self) -> i64 {
+        self.through.load(Ordering::SeqCst)
+    }
+
     /// Queues work and wakes the worker.
     pub fn schedule(&self, work: Work) {
-        {
-            let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            match work {
-                Work::Commits => p.commits = true,
-                Work::Resync => p.resync = true,
-                Work::Scopes(None) => p.scopes_all = true,
-                Work::Scopes(Some(a)) => {
-                    if !p.scopes_all {
-                        p.scopes_actors.insert(a);
-                    }
-                }
-            }
+        if let Work::Commit(seq) = work {
+            self.observe(seq);
         }
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(work);
         self.signal.notify_one();
     }
 
@@ -123,8 +169,8 @@ impl Partition {
         self.signal.notify_one();
     }
 
-    fn take(&self) -> Pending {
-        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    fn take(&self) -> Vec<Work> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
     }
 }
 
@@ -134,28 +180,43 @@ async fn run_worker(hub: Arc<Hub>, p: Arc<Partition>) {
         if p.stopped.load(Ordering::SeqCst) {
             return;
         }
-        let work = p.take();
-        let refresh_all = work.resync || work.scopes_all;
-        if refresh_all || !work.scopes_actors.is_empty() {
-            let targets: Vec<_> = p
-                .sessions()
-                .into_iter()
-                .filter(|s| refresh_all || work.scopes_actors.contains(&s.actor_id))
-                .collect();
-            refresh_many(&hub, &targets).await;
-        }
-        if work.commits || work.resync || refresh_all || !work.scopes_actors.is_empty() {
-            pass(&hub, &p).await;
+        let events = p.take();
+        let (steps, _) = plan(&events, p.through());
+        let mut raised = p.through();
+        for step in steps {
+            match step {
+                Step::Pass { through } => {
+                    let through = through.max(raised);
+                    raised = through;
+                    p.through.fetch_max(through, Ordering::SeqCst);
+                    pass(&hub, &p, through).await;
+                }
+                Step::Refresh(actor) => {
+                    let targets: Vec<_> =
+                        p.sessions().into_iter().filter(|s| actor.as_deref().is_none_or(|a| a == s.actor_id)).collect();
+                    refresh_many(&hub, &targets).await;
+                }
+                Step::Resync => {
+                    if let Some(latest) = refresh_many(&hub, &p.sessions()).await {
+                        raised = raised.max(latest);
+                    }
+                }
+            }
         }
     }
 }
 
-/// Host-refreshes sessions, 8 at a time.
-async fn refresh_many(hub: &Arc<Hub>, sessions: &[Arc<Session>]) {
+/// Host-refreshes sessions, 8 at a time; returns the smallest `latestCursor` the successful
+/// reloads read (`None` when none succeeded).
+async fn refresh_many(hub: &Arc<Hub>, sessions: &[Arc<Session>]) -> Option<i64> {
+    let mut smallest: Option<i64> = None;
     for batch in sessions.chunks(8) {
         let futures = batch.iter().map(|s| hub.refresh(s, RefreshMode::Host));
-        futures_util::future::join_all(futures).await;
+        for latest in futures_util::future::join_all(futures).await.into_iter().flatten() {
+            smallest = Some(smallest.map_or(latest, |m| m.min(latest)));
+        }
     }
+    smallest
 }
 
 /// What a group member looked like when the call was prepared.
@@ -165,8 +226,9 @@ struct Member {
     rounds_started: u64,
 }
 
-/// One delta pass: one `syncular.realtime_deltas` call for every session of the partition.
-pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>) {
+/// One delta pass: one `syncular.realtime_deltas` call for every session of the partition,
+/// capped at `through` (the highest commitSeq processed in notification order).
+pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     let mut groups: Vec<Value> = Vec::new();
     let mut members: Vec<Vec<Member>> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -202,7 +264,7 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>) {
     }
     let started = Instant::now();
     hub.metrics.delta_calls.inc();
-    let rows = realtime_deltas(&hub.pool, &p.name, &Value::Array(groups), hub.settings.max_delta_bytes).await;
+    let rows = realtime_deltas(&hub.pool, &p.name, &Value::Array(groups), hub.settings.max_delta_bytes, through).await;
     hub.metrics.delta_call_seconds.observe(started.elapsed().as_secs_f64());
     let rows = match rows {
         Ok(rows) => rows,
@@ -214,7 +276,7 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>) {
                 let p = p.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(500)).await;
-                    p.schedule(Work::Commits);
+                    p.schedule(Work::Pass);
                 });
             } else {
                 // Fail safe, never silent: the clients pull what could not be computed.
@@ -257,6 +319,33 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>) {
         }
     }
     if rerun {
-        p.schedule(Work::Commits);
+        p.schedule(Work::Pass);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commits_coalesce_and_refreshes_split_them_in_notification_order() {
+        let (steps, through) = plan(&[Work::Commit(10), Work::Commit(11)], 9);
+        assert_eq!((steps, through), (vec![Step::Pass { through: 11 }], 11));
+        // A refresh notified between two commits: the first commit is served under the old
+        // registrations, the second only after the refresh.
+        let (steps, _) = plan(&[Work::Commit(10), Work::Scopes(Some("bob".into())), Work::Commit(11)], 9);
+        assert_eq!(
+            steps,
+            vec![Step::Pass { through: 10 }, Step::Refresh(Some("bob".into())), Step::Pass { through: 11 }]
+        );
+        // A refresh first: no pass before it, one after.
+        let (steps, _) = plan(&[Work::Scopes(None), Work::Commit(12)], 11);
+        assert_eq!(steps, vec![Step::Refresh(None), Step::Pass { through: 12 }]);
+        // A catch-up pass never exceeds what was notified.
+        assert_eq!(plan(&[Work::Pass], 7).0, vec![Step::Pass { through: 7 }]);
+        // Resync: pass what was notified before it, then refresh all, then pass.
+        let (steps, _) = plan(&[Work::Commit(5), Work::Resync], 4);
+        assert_eq!(steps, vec![Step::Pass { through: 5 }, Step::Resync, Step::Pass { through: 5 }]);
+        assert!(plan(&[], 3).0.is_empty());
     }
 }

@@ -75,6 +75,10 @@ pub struct Hub {
     rounds_done: tokio::sync::Notify,
     listen_up: AtomicBool,
     shutting_down: AtomicBool,
+    /// Bumped (under the partitions lock) by every host refresh notification and LISTEN
+    /// (re)connect: a session whose registrations were resolved before a bump is reloaded
+    /// before it joins its partition ([`Hub::add`]).
+    scopes_epoch: AtomicU64,
     /// Cancelled at shutdown (parent of every session token).
     pub shutdown: CancellationToken,
     /// Buffered acks (flushed by [`AckBuffer::run`]).
@@ -117,6 +121,7 @@ impl Hub {
             rounds_done: tokio::sync::Notify::new(),
             listen_up: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
+            scopes_epoch: AtomicU64::new(0),
             shutdown,
             acks: AckBuffer::default(),
             presence: PresenceRegistry::default(),
@@ -173,26 +178,41 @@ impl Hub {
         self.total.load(Ordering::SeqCst)
     }
 
-    /// Registers a session (after its hello was queued). The slot is now owned by the session
-    /// and released by [`Hub::remove`].
-    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot) {
-        slot.armed = false;
+    /// The current scopes epoch: read it before `realtime_open` and hand it to [`Hub::add`].
+    pub fn scopes_epoch(&self) -> u64 {
+        self.scopes_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Registers a session whose registrations were resolved after the scopes epoch was
+    /// `epoch`. When a host refresh or LISTEN reconnect bumped the epoch since, the session
+    /// could hold registrations a refresh has already revoked on the others: nothing is
+    /// registered and the slot comes back (`Err`), so the caller reloads and tries again.
+    /// The check and the insert hold the partitions lock that [`Hub::scopes_changed`] bumps
+    /// the epoch under, so a refresh either finds the session or makes it reload. The slot is
+    /// then owned by the session and released by [`Hub::remove`].
+    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: u64) -> Result<(), Slot> {
         let delivered = session.state().delivered;
         let partition = {
             let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            if self.scopes_epoch.load(Ordering::SeqCst) != epoch {
+                return Err(slot);
+            }
             let p = map.entry(session.partition.clone()).or_insert_with(|| Partition::spawn(self.clone(), session.partition.clone())).clone();
             p.insert(session.clone());
             p
         };
+        slot.armed = false;
         self.metrics.sessions_open.inc();
         if self.is_shutting_down() {
             // Upgraded while the shutdown began: it gets the same 1001 as the others.
             session.close(close_code::GOING_AWAY, "gateway shutting down");
         }
-        // A session added while a burst ran is caught up by the next pass.
-        if partition.known_max() > delivered {
-            partition.schedule(Work::Commits);
+        // A session added after a burst was served is caught up by a pass (capped at what
+        // was already notified and processed, like every pass).
+        if partition.through() > delivered {
+            partition.schedule(Work::Pass);
         }
+        Ok(())
     }
 
     /// Unregisters a session: presence leaves (§8.6.1), slot released.
@@ -250,7 +270,8 @@ impl Hub {
     /// generation-guarded: the result of an older reload never overwrites a newer one.
     /// Round end keeps the previous registrations on failure; a host refresh empties them
     /// (fail-closed) and wakes the session when they changed. Presence follows (§8.6.3).
-    pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) {
+    /// Returns the `latestCursor` the reload read (before resolving scopes) when it succeeded.
+    pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) -> Option<i64> {
         let ticket = {
             let mut st = session.state();
             st.refresh_issued += 1;
@@ -258,6 +279,10 @@ impl Hub {
         };
         let result =
             realtime_open(&self.pool, &session.partition, &session.actor_id, &session.client_id, session.allowed_scopes.as_ref()).await;
+        let latest = result.as_ref().ok().map(|o| o.latest_cursor);
+        if let (Some(latest), Some(p)) = (latest, self.partition(&session.partition)) {
+            p.observe(latest);
+        }
         let known_max = self.partition(&session.partition).map_or(0, |p| p.known_max());
         let mode_label = match mode {
             RefreshMode::RoundEnd => "round-end",
@@ -267,7 +292,7 @@ impl Hub {
             let mut st = session.state();
             if ticket <= st.refresh_applied {
                 self.metrics.refresh(mode_label, "stale");
-                return;
+                return latest;
             }
             self.metrics.refresh(
                 mode_label,
@@ -289,7 +314,7 @@ impl Hub {
                 }
             };
             st.refresh_applied = ticket;
-            let Some((old_keys, changed, discontinuity)) = outcome else { return };
+            let Some((old_keys, changed, discontinuity)) = outcome else { return latest };
             if changed {
                 st.generation += 1;
                 let cursor = st.delivered.max(known_max);
@@ -313,12 +338,19 @@ impl Hub {
             (old_keys, st.scope_keys.clone())
         };
         super::presence::reconcile(self, session, &old_keys, &new_keys);
+        latest
     }
 
     /// Marks the sessions of `actor` (every actor when `None`) in `partition` stale (a deltas
-    /// call in flight for them is discarded) and queues their host refresh.
+    /// call in flight for them is discarded) and queues their host refresh, after the commits
+    /// notified before it. Bumps the scopes epoch so a session being opened reloads.
     pub fn scopes_changed(&self, partition: &str, actor: Option<String>) {
-        let Some(p) = self.partition(partition) else { return };
+        let p = {
+            let map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            self.scopes_epoch.fetch_add(1, Ordering::SeqCst);
+            map.get(partition).cloned()
+        };
+        let Some(p) = p else { return };
         for s in p.sessions() {
             if actor.as_deref().is_none_or(|a| a == s.actor_id) {
                 s.state().generation += 1;
@@ -330,16 +362,21 @@ impl Hub {
     /// A commit notification for `partition` (contract §7).
     pub fn commit_notified(&self, partition: &str, commit_seq: i64) {
         if let Some(p) = self.partition(partition) {
-            p.observe(commit_seq);
-            p.schedule(Work::Commits);
+            p.schedule(Work::Commit(commit_seq));
         }
     }
 
     /// After the LISTEN connection (re)connected: every partition refreshes every session
-    /// (fail-closed) and runs a delta pass (cursor-based: nothing lost, nothing duplicated).
+    /// (fail-closed) and runs a delta pass (cursor-based: nothing lost, nothing duplicated),
+    /// and sessions being opened reload (the scopes epoch is bumped).
     pub fn listen_connected(&self) {
         self.listen_up.store(true, Ordering::SeqCst);
-        for p in self.partitions() {
+        let partitions: Vec<_> = {
+            let map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            self.scopes_epoch.fetch_add(1, Ordering::SeqCst);
+            map.values().cloned().collect()
+        };
+        for p in partitions {
             p.schedule(Work::Resync);
         }
     }

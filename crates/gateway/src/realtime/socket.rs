@@ -20,7 +20,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
-use syncular_protocol::realtime::{parse_control, ControlMessage, Hello};
+use syncular_protocol::realtime::{parse_control, ControlMessage, Hello, WakeReason};
 
 use super::hub::{initial_state, Hub, Slot};
 use super::presence;
@@ -57,6 +57,7 @@ pub async fn upgrade(
         Ok(slot) => slot,
         Err(e) => return error_response(&gw, route, e),
     };
+    let epoch = gw.hub.scopes_epoch();
     let opened = match realtime_open(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await {
         Ok(o) => o,
         Err(e) => return error_response(&gw, route, e),
@@ -69,11 +70,54 @@ pub async fn upgrade(
         .max_write_buffer_size(write_max)
         .max_message_size(s.ws_max_message_bytes)
         .max_frame_size(s.ws_max_message_bytes)
-        .on_upgrade(move |socket| serve(hub, identity, client_id, opened, slot, socket))
+        .on_upgrade(move |socket| serve(hub, identity, client_id, opened, epoch, slot, socket))
         .into_response()
 }
 
-async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, slot: Slot, socket: WebSocket) {
+/// Registers the session with registrations resolved after the last host refresh: when a
+/// `syncular_scopes` notification (or a LISTEN reconnect) came in since `epoch`, reload and
+/// try again. A reload after `hello` went out sends a `catchup-required` wake-up, since the
+/// `hello` may have described an older state. Returns false when a reload failed (the socket
+/// is closed with 1011).
+async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut slot: Slot, mut epoch: u64) -> bool {
+    let mut reloaded = false;
+    loop {
+        match hub.add(session.clone(), slot, epoch) {
+            Ok(()) => break,
+            Err(back) => {
+                slot = back;
+                epoch = hub.scopes_epoch();
+                let reopened = realtime_open(
+                    &hub.pool,
+                    &session.partition,
+                    &session.actor_id,
+                    &session.client_id,
+                    session.allowed_scopes.as_ref(),
+                )
+                .await;
+                match reopened {
+                    Ok(o) => {
+                        *session.state() = initial_state(&o);
+                        reloaded = true;
+                    }
+                    Err(e) => {
+                        tracing::warn!(session = session.id, code = e.code_str(), "registration reload at connect failed");
+                        session.close(close_code::INTERNAL, "registration reload failed");
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+    if reloaded {
+        let mut st = session.state();
+        let cursor = st.delivered;
+        session.wake(&mut st, WakeReason::CatchupRequired, cursor);
+    }
+    true
+}
+
+async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, epoch: u64, slot: Slot, socket: WebSocket) {
     let (sink, stream) = socket.split();
     let init = SessionInit {
         id: hub.next_session_id(),
@@ -96,10 +140,13 @@ async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Ope
         requires_sync: opened.requires_sync,
         timestamp: now_ms(),
     }));
-    hub.add(session.clone(), slot);
+    let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
+    if !join(&hub, &session, slot, epoch).await {
+        let _ = writer.await;
+        return;
+    }
     presence::initial(&hub, &session);
     tracing::debug!(session = session.id, registrations = ?opened.registrations.as_array().map(Vec::len), "realtime session open");
-    let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
     read_loop(&hub, &session, stream).await;
     session.closed.cancel();
     hub.remove(&session);
