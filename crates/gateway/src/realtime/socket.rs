@@ -76,10 +76,10 @@ pub async fn upgrade(
 
 /// Registers the session with registrations resolved after the last host refresh: when a
 /// `syncular_scopes` notification (or a LISTEN reconnect) came in since `epoch`, reload and
-/// try again. A reload after `hello` went out sends a `catchup-required` wake-up, since the
-/// `hello` may have described an older state. Returns false when a reload failed (the socket
-/// is closed with 1011).
-async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut slot: Slot, mut epoch: u64) -> bool {
+/// try again. A reload whose answer differs from the one `hello` described sends a
+/// `catchup-required` wake-up (the client pulls what `hello` could not announce). Returns
+/// false when a reload failed (the socket is closed with 1011).
+async fn join(hub: &Arc<Hub>, session: &Arc<Session>, opened: &Opened, mut slot: Slot, mut epoch: u64) -> bool {
     let mut reloaded = false;
     loop {
         match hub.add(session.clone(), slot, epoch) {
@@ -98,7 +98,7 @@ async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut slot: Slot, mut epoch:
                 match reopened {
                     Ok(o) => {
                         *session.state() = initial_state(&o);
-                        reloaded = true;
+                        reloaded |= !same_state(opened, &o);
                     }
                     Err(e) => {
                         tracing::warn!(session = session.id, code = e.code_str(), "registration reload at connect failed");
@@ -115,6 +115,15 @@ async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut slot: Slot, mut epoch:
         session.wake(&mut st, WakeReason::CatchupRequired, cursor);
     }
     true
+}
+
+/// Whether two `realtime_open` answers describe the same session state (what `hello` and
+/// the registrations carry; the fresh `sessionId` aside).
+fn same_state(a: &Opened, b: &Opened) -> bool {
+    (a.cursor, a.latest_cursor, a.requires_sync, a.wire_version, a.schema_version)
+        == (b.cursor, b.latest_cursor, b.requires_sync, b.wire_version, b.schema_version)
+        && a.log_epoch == b.log_epoch
+        && a.registrations == b.registrations
 }
 
 async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, epoch: u64, slot: Slot, socket: WebSocket) {
@@ -141,7 +150,7 @@ async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Ope
         timestamp: now_ms(),
     }));
     let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
-    if !join(&hub, &session, slot, epoch).await {
+    if !join(&hub, &session, &opened, slot, epoch).await {
         let _ = writer.await;
         return;
     }
