@@ -35,5 +35,6 @@ pub fn connect_to(dsn: &str) -> Client {
 pub mod clients;
 pub mod fixtures;
 pub mod notify;
+pub mod rtbench;
 pub mod transport;
 pub mod wire;
