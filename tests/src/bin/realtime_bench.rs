@@ -67,7 +67,7 @@ fn run() -> Result<bool, String> {
         load_average()
     );
     println!(
-        "  sessions {:?} × rates {:?}/s, {:.0} s per cell over {} committing connections; rounds: {} connections × {:.0} s",
+        "  sessions {:?} × rates {:?}/s, {:.0} s per cell over {} committing connections; rounds: {:?} connections × {:.0} s",
         cfg.sessions,
         cfg.rates,
         cfg.cell.as_secs_f64(),
@@ -182,10 +182,17 @@ fn run() -> Result<bool, String> {
     sessions.shrink_to(0);
 
     let mut runs = Vec::new();
-    for layout in [Layout::Own, Layout::Shared] {
+    let mut groups = Vec::new();
+    for &n in &cfg.round_connections {
+        groups.push((n, Layout::Own));
+        if n > 1 {
+            groups.push((n, Layout::Shared));
+        }
+    }
+    for (connections, layout) in groups {
         for rep in 1..=cfg.round_repeat {
             for path in [Path::Sql, Path::Http, Path::SqlSplit] {
-                step(t0, &format!("rounds ({rep}/{}): {}, {}", cfg.round_repeat, path.label(), layout.label()));
+                step(t0, &format!("rounds ({rep}/{}): {}, {connections} × {}", cfg.round_repeat, path.label(), layout.label()));
                 let c0 = probe.sample();
                 let mut run = rounds::run(
                     &cfg.dsn,
@@ -193,7 +200,7 @@ fn run() -> Result<bool, String> {
                     gw.addr,
                     path,
                     layout,
-                    cfg.round_connections,
+                    connections,
                     cfg.round_secs,
                 )?;
                 run.cpu = Some(CpuUse::between(&c0, &probe.sample()));
@@ -233,8 +240,8 @@ fn account_cell(
     let commits: HashMap<i64, Instant> = run.commits.into_iter().collect();
     let delivery = tally::account(&commits, &sessions.drain_logs());
     let (gw_secs, _, bench_secs) = s1.cpu_secs_since(&s0);
-    let deltas = delivery.deltas.max(1) as f64;
-    let per_delta = |secs: f64| secs * 1e6 / deltas;
+    let deltas = delivery.deltas as f64;
+    let per_delta = |secs: f64| if deltas > 0.0 { secs * 1e6 / deltas } else { f64::NAN };
     let delta_calls = m1.delta(m0, "syncular_gateway_delta_calls_total");
     let call_secs = m1.delta(m0, "syncular_gateway_delta_call_seconds_sum");
     let call_count = m1.delta(m0, "syncular_gateway_delta_call_seconds_count");

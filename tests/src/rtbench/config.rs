@@ -33,8 +33,9 @@ pub struct Config {
     /// Upper bound of the random wait before a woken session's catch-up pull, the
     /// §8.4 jitter (`BENCH_RT_WAKE_JITTER_MS`, default 200).
     pub wake_jitter_ms: u64,
-    /// Concurrent connections of the HTTP/SQL round comparison (`BENCH_RT_ROUND_CONNECTIONS`, default 4).
-    pub round_connections: usize,
+    /// Concurrent connections of the HTTP/SQL round comparison, one comparison
+    /// each (`BENCH_RT_ROUND_CONNECTIONS`, default `1,4`); the goal is judged on the largest.
+    pub round_connections: Vec<usize>,
     /// Length of each side of the round comparison (`BENCH_RT_ROUND_SECS`, default 6).
     pub round_secs: Duration,
     /// How many times each side of the round comparison runs, interleaved; the
@@ -100,7 +101,10 @@ impl Config {
             committers: env_num("BENCH_RT_COMMITTERS", 4usize)?.max(1),
             drain: Duration::from_secs_f64(env_num("BENCH_RT_DRAIN_SECS", 15.0)?),
             wake_jitter_ms: env_num("BENCH_RT_WAKE_JITTER_MS", 200)?,
-            round_connections: env_num("BENCH_RT_ROUND_CONNECTIONS", 4usize)?.max(1),
+            round_connections: env_list("BENCH_RT_ROUND_CONNECTIONS", "1,4")?
+                .into_iter()
+                .map(|n: usize| n.max(1))
+                .collect(),
             round_secs: Duration::from_secs_f64(env_num("BENCH_RT_ROUND_SECS", 6.0)?),
             round_repeat: env_num("BENCH_RT_ROUND_REPEAT", 2usize)?.max(1),
         })

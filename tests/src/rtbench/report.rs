@@ -152,7 +152,10 @@ pub fn print_cells(cells: &[Cell]) {
 pub fn best_rounds(runs: &[RoundRun]) -> Vec<RoundRun> {
     let mut best: Vec<RoundRun> = Vec::new();
     for r in runs {
-        match best.iter_mut().find(|b| b.layout == r.layout && b.path == r.path) {
+        match best
+            .iter_mut()
+            .find(|b| b.layout == r.layout && b.path == r.path && b.connections == r.connections)
+        {
             Some(b) if b.per_sec() < r.per_sec() => *b = r.clone(),
             Some(_) => {}
             None => best.push(r.clone()),
@@ -165,7 +168,7 @@ pub fn best_rounds(runs: &[RoundRun]) -> Vec<RoundRun> {
 pub fn overhead(runs: &[RoundRun], r: &RoundRun) -> Option<f64> {
     let sql = runs
         .iter()
-        .find(|s| s.path == Path::Sql && s.layout == r.layout)?;
+        .find(|s| s.path == Path::Sql && s.layout == r.layout && s.connections == r.connections)?;
     Some(sql.per_sec() / r.per_sec() - 1.0)
 }
 
@@ -173,6 +176,12 @@ pub fn overhead(runs: &[RoundRun], r: &RoundRun) -> Option<f64> {
 pub fn print_rounds(all: &[RoundRun]) {
     let runs = best_rounds(all);
     let repeats = all.len() / runs.len().max(1);
+    let mut groups: Vec<(usize, Layout)> = Vec::new();
+    for r in &runs {
+        if !groups.contains(&(r.connections, r.layout)) {
+            groups.push((r.connections, r.layout));
+        }
+    }
     println!();
     println!(
         "sync rounds (1-row push + incremental pull), closed loop, same number of connections; best of {repeats} interleaved runs"
@@ -181,15 +190,15 @@ pub fn print_rounds(all: &[RoundRun]) {
         "{:<54} {:>5} {:>8} {:>9} {:>20} {:>11}  CPU (every run's rounds/s)",
         "path", "conns", "rounds", "rounds/s", "ms p50 / p95 / p99", "vs SQL sync"
     );
-    for layout in [Layout::Own, Layout::Shared] {
-        if !runs.iter().any(|r| r.layout == layout) {
-            continue;
-        }
-        println!("  {}", layout.label());
-        for r in runs.iter().filter(|r| r.layout == layout) {
+    for (connections, layout) in groups {
+        println!("  {connections} connection(s), {}", layout.label());
+        for r in runs
+            .iter()
+            .filter(|r| r.layout == layout && r.connections == connections)
+        {
             let every: Vec<String> = all
                 .iter()
-                .filter(|x| x.layout == r.layout && x.path == r.path)
+                .filter(|x| x.layout == r.layout && x.path == r.path && x.connections == r.connections)
                 .map(|x| f(x.per_sec()))
                 .collect();
             println!(
@@ -267,10 +276,11 @@ pub fn print_goals(cells: &[Cell], all_runs: &[RoundRun], memory: Option<&Memory
     }
     let http = runs
         .iter()
-        .find(|r| r.path == Path::Http && r.layout == Layout::Own);
-    let (text, met) = match http.and_then(|h| overhead(runs, h)) {
-        Some(o) => (
-            format!("{:+.0}% ({})", o * 100.0, Layout::Own.label()),
+        .filter(|r| r.path == Path::Http && r.layout == Layout::Own)
+        .max_by_key(|r| r.connections);
+    let (text, met) = match http.and_then(|h| overhead(runs, h).map(|o| (h, o))) {
+        Some((h, o)) => (
+            format!("{:+.0}% ({} conns, {})", o * 100.0, h.connections, Layout::Own.label()),
             if o <= GOAL_HTTP_OVERHEAD { "yes" } else { "NO" },
         ),
         None => ("not run".to_owned(), "n/a"),
