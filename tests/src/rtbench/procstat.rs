@@ -11,8 +11,9 @@ use std::time::Instant;
 /// 100 on every Linux this runs on).
 const TICKS_PER_SEC: f64 = 100.0;
 
-/// `utime + stime` of `pid` in ticks, with its parent pid.
-fn stat(pid: u32) -> Option<(u64, u32)> {
+/// `(utime + stime, ppid, cutime + cstime)` of `pid` in ticks — the last is
+/// the time of its exited and reaped children (a backend that ended counts there).
+fn stat(pid: u32) -> Option<(u64, u32, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesized command name (which may hold spaces).
     let rest = &text[text.rfind(')')? + 2..];
@@ -21,18 +22,21 @@ fn stat(pid: u32) -> Option<(u64, u32)> {
     let ppid = f.get(1)?.parse().ok()?;
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
-    Some((utime + stime, ppid))
+    let cutime: u64 = f.get(13)?.parse().ok()?;
+    let cstime: u64 = f.get(14)?.parse().ok()?;
+    Some((utime + stime, ppid, cutime + cstime))
 }
 
-/// Ticks of `root` and every live process whose parent is `root`.
+/// Ticks of `root`, of its reaped children, and of every live process whose
+/// parent is `root`.
 fn tree_ticks(root: u32) -> u64 {
-    let mut total = stat(root).map(|s| s.0).unwrap_or(0);
+    let mut total = stat(root).map(|s| s.0 + s.2).unwrap_or(0);
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            if let Some((ticks, ppid)) = stat(pid) {
+            if let Some((ticks, ppid, _)) = stat(pid) {
                 if ppid == root {
                     total += ticks;
                 }

@@ -271,7 +271,10 @@ pub fn print_goals(cells: &[Cell], all_runs: &[RoundRun], memory: Option<&Memory
     );
     if let Some(c) = cell {
         if c.achieved < 0.95 * GOAL_RATE as f64 {
-            println!("    the machine reached only {}/s durable commits (target {GOAL_RATE}/s)", f(c.achieved));
+            println!(
+                "    the cell reached only {}/s of the {GOAL_RATE}/s target (durable commits; see the commit capacity line and the CPU columns)",
+                f(c.achieved)
+            );
         }
     }
     let http = runs
