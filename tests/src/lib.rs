@@ -36,5 +36,6 @@ pub mod clients;
 pub mod fixtures;
 pub mod gateway;
 pub mod notify;
+pub mod rtbench;
 pub mod transport;
 pub mod wire;

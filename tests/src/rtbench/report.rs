@@ -1,0 +1,310 @@
+//! The printed result: one table per measurement, then the issue's goals
+//! with the measured value and whether it was met. Never fails on a timing.
+
+use super::notify_baseline::BaselineRun;
+use super::procstat::CpuUse;
+use super::rounds::{Layout, Path, RoundRun};
+use super::tally::{Delivery, Dist};
+
+/// Issue 8's goals.
+pub const GOAL_P95_MS: f64 = 5.0;
+pub const GOAL_HTTP_OVERHEAD: f64 = 0.20;
+pub const GOAL_KIB_PER_SESSION: f64 = 50.0;
+/// The cell the latency goal is about.
+pub const GOAL_SESSIONS: usize = 1000;
+pub const GOAL_RATE: u32 = 1000;
+
+/// One latency cell.
+#[derive(Clone, Debug)]
+pub struct Cell {
+    pub sessions: usize,
+    pub rate: u32,
+    pub achieved: f64,
+    pub max_start_lag_ms: f64,
+    pub baseline: BaselineRun,
+    pub delivery: Delivery,
+    /// Sessions still behind the last commit when the drain gave up.
+    pub behind: usize,
+    /// CPU while committing.
+    pub cpu: CpuUse,
+    /// CPU time per delta received, µs, over the whole cell (commits and
+    /// drain): the gateway's (send + its ack) and this process's (receive,
+    /// decode, ack).
+    pub gw_us_per_delta: f64,
+    pub bench_us_per_delta: f64,
+    /// `syncular.realtime_deltas` calls during the cell and their mean duration, ms
+    /// (from the gateway's `/metrics`).
+    pub delta_calls: Option<f64>,
+    pub delta_call_ms: Option<f64>,
+}
+
+/// Idle-session memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Memory {
+    pub sessions: usize,
+    pub before_kib: u64,
+    pub after_kib: u64,
+}
+
+impl Memory {
+    /// KiB per idle session.
+    pub fn per_session(&self) -> f64 {
+        (self.after_kib as f64 - self.before_kib as f64) / self.sessions.max(1) as f64
+    }
+}
+
+fn f(v: f64) -> String {
+    if v.is_nan() {
+        "—".to_owned()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn pct3(d: &Dist) -> String {
+    format!("{} / {} / {}", f(d.p(0.50)), f(d.p(0.95)), f(d.p(0.99)))
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(f).unwrap_or_else(|| "—".to_owned())
+}
+
+/// Prints the three latency tables.
+pub fn print_cells(cells: &[Cell]) {
+    println!();
+    println!("commit → delta latency, ms (delta receive − commit statement return, every session × commit)");
+    println!("next to bare NOTIFY → LISTEN on the same server at the same rate");
+    println!(
+        "{:<20} {:>16} {:>24} {:>8} {:>24} {:>10}",
+        "sessions @ rate/s", "reached/s", "delta p50 / p95 / p99", "max", "NOTIFY p50 / p95 / p99", "p95 ratio"
+    );
+    for c in cells {
+        let ratio = c.delivery.latency.p(0.95) / c.baseline.latency.p(0.95);
+        println!(
+            "{:<20} {:>16} {:>24} {:>8} {:>24} {:>10}",
+            format!("{} @ {}", c.sessions, c.rate),
+            format!("{} (N {})", f(c.achieved), f(c.baseline.achieved)),
+            pct3(&c.delivery.latency),
+            f(c.delivery.latency.max()),
+            pct3(&c.baseline.latency),
+            format!("{}×", f(ratio)),
+        );
+    }
+    println!();
+    println!("delivery (a correct run: lost, dup, out-of-order all 0; woken sessions catch up by pull)");
+    println!(
+        "{:<20} {:>9} {:>8} {:>7} {:>7} {:>9} {:>5} {:>10} {:>5} {:>5} {:>8} {:>7} {:>6}",
+        "sessions @ rate/s", "deltas", "c/delta", "wakes", "woken", "recovered", "lost", "lost-woken",
+        "dup", "ooo", "overlap", "behind", "errors"
+    );
+    for c in cells {
+        let d = &c.delivery;
+        println!(
+            "{:<20} {:>9} {:>8} {:>7} {:>7} {:>9} {:>5} {:>10} {:>5} {:>5} {:>8} {:>7} {:>6}",
+            format!("{} @ {}", c.sessions, c.rate),
+            d.deltas,
+            f(d.delta_commits as f64 / d.deltas.max(1) as f64),
+            d.wakes,
+            d.woken_sessions,
+            d.recovered,
+            d.lost,
+            d.lost_woken,
+            d.duplicated,
+            d.out_of_order,
+            d.overlap,
+            c.behind,
+            d.error_count,
+        );
+        for e in &d.errors {
+            println!("    session error: {e}");
+        }
+        if c.baseline.lost > 0 {
+            println!("    NOTIFY baseline: {} notifications never arrived", c.baseline.lost);
+        }
+    }
+    println!();
+    println!("where the time goes (first = fastest session's latency per commit; spread = last − first session)");
+    println!(
+        "{:<20} {:>16} {:>16} {:>11} {:>8} {:>16} {:>30}",
+        "sessions @ rate/s", "first p50 / p95", "spread p50/p95", "delta calls", "call ms", "µs/delta gw / us", "CPU while committing (1 core = 100%)"
+    );
+    for c in cells {
+        let d = &c.delivery;
+        println!(
+            "{:<20} {:>16} {:>16} {:>11} {:>8} {:>16} {:>30}",
+            format!("{} @ {}", c.sessions, c.rate),
+            format!("{} / {}", f(d.first.p(0.5)), f(d.first.p(0.95))),
+            format!("{} / {}", f(d.spread.p(0.5)), f(d.spread.p(0.95))),
+            opt(c.delta_calls),
+            opt(c.delta_call_ms),
+            format!("{} / {}", f(c.gw_us_per_delta), f(c.bench_us_per_delta)),
+            c.cpu.render(),
+        );
+    }
+    println!("(call ms = mean syncular.realtime_deltas call; µs/delta = CPU time per delta received, gateway / this process)");
+}
+
+/// The best (most rounds/s) run of each (layout, path), in first-run order.
+pub fn best_rounds(runs: &[RoundRun]) -> Vec<RoundRun> {
+    let mut best: Vec<RoundRun> = Vec::new();
+    for r in runs {
+        match best
+            .iter_mut()
+            .find(|b| b.layout == r.layout && b.path == r.path && b.connections == r.connections)
+        {
+            Some(b) if b.per_sec() < r.per_sec() => *b = r.clone(),
+            Some(_) => {}
+            None => best.push(r.clone()),
+        }
+    }
+    best
+}
+
+/// Per-round time of `r` relative to the direct `syncular.sync` run of the same layout, − 1.
+pub fn overhead(runs: &[RoundRun], r: &RoundRun) -> Option<f64> {
+    let sql = runs
+        .iter()
+        .find(|s| s.path == Path::Sql && s.layout == r.layout && s.connections == r.connections)?;
+    Some(sql.per_sec() / r.per_sec() - 1.0)
+}
+
+/// Prints the round comparison: every run, then the best of each side.
+pub fn print_rounds(all: &[RoundRun]) {
+    let runs = best_rounds(all);
+    let repeats = all.len() / runs.len().max(1);
+    let mut groups: Vec<(usize, Layout)> = Vec::new();
+    for r in &runs {
+        if !groups.contains(&(r.connections, r.layout)) {
+            groups.push((r.connections, r.layout));
+        }
+    }
+    println!();
+    println!(
+        "sync rounds (1-row push + incremental pull), closed loop, same number of connections; best of {repeats} interleaved runs"
+    );
+    println!(
+        "{:<54} {:>5} {:>8} {:>9} {:>20} {:>11}  CPU (every run's rounds/s)",
+        "path", "conns", "rounds", "rounds/s", "ms p50 / p95 / p99", "vs SQL sync"
+    );
+    for (connections, layout) in groups {
+        println!("  {connections} connection(s), {}", layout.label());
+        for r in runs
+            .iter()
+            .filter(|r| r.layout == layout && r.connections == connections)
+        {
+            let every: Vec<String> = all
+                .iter()
+                .filter(|x| x.layout == r.layout && x.path == r.path && x.connections == r.connections)
+                .map(|x| f(x.per_sec()))
+                .collect();
+            println!(
+                "{:<54} {:>5} {:>8} {:>9} {:>20} {:>11}  {} ({})",
+                r.path.label(),
+                r.connections,
+                r.rounds,
+                f(r.per_sec()),
+                pct3(&r.latency),
+                overhead(&runs, r).map(|o| format!("{:+.0}%", o * 100.0)).unwrap_or_default(),
+                r.cpu.map(|c| c.render()).unwrap_or_default(),
+                every.join(", "),
+            );
+        }
+    }
+    println!("(vs SQL sync: per-round time relative to SELECT syncular.sync in the same layout; + = slower)");
+}
+
+/// Prints the commit capacity probe: `(connections, CommitRun achieved/s)`.
+pub fn print_capacity(capacity: &[(usize, f64)]) {
+    let parts: Vec<String> = capacity
+        .iter()
+        .map(|(n, r)| format!("{} on {n} connection{}", f(*r), if *n == 1 { "" } else { "s" }))
+        .collect();
+    println!(
+        "commit capacity (single-row syncular.sync, closed loop, one partition without sessions): {} commits/s",
+        parts.join(", ")
+    );
+}
+
+/// Prints the memory sample.
+pub fn print_memory(m: &Memory) {
+    println!();
+    println!(
+        "gateway memory: VmRSS {} KiB before, {} KiB after opening {} idle sessions → {} KiB per session",
+        m.before_kib,
+        m.after_kib,
+        m.sessions,
+        f(m.per_session())
+    );
+}
+
+/// Prints the goals table.
+pub fn print_goals(cells: &[Cell], all_runs: &[RoundRun], memory: Option<&Memory>) {
+    let runs = &best_rounds(all_runs)[..];
+    println!();
+    println!("{:<62} {:>30} {:>5}", "goal (issue 8)", "measured", "met");
+    let cell = cells
+        .iter()
+        .find(|c| c.sessions == GOAL_SESSIONS && c.rate == GOAL_RATE);
+    let (latency, met) = match cell {
+        None => ("cell not run".to_owned(), "n/a"),
+        Some(c) => {
+            let p95 = c.delivery.latency.p(0.95);
+            let reached = c.achieved >= 0.95 * GOAL_RATE as f64;
+            let text = format!("p95 {} ms at {}/s", f(p95), f(c.achieved));
+            let met = match (p95 <= GOAL_P95_MS, reached) {
+                (true, true) => "yes",
+                (false, _) => "NO",
+                (true, false) => "n/a",
+            };
+            (text, met)
+        }
+    };
+    println!(
+        "{:<62} {:>30} {:>5}",
+        format!("commit → delta p95 ≤ {GOAL_P95_MS} ms at {GOAL_RATE} commits/s, {GOAL_SESSIONS} sessions"),
+        latency,
+        met
+    );
+    if let Some(c) = cell {
+        if c.achieved < 0.95 * GOAL_RATE as f64 {
+            println!(
+                "    the cell reached only {}/s of the {GOAL_RATE}/s target (durable commits; see the commit capacity line and the CPU columns)",
+                f(c.achieved)
+            );
+        }
+    }
+    let http = runs
+        .iter()
+        .filter(|r| r.path == Path::Http && r.layout == Layout::Own)
+        .max_by_key(|r| r.connections);
+    let (text, met) = match http.and_then(|h| overhead(runs, h).map(|o| (h, o))) {
+        Some((h, o)) => (
+            format!("{:+.0}% ({} conns, {})", o * 100.0, h.connections, Layout::Own.label()),
+            if o <= GOAL_HTTP_OVERHEAD { "yes" } else { "NO" },
+        ),
+        None => ("not run".to_owned(), "n/a"),
+    };
+    println!(
+        "{:<62} {:>30} {:>5}",
+        format!("HTTP round overhead ≤ {:.0} % of the direct-SQL round", GOAL_HTTP_OVERHEAD * 100.0),
+        text,
+        met
+    );
+    let (mem, met) = match memory {
+        Some(m) => {
+            let per = m.per_session();
+            (format!("{} KiB ({} sessions)", f(per), m.sessions), if per <= GOAL_KIB_PER_SESSION { "yes" } else { "NO" })
+        }
+        None => ("not run".to_owned(), "n/a"),
+    };
+    println!(
+        "{:<62} {:>30} {:>5}",
+        format!("gateway memory ≤ {GOAL_KIB_PER_SESSION} KiB per idle session"),
+        mem,
+        met
+    );
+}
