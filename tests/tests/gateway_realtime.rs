@@ -242,3 +242,36 @@ fn presence_crosses_gateways_through_the_relay() {
     drop(g3); // SIGKILL
     carol.pump_until("dave expires", |p| presence_events(p).iter().any(|e| e.1 == "leave" && e.2 == "dave"));
 }
+
+#[test]
+fn the_presence_rate_cap_coalesces_to_the_latest_document() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-presence-rate");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let gw = Gateway::start(&["--presence-min-interval-ms", "400"]);
+    let mut alice = connected_peer(&gw, &partition, "alice", "a-rate", &["p1"]);
+    let mut bob = connected_peer(&gw, &partition, "bob", "b-rate", &["p1"]);
+    let key = "project:p1";
+    // 30 publishes in a burst (well inside one window): the first fans out at once, the rest
+    // coalesce — never an error, never a stale document, at most one update per window.
+    let started = std::time::Instant::now();
+    for i in 0..30 {
+        alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": i}))).unwrap();
+    }
+    let burst = started.elapsed();
+    bob.pump_until("the latest document", |p| p.client.presence(key).first().is_some_and(|peer| peer.doc == json!({"cursor": 29})));
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    bob.pump();
+    let fanouts = presence_events(&bob).into_iter().filter(|e| e.0 == key && e.2 == "alice").count();
+    let windows = (burst.as_millis() / 400) as usize + 2;
+    assert!(fanouts >= 2 && fanouts <= windows, "{fanouts} fanouts for a {burst:?} burst (≤ {windows} windows)");
+    assert_eq!(bob.client.presence(key)[0].doc, json!({"cursor": 29}), "latest wins");
+    alice.pump();
+    assert!(
+        presence_events(&alice).iter().all(|e| e.1 != "presence.too_large" && e.1 != "presence.forbidden"),
+        "rate limiting is never an error: {:?}",
+        presence_events(&alice)
+    );
+}

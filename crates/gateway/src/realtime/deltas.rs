@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde_json::{json, Value};
 use syncular_protocol::realtime::WakeReason;
 use tokio::sync::Notify;
@@ -29,6 +30,7 @@ use tokio::sync::Notify;
 use super::hub::{Hub, RefreshMode};
 use super::session::Session;
 use crate::db::realtime::realtime_deltas;
+use crate::framing::TAG_DELTA;
 
 /// An event for a partition worker, processed in the order it was scheduled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,37 +228,54 @@ struct Member {
     rounds_started: u64,
 }
 
+/// The identity of a delta group (contract §3): sessions with equal keys share one encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GroupKey {
+    registrations: Arc<str>,
+    schema_version: i64,
+    log_epoch: String,
+    wire_version: i64,
+    cursor: i64,
+    suppressed: bool,
+}
+
 /// One delta pass: one `syncular.realtime_deltas` call for every session of the partition,
 /// capped at `through` (the highest commitSeq processed in notification order).
 pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     let mut groups: Vec<Value> = Vec::new();
     let mut members: Vec<Vec<Member>> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<GroupKey, usize> = HashMap::new();
     for session in p.sessions() {
         if session.is_closing() {
             continue;
         }
-        let (group, generation, rounds_started) = {
-            let st = session.state();
-            (
-                json!({
-                    "registrations": st.registrations,
-                    "schemaVersion": st.schema_version,
-                    "logEpoch": st.log_epoch,
-                    "wireVersion": st.wire_version,
-                    "cursor": st.delivered,
-                    "suppressed": st.suppressed || st.round_in_flight,
-                }),
-                st.generation,
-                st.rounds_started,
-            )
+        let st = session.state();
+        let key = GroupKey {
+            registrations: st.registrations.text().clone(),
+            schema_version: st.schema_version,
+            log_epoch: st.log_epoch.clone(),
+            wire_version: st.wire_version,
+            cursor: st.delivered,
+            suppressed: st.suppressed || st.round_in_flight,
         };
-        let key = group.to_string();
-        let i = *index.entry(key).or_insert_with(|| {
-            groups.push(group);
-            members.push(Vec::new());
-            groups.len() - 1
-        });
+        let (generation, rounds_started) = (st.generation, st.rounds_started);
+        let i = match index.get(&key) {
+            Some(i) => *i,
+            None => {
+                groups.push(json!({
+                    "registrations": st.registrations.value(),
+                    "schemaVersion": key.schema_version,
+                    "logEpoch": key.log_epoch,
+                    "wireVersion": key.wire_version,
+                    "cursor": key.cursor,
+                    "suppressed": key.suppressed,
+                }));
+                members.push(Vec::new());
+                index.insert(key, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        drop(st);
         members[i].push(Member { session, generation, rounds_started });
     }
     if groups.is_empty() {
@@ -296,6 +315,8 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     for row in rows {
         p.observe(row.cursor);
         let Some(group) = members.get(row.group_index) else { continue };
+        // One `0x00`-tagged buffer per group, shared (reference-counted) by its sessions.
+        let tagged = row.delta.as_deref().map(tag_delta);
         for m in group {
             let mut st = m.session.state();
             if st.generation != m.generation || st.rounds_started != m.rounds_started {
@@ -307,8 +328,8 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
             st.delivered = st.delivered.max(row.cursor);
             match row.kind.as_str() {
                 "none" => {}
-                "delta" => match &row.delta {
-                    Some(delta) => m.session.send_delta(&mut st, delta, row.cursor),
+                "delta" => match &tagged {
+                    Some(tagged) => m.session.send_delta(&mut st, tagged, row.cursor),
                     None => m.session.wake(&mut st, WakeReason::CatchupRequired, row.cursor),
                 },
                 other => {
@@ -321,6 +342,14 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     if rerun {
         p.schedule(Work::Pass);
     }
+}
+
+/// `0x00` + the SSP2 response bytes (§8.7 channel tag of a delta).
+fn tag_delta(delta: &[u8]) -> Bytes {
+    let mut tagged = Vec::with_capacity(delta.len() + 1);
+    tagged.push(TAG_DELTA);
+    tagged.extend_from_slice(delta);
+    Bytes::from(tagged)
 }
 
 #[cfg(test)]

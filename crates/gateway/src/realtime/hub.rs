@@ -17,7 +17,7 @@ use super::acks::AckBuffer;
 use super::deltas::{Partition, Work};
 use super::presence::PresenceRegistry;
 use super::relay::Relay;
-use super::session::{close_code, Session, SessionState};
+use super::session::{close_code, Registrations, Session, SessionState};
 use crate::db::realtime::{realtime_open, Opened};
 use crate::db::ApiError;
 use crate::metrics::Metrics;
@@ -439,18 +439,18 @@ impl Hub {
 /// epoch or schema changed).
 fn apply_opened(st: &mut SessionState, o: &Opened) -> (BTreeSet<String>, bool, bool) {
     let discontinuity = st.log_epoch != o.log_epoch || st.schema_version != o.schema_version;
-    let changed = st.registrations != o.registrations || discontinuity;
+    let changed = st.registrations.value() != &o.registrations || discontinuity;
     let old = std::mem::replace(&mut st.scope_keys, o.scope_keys.iter().cloned().collect());
-    st.registrations = o.registrations.clone();
+    st.registrations = Registrations::new(o.registrations.clone());
     st.log_epoch = o.log_epoch.clone();
     st.schema_version = o.schema_version;
     (old, changed, discontinuity)
 }
 
 fn apply_empty(st: &mut SessionState) -> (BTreeSet<String>, bool, bool) {
-    let changed = st.registrations.as_array().is_none_or(|a| !a.is_empty());
+    let changed = !st.registrations.is_empty();
     let old = std::mem::take(&mut st.scope_keys);
-    st.registrations = Value::Array(Vec::new());
+    st.registrations = Registrations::new(Value::Array(Vec::new()));
     (old, changed, false)
 }
 
@@ -458,7 +458,7 @@ fn apply_empty(st: &mut SessionState) -> (BTreeSet<String>, bool, bool) {
 /// suppressed while the client must sync first.
 pub fn initial_state(o: &Opened) -> SessionState {
     SessionState {
-        registrations: o.registrations.clone(),
+        registrations: Registrations::new(o.registrations.clone()),
         scope_keys: o.scope_keys.iter().cloned().collect(),
         wire_version: o.wire_version,
         log_epoch: o.log_epoch.clone(),

@@ -24,7 +24,6 @@ use syncular_protocol::realtime::{control_text, ControlMessage, WakeReason};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::framing::TAG_DELTA;
 use crate::metrics::Metrics;
 
 /// WebSocket close codes used by the gateway (RFC 6455 §7.4.1).
@@ -45,11 +44,43 @@ pub mod close_code {
     pub const INTERNAL: u16 = 1011;
 }
 
+/// A session's registrations as `realtime_open` returned them (contract §2), with their JSON
+/// text computed once: the part of a delta group's identity that changes least, compared and
+/// hashed on every pass without re-serializing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registrations {
+    value: Value,
+    text: Arc<str>,
+}
+
+impl Registrations {
+    /// Wraps `realtime_open`'s `registrations` (a JSON array).
+    pub fn new(value: Value) -> Self {
+        let text = Arc::from(value.to_string());
+        Registrations { value, text }
+    }
+
+    /// The JSON handed back to `realtime_deltas`.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The JSON text (group key part).
+    pub fn text(&self) -> &Arc<str> {
+        &self.text
+    }
+
+    /// No registration (nothing can match).
+    pub fn is_empty(&self) -> bool {
+        self.value.as_array().is_none_or(Vec::is_empty)
+    }
+}
+
 /// Mutable per-session state (§8 and contract §3 group fields).
 #[derive(Debug, Clone)]
 pub struct SessionState {
     /// `registrations` verbatim from `realtime_open` (JSON array).
-    pub registrations: Value,
+    pub registrations: Registrations,
     /// Presence grant: the registrations' scope keys (§8.6.3).
     pub scope_keys: BTreeSet<String>,
     /// Delta wire version (1 or 2).
@@ -227,21 +258,19 @@ impl Session {
         self.send_control(&ControlMessage::Wake { cursor, reason, timestamp: now_ms() });
     }
 
-    /// Queues a delta (SSP2 response bytes, untagged), or — when the queue has no room for
-    /// it — a `catchup-required` wake-up instead (caller holds the state lock).
-    pub fn send_delta(&self, st: &mut SessionState, delta: &[u8], cursor: i64) {
-        let len = delta.len() + 1;
+    /// Queues a delta (`0x00`-tagged SSP2 response bytes, shared by the sessions of a group),
+    /// or — when the queue has no room for it — a `catchup-required` wake-up instead (caller
+    /// holds the state lock).
+    pub fn send_delta(&self, st: &mut SessionState, tagged: &Bytes, cursor: i64) {
+        let len = tagged.len();
         let room = self.ctrl.capacity() > self.ctrl_capacity / 4
             && self.queued_delta_bytes.load(Ordering::Relaxed) + len <= self.delta_budget;
         if !room || st.round_in_flight || st.suppressed {
             self.wake(st, WakeReason::CatchupRequired, cursor);
             return;
         }
-        let mut tagged = Vec::with_capacity(len);
-        tagged.push(TAG_DELTA);
-        tagged.extend_from_slice(delta);
         self.queued_delta_bytes.fetch_add(len, Ordering::Relaxed);
-        if self.ctrl.try_send(Outbound::Delta(Bytes::from(tagged))).is_err() {
+        if self.ctrl.try_send(Outbound::Delta(tagged.clone())).is_err() {
             self.queued_delta_bytes.fetch_sub(len, Ordering::Relaxed);
             self.wake(st, WakeReason::CatchupRequired, cursor);
         }
@@ -373,7 +402,7 @@ mod tests {
             delta_budget,
         };
         let state = SessionState {
-            registrations: json!([]),
+            registrations: Registrations::new(json!([])),
             scope_keys: BTreeSet::new(),
             wire_version: 2,
             log_epoch: "e".into(),
@@ -410,7 +439,7 @@ mod tests {
         let (s, mut q) = session(8, 1 << 20);
         for _ in 0..7 {
             let mut st = s.state();
-            s.send_delta(&mut st, &[7; 10], 5);
+            s.send_delta(&mut st, &Bytes::from(vec![7; 11]), 5);
         }
         // Deltas stop while a quarter of the queue is still free: the rest is a wake-up, and
         // the session is suppressed from then on.
@@ -431,8 +460,8 @@ mod tests {
     fn queued_delta_bytes_are_bounded() {
         let (s, mut q) = session(64, 100);
         let mut st = s.state();
-        s.send_delta(&mut st, &[1; 60], 9);
-        s.send_delta(&mut st, &[1; 60], 9);
+        s.send_delta(&mut st, &Bytes::from(vec![1; 61]), 9);
+        s.send_delta(&mut st, &Bytes::from(vec![1; 61]), 9);
         drop(st);
         assert_eq!(kinds(&mut q), vec!["delta61".to_string(), "wake".to_string()]);
     }
@@ -442,7 +471,7 @@ mod tests {
         let (s, mut q) = session(64, 1 << 20);
         let mut st = s.state();
         st.round_in_flight = true;
-        s.send_delta(&mut st, &[1; 10], 3);
+        s.send_delta(&mut st, &Bytes::from(vec![1; 11]), 3);
         assert!(st.suppressed);
         drop(st);
         assert_eq!(kinds(&mut q), vec!["wake".to_string()]);
