@@ -1,7 +1,7 @@
 //! JWT authentication at a running gateway (issue 8): HS256 tokens signed in the test map
 //! claims to actor and partition; a real client syncs and connects its socket with a valid
 //! token (header), a WebSocket upgrade may pass `?access_token=`; expired, forged, missing
-//! and malformed tokens answer 401 `sync.auth_required` on HTTP and before upgrading, and
+//! and malformed tokens, and tokens without the configured partition claim, answer 401 `sync.auth_required` on HTTP and before upgrading, and
 //! no token ever appears in the gateway's logs.
 //! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
 
@@ -103,11 +103,15 @@ fn valid_tokens_sync_and_connect_bad_tokens_are_401_and_never_logged() {
     let forged = token(json!({"sub": "alice", "tenant": partition, "exp": now() + 300}), b"not-the-gateway-secret-0123456789abcdef");
     let no_exp = token(json!({"sub": "alice", "tenant": partition}), SECRET);
     let no_sub = token(json!({"tenant": partition, "exp": now() + 300}), SECRET);
+    // --jwt-partition-claim is set: a token without it is refused, never routed to the
+    // default partition.
+    let no_tenant = token(json!({"sub": "alice", "exp": now() + 300}), SECRET);
     for (what, auth) in [
         ("expired", Some(expired.as_str())),
         ("forged", Some(forged.as_str())),
         ("no exp", Some(no_exp.as_str())),
         ("no sub", Some(no_sub.as_str())),
+        ("no tenant", Some(no_tenant.as_str())),
         ("garbage", Some("abc.def.ghi")),
         ("missing", None),
     ] {

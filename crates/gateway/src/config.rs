@@ -105,7 +105,9 @@ pub struct Config {
     #[arg(long, env = "SYNCULAR_GATEWAY_JWT_ACTOR_CLAIM", default_value = "sub")]
     pub jwt_actor_claim: String,
 
-    /// Claim holding the partition (unset: `--default-partition`).
+    /// Claim holding the partition. When set, a token without it (or with an empty or
+    /// non-string value) is refused: 401 `sync.auth_required`. Unset: every token gets
+    /// `--default-partition`.
     #[arg(long, env = "SYNCULAR_GATEWAY_JWT_PARTITION_CLAIM")]
     pub jwt_partition_claim: Option<String>,
 

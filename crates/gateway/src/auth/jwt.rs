@@ -2,7 +2,7 @@
 //! `?access_token=<token>` instead — browsers cannot set headers there). HS256 with a secret
 //! file, or RS256/ES256 with a PEM public key file. `exp` is required (leeway configurable);
 //! `iss`/`aud` are checked when configured. Claims map to the actor (default `sub`), the
-//! partition (a claim or the default) and, when configured, the allowed scopes (a claim
+//! partition (a configured claim, which a token must then carry; else the default) and, when configured, the allowed scopes (a claim
 //! holding a JSON object of string arrays; otherwise the database resolver decides).
 //! Every failure is `sync.auth_required` (401); messages never contain the token.
 
@@ -53,7 +53,7 @@ pub struct JwtSettings {
     pub partition_claim: Option<String>,
     /// Claim holding the allowed scopes.
     pub scopes_claim: Option<String>,
-    /// Partition when the claim is unset or absent.
+    /// Partition when no partition claim is configured (a configured claim must be present).
     pub default_partition: String,
 }
 
@@ -141,8 +141,8 @@ impl JwtAuth {
     /// Verifies the token and maps its claims.
     ///
     /// Errors: `sync.auth_required` (401): no token, a malformed or expired token, a bad
-    /// signature, wrong `iss`/`aud`, a missing/empty actor claim, a non-string partition
-    /// claim, a scopes claim that is missing or not an object of string arrays.
+    /// signature, wrong `iss`/`aud`, a missing/empty actor claim, a partition claim (when
+    /// configured) that is missing, empty or not a string, a scopes claim that is missing or not an object of string arrays.
     pub fn authenticate(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Identity, ApiError> {
         let token = bearer(headers)?.or(query_token.filter(|t| !t.is_empty())).ok_or_else(|| {
             ApiError::auth_required("a bearer token is required (Authorization: Bearer …)")
@@ -161,12 +161,13 @@ impl JwtAuth {
         };
         let partition = match &self.partition_claim {
             None => self.default_partition.clone(),
+            // A configured partition claim is the tenant boundary: a token without it is
+            // refused, never routed to the default partition (fail closed).
             Some(c) => match claims.get(c) {
-                None => self.default_partition.clone(),
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
-                Some(_) => {
+                _ => {
                     return Err(ApiError::auth_required(format!(
-                        "token claim {c:?} (the partition) is not a non-empty string"
+                        "token claim {c:?} (the partition) is missing or not a non-empty string"
                     )))
                 }
             },
@@ -278,9 +279,17 @@ mod tests {
         assert_eq!(id.allowed_scopes, None);
         // Query token (WebSocket) works when no header is present.
         assert_eq!(auth.authenticate(&HeaderMap::new(), Some(&token)).unwrap().actor_id, "u1");
-        // Partition claim absent → default.
-        let token = encode(&Header::default(), &json!({"sub": "u1", "exp": now() + 60}), &key).unwrap();
-        assert_eq!(auth.authenticate(&headers(&token), None).unwrap().partition, "dflt");
+        // Partition claim configured but absent (or empty, or not a string) → 401, never the
+        // default partition.
+        for claims in [json!({"sub": "u1", "exp": now() + 60}), json!({"sub": "u1", "tenant": "", "exp": now() + 60}), json!({"sub": "u1", "tenant": 7, "exp": now() + 60})] {
+            let token = encode(&Header::default(), &claims, &key).unwrap();
+            let e = auth.authenticate(&headers(&token), None).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.code_str()), (401, "sync.auth_required"), "{claims}");
+            assert!(e.body["message"].as_str().unwrap().contains("\"tenant\""), "{}", e.body["message"]);
+        }
+        // No partition claim configured → the default partition.
+        let auth_nc = JwtAuth::new(JwtSettings { partition_claim: None, ..settings(JwtAlgorithm::Hs256, secret.clone()) }).unwrap();
+        assert_eq!(auth_nc.authenticate(&headers(&token), None).unwrap().partition, "dflt");
         // Wrong secret.
         let other = EncodingKey::from_secret(b"another-secret-another-secret-xx").unwrap();
         let forged = encode(&Header::default(), &json!({"sub": "u1", "exp": now() + 60}), &other).unwrap();
@@ -298,7 +307,7 @@ mod tests {
         let e = auth.authenticate(&headers(&expired), None).unwrap_err();
         assert_eq!(e.body["message"], "token expired");
         // Within the leeway it still passes.
-        let fresh = encode(&Header::default(), &json!({"sub": "u1", "exp": now() - 2}), &key).unwrap();
+        let fresh = encode(&Header::default(), &json!({"sub": "u1", "tenant": "t1", "exp": now() - 2}), &key).unwrap();
         assert!(auth.authenticate(&headers(&fresh), None).is_ok());
         let no_exp = encode(&Header::default(), &json!({"sub": "u1"}), &key).unwrap();
         assert!(auth.authenticate(&headers(&no_exp), None).unwrap_err().body["message"].as_str().unwrap().contains("exp"));
@@ -317,7 +326,7 @@ mod tests {
         let (private, public) = rsa_keys();
         let auth = JwtAuth::new(settings(JwtAlgorithm::Rs256, public.as_bytes().to_vec())).unwrap();
         let key = EncodingKey::from_rsa_pem(private.as_bytes()).unwrap();
-        let token = encode(&Header::new(Algorithm::RS256), &json!({"sub": "u2", "exp": now() + 60}), &key).unwrap();
+        let token = encode(&Header::new(Algorithm::RS256), &json!({"sub": "u2", "tenant": "t2", "exp": now() + 60}), &key).unwrap();
         assert_eq!(auth.authenticate(&headers(&token), None).unwrap().actor_id, "u2");
         // Algorithm confusion: an HS256 token signed with the public key text is refused.
         let confused = encode(
@@ -339,7 +348,7 @@ mod tests {
         let auth = JwtAuth::new(s).unwrap();
         let key = EncodingKey::from_ec_pem(private.as_bytes()).unwrap();
         let sign = |claims: Value| encode(&Header::new(Algorithm::ES256), &claims, &key).unwrap();
-        let good = json!({"sub": "u3", "exp": now() + 60, "iss": "https://issuer.example", "aud": "syncular",
+        let good = json!({"sub": "u3", "tenant": "t3", "exp": now() + 60, "iss": "https://issuer.example", "aud": "syncular",
                           "scopes": {"project_id": ["p1", "p2"]}});
         let id = auth.authenticate(&headers(&sign(good.clone())), None).unwrap();
         assert_eq!(id.allowed_scopes, Some(json!({"project_id": ["p1", "p2"]})));
