@@ -1,7 +1,8 @@
 //! §10.1 errors: the JSON object every failure becomes, and how a Postgres error maps to it.
 //!
 //! Contract §0: every ERROR the extension raises carries its §10.1 object as JSON in DETAIL;
-//! the HTTP status follows its `category` ([`category_status`]). Errors without a parsable
+//! the HTTP status follows its `category` ([`category_status`]), and such an error is never
+//! retried whatever its SQLSTATE (the extension classified it). Errors without a parsable
 //! DETAIL are classified here: a message starting with a §10.2 code (`sync.forbidden: …`) is
 //! rebuilt from the catalog; SQLSTATE classes 40/53/57/08 and lost connections are
 //! *transient* (retried, then `syncular.unavailable`, 503); anything else is
@@ -102,19 +103,24 @@ impl ApiError {
             e.transient = true;
             return e;
         };
-        if let Some(mut e) = db.detail().and_then(from_detail) {
-            e.transient = is_transient_state(db.code().code());
-            return e;
-        }
-        if is_transient_state(db.code().code()) {
-            let mut e = ApiError::unavailable(format!("database busy ({}): {}", db.code().code(), db.message()));
-            e.transient = true;
-            return e;
-        }
-        from_message(db.message()).unwrap_or_else(|| {
-            ApiError::internal(format!("database error {}: {}", db.code().code(), db.message()))
-        })
+        from_db_error(db.code().code(), db.message(), db.detail())
     }
+}
+
+/// Maps the parts of a Postgres ERROR (SQLSTATE, message, DETAIL). A DETAIL that parses as a
+/// §10.1 object was classified by the extension: it is answered as is and never retried,
+/// whatever its SQLSTATE (a `rate-limited` error raised with 53000 stays a 429, not a
+/// retried 503). SQLSTATE classes decide only for errors without such a DETAIL.
+fn from_db_error(sqlstate: &str, message: &str, detail: Option<&str>) -> ApiError {
+    if let Some(e) = detail.and_then(from_detail) {
+        return e;
+    }
+    if is_transient_state(sqlstate) {
+        let mut e = ApiError::unavailable(format!("database busy ({sqlstate}): {message}"));
+        e.transient = true;
+        return e;
+    }
+    from_message(message).unwrap_or_else(|| ApiError::internal(format!("database error {sqlstate}: {message}")))
 }
 
 /// SQLSTATE classes retried by the gateway: 40 (serialization failure, deadlock), 53
@@ -169,6 +175,27 @@ mod tests {
         assert_eq!(e.code_str(), "sync.forbidden");
         assert!(from_detail("not json").is_none());
         assert!(from_detail(r#"{"code":"x"}"#).is_none());
+    }
+
+    #[test]
+    fn a_parsed_detail_is_never_transient_whatever_its_sqlstate() {
+        // rate-limited is raised with SQLSTATE 53000 (a "transient" class): the extension
+        // classified it, so it is answered as its 429, never retried into a 503.
+        let detail = r#"{"code":"sync.rate_limited","message":"slow down","category":"rate-limited","retryable":true,"recommendedAction":"retryLater"}"#;
+        for sqlstate in ["53000", "40001", "57014", "08006", "P0001"] {
+            let e = from_db_error(sqlstate, "sync.rate_limited: slow down", Some(detail));
+            assert!(!e.transient, "{sqlstate}");
+            assert_eq!((e.status.as_u16(), e.code_str()), (429, "sync.rate_limited"), "{sqlstate}");
+        }
+        // Without a §10.1 DETAIL the SQLSTATE class decides: retried, then 503.
+        for detail in [None, Some("Process 12 waits for ShareLock"), Some(r#"{"code":"x"}"#)] {
+            let e = from_db_error("40P01", "deadlock detected", detail);
+            assert!(e.transient && e.status.as_u16() == 503 && e.code_str() == "syncular.unavailable", "{detail:?}");
+        }
+        let e = from_db_error("22023", "sync.forbidden: no", None);
+        assert_eq!((e.transient, e.code_str()), (false, "sync.forbidden"));
+        let e = from_db_error("XX000", "boom", None);
+        assert_eq!((e.transient, e.status.as_u16()), (false, 500));
     }
 
     #[test]
