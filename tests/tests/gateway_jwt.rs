@@ -48,7 +48,9 @@ mod tempdir {
     pub struct Dir(pub std::path::PathBuf);
     impl Dir {
         pub fn new() -> Self {
-            let p = std::env::temp_dir().join(format!("gw-jwt-{}-{}", std::process::id(), super::now()));
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let p = std::env::temp_dir().join(format!("gw-jwt-{}-{}-{n}", std::process::id(), super::now()));
             std::fs::create_dir_all(&p).unwrap();
             Dir(p)
         }
@@ -134,4 +136,60 @@ fn valid_tokens_sync_and_connect_bad_tokens_are_401_and_never_logged() {
         assert!(!logs.contains(signature), "a token reached the logs");
     }
     assert!(!logs.contains("access_token"), "query strings are not logged");
+}
+
+#[test]
+fn dev_auth_with_jwt_flags_is_refused_and_the_unsafe_banner_ignores_the_log_filter() {
+    use std::process::{Command, Stdio};
+    use syncular_integration_tests::gateway::{gateway_bin, wait_until};
+    let dir = tempdir::Dir::new();
+    let secret = dir.0.join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    // A flag on the command line, and the reviewer's case: dev mode from the environment with
+    // a JWT flag — both refused at startup, before anything is served.
+    let cases: [(&[&str], &[(&str, &str)], &str); 3] = [
+        (&["--auth", "dev", "--jwt-algorithm", "HS256"], &[], "--jwt-algorithm"),
+        (&["--jwt-secret-file", secret.to_str().unwrap(), "--log-filter", "off"], &[("SYNCULAR_GATEWAY_AUTH", "dev")], "--jwt-secret-file"),
+        (&["--auth", "dev"], &[("SYNCULAR_GATEWAY_JWT_PARTITION_CLAIM", "tenant")], "--jwt-partition-claim"),
+    ];
+    for (args, env, flag) in cases {
+        let mut cmd = Command::new(gateway_bin());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("SYNCULAR_GATEWAY_") {
+                cmd.env_remove(k);
+            }
+        }
+        let mut child = cmd
+            .args(["--database-url", "host=/nonexistent dbname=x", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run the gateway");
+        // Bounded: a gateway that starts instead of refusing fails the test (and is killed).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        let status = status.unwrap_or_else(|| panic!("{args:?} {env:?}: the gateway started instead of refusing: {stderr}"));
+        assert!(!status.success(), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains("--auth dev") && stderr.contains(flag), "{args:?}: {stderr}");
+    }
+    // Dev mode alone starts, and says UNSAFE on stderr even with logging switched off.
+    let gw = Gateway::start_with(&["--auth", "dev", "--log-filter", "off"]);
+    wait_until("the UNSAFE banner on stderr", || gw.logs.lock().unwrap().iter().any(|l| l.contains("UNSAFE: --auth dev")));
+    gw.wait_health(200);
+    assert!(gw.stop().success());
 }

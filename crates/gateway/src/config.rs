@@ -7,7 +7,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 /// How requests are authenticated (see `auth`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -69,7 +71,8 @@ pub struct Config {
     #[arg(long, env = "SYNCULAR_GATEWAY_MOUNT", default_value = "/")]
     pub mount: String,
 
-    /// Authentication mode: `jwt` (default) or `dev` (UNSAFE: trusts request headers).
+    /// Authentication mode: `jwt` (default) or `dev` (UNSAFE: trusts request headers; refused
+    /// together with any `--jwt-*` flag; announced on stderr whatever the log filter).
     #[arg(long, env = "SYNCULAR_GATEWAY_AUTH", value_enum, default_value = "jwt")]
     pub auth: AuthMode,
 
@@ -210,6 +213,49 @@ pub struct Config {
 }
 
 impl Config {
+    /// Parses the command line and the environment like [`Parser::parse`], then refuses
+    /// contradictory combinations; on error prints the message and exits with code 2.
+    pub fn parse_checked() -> Self {
+        Self::try_parse_checked_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// [`Config::parse_checked`] without exiting.
+    ///
+    /// Errors: clap's parse errors; `--auth dev` together with any `--jwt-*` flag given on the
+    /// command line or through its `SYNCULAR_GATEWAY_JWT_*` twin (dev mode would silently
+    /// ignore it and trust request headers instead).
+    pub fn try_parse_checked_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut cmd = Self::command();
+        let matches = cmd.try_get_matches_from_mut(args)?;
+        let config = Self::from_arg_matches(&matches)?;
+        if config.auth == AuthMode::Dev {
+            let given: Vec<String> = cmd
+                .get_arguments()
+                .filter(|a| a.get_id().as_str().starts_with("jwt_"))
+                .filter(|a| {
+                    matches!(matches.value_source(a.get_id().as_str()), Some(ValueSource::CommandLine | ValueSource::EnvVariable))
+                })
+                .map(|a| format!("--{}", a.get_long().unwrap_or(a.get_id().as_str())))
+                .collect();
+            if !given.is_empty() {
+                return Err(cmd.error(
+                    ErrorKind::ArgumentConflict,
+                    format!(
+                        "--auth dev (UNSAFE: trusts the x-syncular-actor header) cannot be combined with JWT settings \
+                         ({}, from the command line or SYNCULAR_GATEWAY_JWT_* variables): they would be ignored. \
+                         Use --auth jwt, or drop the JWT settings.",
+                        given.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(config)
+    }
+
     /// The mount normalized: `""` for `/`, else `/a/b` (leading slash, no trailing slash).
     pub fn mount_prefix(&self) -> String {
         let trimmed = self.mount.trim_matches('/');
@@ -238,6 +284,19 @@ mod tests {
             if arg.get_long().is_some() {
                 assert!(arg.get_env().is_some(), "flag {} has no env twin", arg.get_id());
             }
+        }
+    }
+
+    #[test]
+    fn dev_auth_refuses_jwt_settings() {
+        let base = ["g", "--database-url", "x"];
+        let parse = |extra: &[&str]| Config::try_parse_checked_from(base.iter().chain(extra));
+        assert!(parse(&["--auth", "dev"]).is_ok(), "defaults of the jwt flags do not count");
+        assert!(parse(&["--auth", "jwt", "--jwt-algorithm", "HS256"]).is_ok());
+        for flag in [["--jwt-algorithm", "HS256"], ["--jwt-secret-file", "/s"], ["--jwt-leeway-secs", "30"], ["--jwt-actor-claim", "sub"]] {
+            let e = parse(&["--auth", "dev", flag[0], flag[1]]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ArgumentConflict);
+            assert!(e.to_string().contains(flag[0]), "{e}");
         }
     }
 

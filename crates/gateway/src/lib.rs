@@ -54,10 +54,12 @@ pub async fn run(config: Config) -> Result<(), String> {
     let gateway_id = config.gateway_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let auth = Authenticator::from_config(&config)?;
     if auth.is_unsafe() {
-        tracing::warn!(
-            "UNSAFE: --auth dev trusts the x-syncular-actor / x-syncular-partition headers of every request; \
-             never expose this gateway"
-        );
+        // On stderr whatever the log filter (even `--log-filter off`): dev mode must never be
+        // switched on silently.
+        const BANNER: &str = "UNSAFE: --auth dev trusts the x-syncular-actor / x-syncular-partition headers of \
+                              every request; never expose this gateway";
+        eprintln!("syncular-gateway: {BANNER}");
+        tracing::warn!("{BANNER}");
     }
     let pool = db::build_pool(db::pg_config(&config.database_url, &format!("syncular-gateway-{gateway_id}"))?, config.pool_size)?;
     let listen_config = db::pg_config(&config.database_url, &format!("syncular-gateway-listen-{gateway_id}"))?;

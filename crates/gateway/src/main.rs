@@ -1,13 +1,12 @@
 //! `syncular-gateway` binary: parse flags (clap, `SYNCULAR_GATEWAY_*` env
 //! fallbacks), set up logging, run the gateway until SIGTERM/SIGINT.
 //! Exit code 0 after a graceful shutdown, 1 on a startup or runtime failure,
-//! 2 on bad flags (clap).
+//! 2 on bad flags (clap), including `--auth dev` with a `--jwt-*` flag.
 
-use clap::Parser;
 use syncular_gateway::config::Config;
 
 fn main() -> std::process::ExitCode {
-    let config = Config::parse();
+    let config = Config::parse_checked();
     syncular_gateway::logging::init(config.log_format, &config.log_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
