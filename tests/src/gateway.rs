@@ -61,6 +61,12 @@ impl Gateway {
 
     /// Starts a gateway with exactly these flags (plus database URL, listen address, id).
     pub fn start_with(args: &[&str]) -> Gateway {
+        Gateway::start_with_dsn(&crate::dsn(), args)
+    }
+
+    /// [`Gateway::start_with`] against another connection string (e.g. the test DSN plus
+    /// `options='-c …'` session settings for the gateway's connections).
+    pub fn start_with_dsn(dsn: &str, args: &[&str]) -> Gateway {
         static N: AtomicU64 = AtomicU64::new(0);
         let id = format!("gwt-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let bin = gateway_bin();
@@ -70,7 +76,7 @@ impl Gateway {
                 cmd.env_remove(k);
             }
         }
-        cmd.args(["--database-url", &crate::dsn(), "--listen", "127.0.0.1:0", "--gateway-id", &id])
+        cmd.args(["--database-url", dsn, "--listen", "127.0.0.1:0", "--gateway-id", &id])
             .args(args)
             .env("SYNCULAR_GATEWAY_LOG", "info,syncular_gateway=debug")
             .stdin(Stdio::null())

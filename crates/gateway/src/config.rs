@@ -145,6 +145,27 @@ pub struct Config {
     #[arg(long, env = "SYNCULAR_GATEWAY_MAX_SESSIONS_PER_CLIENT", default_value_t = 4)]
     pub max_sessions_per_client: usize,
 
+    /// Maximum concurrent realtime sessions per (partition, actor), whatever their clientIds
+    /// (429 `sync.websocket_connection_limit` beyond): one actor cannot take the gateway's
+    /// whole `--max-sessions`.
+    #[arg(long, env = "SYNCULAR_GATEWAY_MAX_SESSIONS_PER_ACTOR", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sessions_per_actor: u64,
+
+    /// Gateway-wide budget for the bytes socket rounds hold: requests being reassembled and
+    /// responses being sent. A round that finds no room closes its socket with 1013 (try
+    /// again later; the client reconnects and retries). Keep it several times the largest
+    /// round response.
+    #[arg(long, env = "SYNCULAR_GATEWAY_ROUND_BUFFER_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub round_buffer_bytes: usize,
+
+    /// Longest a realtime socket may take to accept one frame (a round-response chunk, a
+    /// delta, a control message), seconds; a socket that does not drain is dropped and what
+    /// was buffered for it freed.
+    #[arg(long, env = "SYNCULAR_GATEWAY_WRITE_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub write_timeout_secs: u64,
+
     /// Interval of the §8.5 heartbeat event and of WebSocket pings, seconds.
     #[arg(long, env = "SYNCULAR_GATEWAY_HEARTBEAT_SECS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -163,8 +184,9 @@ pub struct Config {
     pub presence_max_bytes: usize,
 
     /// Minimum interval between fanned-out presence publishes per session and scope key,
-    /// milliseconds; faster publishes coalesce latest-wins (§8.6.4). 0 = off.
-    #[arg(long, env = "SYNCULAR_GATEWAY_PRESENCE_MIN_INTERVAL_MS", default_value_t = 0)]
+    /// milliseconds; faster publishes coalesce latest-wins (§8.6.4: the newest document is
+    /// fanned out when the interval has passed). 0 = off (every publish fans out).
+    #[arg(long, env = "SYNCULAR_GATEWAY_PRESENCE_MIN_INTERVAL_MS", default_value_t = 50)]
     pub presence_min_interval_ms: u64,
 
     /// Largest WebSocket message accepted from a client, bytes (larger: the socket is

@@ -76,6 +76,11 @@ pub async fn run(config: Config) -> Result<(), String> {
         presence_max_bytes: config.presence_max_bytes,
         presence_min_interval: Duration::from_millis(config.presence_min_interval_ms),
         ws_max_message_bytes: config.ws_max_message_bytes,
+        limits: realtime::limits::Limits::new(
+            Duration::from_secs(config.write_timeout_secs),
+            config.round_buffer_bytes,
+            usize::try_from(config.max_sessions_per_actor).unwrap_or(usize::MAX),
+        ),
     };
     let hub = Hub::new(pool.clone(), metrics.clone(), settings, gateway_id.clone(), shutdown.clone());
     let background = CancellationToken::new();

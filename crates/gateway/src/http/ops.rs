@@ -1,7 +1,8 @@
 //! Operations endpoints at the root (never under the mount): `GET /healthz` — 200
 //! `{"status":"ok",…}` when a pooled connection answers `SELECT 1` and the LISTEN connection
 //! is up, else 503 `{"status":"unavailable",…}`; in dev auth mode the body carries an
-//! `"auth":"dev (UNSAFE: …)"` warning. `GET /metrics` — Prometheus text exposition.
+//! `"auth":"dev (UNSAFE: …)"` warning; `roundBufferBytes` is what socket rounds hold of
+//! `--round-buffer-bytes`. `GET /metrics` — Prometheus text exposition.
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -26,6 +27,7 @@ pub async fn healthz(State(gw): State<AppState>) -> Response {
         "database": database,
         "listen": listen,
         "sessions": gw.hub.session_count(),
+        "roundBufferBytes": gw.hub.settings.limits.round_bytes.used(),
         "gatewayId": gw.hub.gateway_id,
         "auth": auth,
     });

@@ -45,6 +45,8 @@ pub struct HubSettings {
     pub presence_min_interval: Duration,
     /// `--ws-max-message-bytes`.
     pub ws_max_message_bytes: usize,
+    /// `--write-timeout-secs`, `--round-buffer-bytes`, `--max-sessions-per-actor`.
+    pub limits: super::limits::Limits,
 }
 
 /// How a registration reload treats a failure.

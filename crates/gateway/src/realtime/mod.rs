@@ -7,12 +7,14 @@
 //! - [`deltas`]: partition workers, one `realtime_deltas` call per burst
 //! - [`listen`]: the LISTEN connection and notification dispatch
 //! - [`acks`]: batched `realtime_ack`
+//! - [`limits`]: gateway-wide round byte budget, per-actor session cap, write timeout
 //! - [`round`]: §8.7 rounds over the socket
 //! - [`presence`], [`relay`]: §8.6 presence, locally and across gateways
 
 pub mod acks;
 pub mod deltas;
 pub mod hub;
+pub mod limits;
 pub mod listen;
 pub mod presence;
 pub mod relay;

@@ -6,6 +6,12 @@
 //! (backpressure); the last chunk ends exactly at `END`. While the round is in flight the
 //! session gets no `0x00` message. At round end the wire version becomes the request's and
 //! the registrations are reloaded (a failed reload keeps the previous ones).
+//!
+//! Memory: the request being reassembled ([`Assembler`]) and the response being sent are
+//! leased from the gateway-wide round budget (`--round-buffer-bytes`,
+//! [`super::limits::ByteBudget`]). A round that finds no room is refused by closing the socket
+//! with 1013 (try again later) — never by waiting with the bytes in hand; the client
+//! reconnects and retries (a push already committed is answered from its idempotency key).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,15 +19,57 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::hub::{Hub, RefreshMode};
+use super::limits::Lease;
 use super::session::{close_code, RoundChunk, Session};
 use crate::db::realtime::error_response;
 use crate::db::round::{run_round, RoundArgs};
-use crate::framing::{round_chunks, MAX_ROUND_CHUNK, TAG_ROUND};
+use crate::framing::{round_chunks, FramingError, RequestScanner, MAX_ROUND_CHUNK, TAG_ROUND};
+
+/// Streaming reassembly of a socket round's request ([`RequestScanner`]) whose buffered bytes
+/// are leased from the gateway-wide round budget. When the budget has no room for a chunk the
+/// socket is closed with 1013 and the chunk is dropped.
+pub struct Assembler {
+    scanner: RequestScanner,
+    limit: usize,
+    lease: Lease,
+    session: Arc<Session>,
+}
+
+/// A complete request and the budget lease that covers its bytes.
+pub struct Request {
+    bytes: Vec<u8>,
+    lease: Lease,
+}
+
+impl Assembler {
+    /// An assembler for `session`'s rounds (requests ≤ `--max-body-bytes`).
+    pub fn new(hub: &Hub, session: &Arc<Session>) -> Self {
+        let limit = hub.settings.max_body_bytes;
+        Assembler { scanner: RequestScanner::new(limit), limit, lease: hub.settings.limits.round_bytes.lease(), session: session.clone() }
+    }
+
+    /// Appends a chunk ([`RequestScanner::push`]). Over the round budget: the socket is closed
+    /// with 1013 and `Ok(None)` returned.
+    ///
+    /// Errors: the scanner's (connection-fatal) framing errors.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Option<Request>, FramingError> {
+        let fits_limit = self.scanner.buffered().saturating_add(chunk.len()) <= self.limit;
+        if fits_limit && !self.lease.try_grow(chunk.len()) {
+            tracing::info!(session = self.session.id, buffered = self.scanner.buffered(), "round buffer budget exhausted: closing the socket");
+            self.session.close(close_code::TRY_AGAIN_LATER, "gateway busy: round buffer budget exhausted, retry later");
+            return Ok(None);
+        }
+        Ok(self.scanner.push(chunk)?.map(|bytes| {
+            let fresh = self.lease.fresh();
+            Request { bytes, lease: std::mem::replace(&mut self.lease, fresh) }
+        }))
+    }
+}
 
 /// Marks the round in flight and runs it on its own task (the socket keeps reading: acks,
 /// presence, and pipelining detection continue).
-pub fn start(hub: &Arc<Hub>, session: &Arc<Session>, request: Vec<u8>) {
-    let wire = u16::from_le_bytes([request[4], request[5]]);
+pub fn start(hub: &Arc<Hub>, session: &Arc<Session>, request: Request) {
+    let wire = u16::from_le_bytes([request.bytes[4], request.bytes[5]]);
     {
         let mut st = session.state();
         st.round_in_flight = true;
@@ -36,8 +84,9 @@ pub fn start(hub: &Arc<Hub>, session: &Arc<Session>, request: Vec<u8>) {
     });
 }
 
-async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Vec<u8>, wire: u16) {
+async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16) {
     let started = Instant::now();
+    let Request { bytes: request, mut lease } = request;
     let args = RoundArgs {
         partition: &session.partition,
         actor_id: &session.actor_id,
@@ -45,7 +94,11 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Vec<u8>, wire: u16
         allowed_scopes: session.allowed_scopes.as_ref(),
         connection_client_id: Some(&session.client_id),
     };
-    let (response, ok) = match run_round(&hub.pool, &args).await {
+    let result = run_round(&hub.pool, &args).await;
+    // The request is done with: its bytes go back to the budget before the response's are taken.
+    drop(request);
+    lease.release(lease.bytes());
+    let (response, ok) = match result {
         Ok(bytes) => (bytes, true),
         Err(e) => {
             hub.metrics.error(e.code_str());
@@ -63,6 +116,12 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Vec<u8>, wire: u16
         }
     };
     hub.metrics.round("socket", ok, started.elapsed().as_secs_f64());
+    if !lease.try_grow(response.len()) {
+        tracing::info!(session = session.id, bytes = response.len(), "round buffer budget exhausted: closing the socket");
+        session.state().round_in_flight = false;
+        session.close(close_code::TRY_AGAIN_LATER, "gateway busy: round buffer budget exhausted, retry later");
+        return;
+    }
     let ranges = round_chunks(&response, MAX_ROUND_CHUNK);
     let n = ranges.len();
     for (i, range) in ranges.into_iter().enumerate() {
@@ -74,6 +133,8 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Vec<u8>, wire: u16
             return;
         }
     }
+    drop(response);
+    drop(lease);
     session.state().wire_version = i64::from(wire);
     hub.refresh(session, RefreshMode::RoundEnd).await;
 }

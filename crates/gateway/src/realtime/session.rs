@@ -6,9 +6,11 @@
 //! ([`run_writer`]): control messages and deltas (`try_send`, never blocking a fan-out) and
 //! round-response chunks (awaited: §8.7 backpressure). When the control queue is short of
 //! room a delta becomes a `catchup-required` wake-up (the session is suppressed), and a
-//! session that cannot even take a control message is closed — a socket that never reads
-//! cannot grow the gateway's memory. The writer also sends the §8.5 heartbeat and
-//! WebSocket pings.
+//! session that cannot even take a control message is closed (1008) — a socket that never
+//! reads cannot grow the gateway's memory. The Close frame never needs queue room: it has its
+//! own slot, which the writer checks before the queues. Every frame must be taken by the
+//! socket within `--write-timeout-secs`; a socket that does not drain is dropped. The writer
+//! also sends the §8.5 heartbeat and WebSocket pings.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -42,6 +44,9 @@ pub mod close_code {
     pub const TOO_BIG: u16 = 1009;
     /// Internal error (a round response that could not be produced).
     pub const INTERNAL: u16 = 1011;
+    /// Try again later: the gateway-wide round buffer budget (`--round-buffer-bytes`) has no
+    /// room for this socket's round request or response (RFC 6455 registry, IANA 1013).
+    pub const TRY_AGAIN_LATER: u16 = 1013;
 }
 
 /// A session's registrations as `realtime_open` returned them (contract §2), with their JSON
@@ -131,8 +136,6 @@ pub enum Outbound {
     Text(String),
     /// A `0x00`-tagged delta (checked against a round in flight when written).
     Delta(Bytes),
-    /// Close the socket with this code and reason.
-    Close(u16, String),
 }
 
 /// One chunk of a round response; `last` ends the round (cleared in-flight right before the
@@ -168,6 +171,10 @@ pub struct Session {
     delta_budget: usize,
     ctrl_capacity: usize,
     closing: AtomicBool,
+    /// The Close frame to send ([`Session::close`]): its own slot, never queue room.
+    close_frame: Mutex<Option<(u16, String)>>,
+    close_requested: tokio::sync::Notify,
+    write_timeout: Duration,
     /// Cancelled when the session ends (reader, writer and timers stop).
     pub closed: CancellationToken,
     metrics: Arc<Metrics>,
@@ -197,6 +204,8 @@ pub struct SessionInit {
     pub queue: usize,
     /// Bytes of deltas that may wait in the queue.
     pub delta_budget: usize,
+    /// Longest a frame may take to be written (`--write-timeout-secs`).
+    pub write_timeout: Duration,
 }
 
 impl Session {
@@ -218,6 +227,9 @@ impl Session {
             delta_budget: init.delta_budget,
             ctrl_capacity: init.queue.max(2),
             closing: AtomicBool::new(false),
+            close_frame: Mutex::new(None),
+            close_requested: tokio::sync::Notify::new(),
+            write_timeout: init.write_timeout,
             closed: parent.child_token(),
             metrics,
         };
@@ -285,14 +297,20 @@ impl Session {
         }
     }
 
-    /// Closes the socket with `code`/`reason` (once); the reader and writer stop.
+    /// Closes the socket with `code`/`reason` (once); the reader and writer stop. The Close
+    /// frame goes into its own slot, which the writer takes before anything queued — so a
+    /// session whose queue overflowed still gets its 1008.
     pub fn close(&self, code: u16, reason: &str) {
         if self.closing.swap(true, Ordering::SeqCst) {
             return;
         }
-        if self.ctrl.try_send(Outbound::Close(code, reason.to_owned())).is_err() {
-            self.closed.cancel();
-        }
+        *self.close_frame.lock().unwrap_or_else(|p| p.into_inner()) = Some((code, reason.to_owned()));
+        self.close_requested.notify_one();
+    }
+
+    /// The Close frame requested by [`Session::close`], if any (taken once).
+    fn take_close(&self) -> Option<(u16, String)> {
+        self.close_frame.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// True once [`Session::close`] was called or the session ended.
@@ -307,7 +325,10 @@ pub fn now_ms() -> i64 {
 }
 
 /// Drains the session's queues into the socket until the session closes; sends the §8.5
-/// heartbeat and a ping every `heartbeat`.
+/// heartbeat and a ping every `heartbeat`. A requested Close frame is sent before anything
+/// still queued (after the round chunks already queued when the gateway is going away, so a
+/// finished round is not cut at shutdown). A frame the socket does not take within the
+/// session's write timeout ends the session (the peer does not read: no Close can get through).
 pub async fn run_writer(
     session: Arc<Session>,
     mut sink: SplitSink<WebSocket, Message>,
@@ -319,6 +340,18 @@ pub async fn run_writer(
         let msg = tokio::select! {
             biased;
             _ = session.closed.cancelled() => break,
+            () = session.close_requested.notified() => {
+                let Some((code, reason)) = session.take_close() else { continue };
+                if code == close_code::GOING_AWAY {
+                    flush_queued_round(&session, &mut sink, &mut queues).await;
+                }
+                let frame = CloseFrame { code, reason: reason.into() };
+                let _ = tokio::time::timeout(Duration::from_secs(2), sink.send(Message::Close(Some(frame)))).await;
+                // Linger: the reader drains until the peer answers the close (or 1 s), so
+                // the connection ends with FIN, not a reset that could eat the frame.
+                let _ = tokio::time::timeout(Duration::from_secs(1), session.closed.cancelled()).await;
+                break;
+            }
             Some(out) = queues.ctrl.recv() => match out {
                 Outbound::Text(t) => Message::Text(t.into()),
                 Outbound::Delta(bytes) => {
@@ -333,23 +366,12 @@ pub async fn run_writer(
                     session.metrics.deltas_sent.inc();
                     Message::Binary(bytes)
                 }
-                Outbound::Close(code, reason) => {
-                    let frame = CloseFrame { code, reason: reason.into() };
-                    let _ = tokio::time::timeout(Duration::from_secs(2), sink.send(Message::Close(Some(frame)))).await;
-                    // Linger: the reader drains until the peer answers the close (or 1 s), so
-                    // the connection ends with FIN, not a reset that could eat the frame.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), session.closed.cancelled()).await;
-                    break;
-                }
             },
             Some(chunk) = queues.round.recv() => {
                 if chunk.last {
                     session.state().round_in_flight = false;
                 }
-                let sent = tokio::select! {
-                    r = sink.send(Message::Binary(chunk.bytes)) => r.is_ok(),
-                    _ = session.closed.cancelled() => false,
-                };
+                let sent = write(&session, &mut sink, Message::Binary(chunk.bytes)).await;
                 if let Some(done) = chunk.written {
                     let _ = done.send(());
                 }
@@ -360,29 +382,55 @@ pub async fn run_writer(
             }
             _ = ticker.tick() => {
                 let hb = control_text(&ControlMessage::Heartbeat { timestamp: now_ms() });
-                let ok = tokio::select! {
-                    r = async {
-                        sink.send(Message::Text(hb.into())).await?;
-                        sink.send(Message::Ping(Bytes::from_static(b"hb"))).await
-                    } => r.is_ok(),
-                    _ = session.closed.cancelled() => false,
-                };
-                if !ok {
+                if !write(&session, &mut sink, Message::Text(hb.into())).await
+                    || !write(&session, &mut sink, Message::Ping(Bytes::from_static(b"hb"))).await
+                {
                     break;
                 }
                 continue;
             }
         };
-        let ok = tokio::select! {
-            r = sink.send(msg) => r.is_ok(),
-            _ = session.closed.cancelled() => false,
-        };
-        if !ok {
+        if !write(&session, &mut sink, msg).await {
             break;
         }
     }
     session.closed.cancel();
-    let _ = sink.close().await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), sink.close()).await;
+}
+
+/// Writes one frame, bounded by the session's write timeout. False when the session ended,
+/// the socket failed, or the peer did not take the frame in time.
+async fn write(session: &Session, sink: &mut SplitSink<WebSocket, Message>, msg: Message) -> bool {
+    tokio::select! {
+        r = tokio::time::timeout(session.write_timeout, sink.send(msg)) => match r {
+            Ok(r) => r.is_ok(),
+            Err(_) => {
+                tracing::info!(session = session.id, timeout = ?session.write_timeout, "the socket does not drain, dropping it");
+                false
+            }
+        },
+        _ = session.closed.cancelled() => false,
+    }
+}
+
+/// At shutdown (1001): writes the round chunks already queued, so a round that finished is
+/// not cut before its `END` (bounded: 2 s in all).
+async fn flush_queued_round(session: &Session, sink: &mut SplitSink<WebSocket, Message>, queues: &mut WriterQueues) {
+    let flush = async {
+        while let Ok(chunk) = queues.round.try_recv() {
+            if chunk.last {
+                session.state().round_in_flight = false;
+            }
+            let sent = write(session, sink, Message::Binary(chunk.bytes)).await;
+            if let Some(done) = chunk.written {
+                let _ = done.send(());
+            }
+            if !sent {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), flush).await;
 }
 
 #[cfg(test)]
@@ -400,6 +448,7 @@ mod tests {
             allowed_scopes: None,
             queue,
             delta_budget,
+            write_timeout: Duration::from_secs(30),
         };
         let state = SessionState {
             registrations: Registrations::new(json!([])),
@@ -421,15 +470,17 @@ mod tests {
         Session::new(init, state, Arc::new(Metrics::new()), &CancellationToken::new())
     }
 
-    fn kinds(q: &mut WriterQueues) -> Vec<String> {
+    fn kinds(s: &Session, q: &mut WriterQueues) -> Vec<String> {
         let mut out = Vec::new();
         while let Ok(m) = q.ctrl.try_recv() {
             out.push(match m {
                 Outbound::Text(t) if t.contains("catchup-required") => "wake".into(),
                 Outbound::Text(_) => "text".into(),
                 Outbound::Delta(b) => format!("delta{}", b.len()),
-                Outbound::Close(code, _) => format!("close{code}"),
             });
+        }
+        if let Some((code, _)) = s.take_close() {
+            out.push(format!("close{code}"));
         }
         out
     }
@@ -444,7 +495,7 @@ mod tests {
         // Deltas stop while a quarter of the queue is still free: the rest is a wake-up, and
         // the session is suppressed from then on.
         assert!(s.state().suppressed);
-        let got = kinds(&mut q);
+        let got = kinds(&s, &mut q);
         assert_eq!(got.iter().filter(|k| *k == "delta11").count(), 6, "{got:?}");
         assert_eq!(got.last().map(String::as_str), Some("wake"), "{got:?}");
         // Control messages fill the queue; one more closes the session (the peer does not read).
@@ -453,7 +504,14 @@ mod tests {
         }
         assert!(!s.send_text("{}".into()));
         assert!(s.is_closing());
-        assert!(s.closed.is_cancelled(), "no room even for the close frame: cancelled");
+        // The Close frame does not need queue room: it waits in its own slot for the writer,
+        // which takes it before the queued messages (the peer gets 1008, not a dropped
+        // connection).
+        assert!(!s.closed.is_cancelled());
+        assert_eq!(s.take_close().map(|c| c.0), Some(close_code::POLICY));
+        // Closing is once: a later close does not replace the frame.
+        s.close(close_code::NORMAL, "again");
+        assert_eq!(s.take_close(), None);
     }
 
     #[test]
@@ -463,7 +521,7 @@ mod tests {
         s.send_delta(&mut st, &Bytes::from(vec![1; 61]), 9);
         s.send_delta(&mut st, &Bytes::from(vec![1; 61]), 9);
         drop(st);
-        assert_eq!(kinds(&mut q), vec!["delta61".to_string(), "wake".to_string()]);
+        assert_eq!(kinds(&s, &mut q), vec!["delta61".to_string(), "wake".to_string()]);
     }
 
     #[test]
@@ -474,6 +532,6 @@ mod tests {
         s.send_delta(&mut st, &Bytes::from(vec![1; 11]), 3);
         assert!(st.suppressed);
         drop(st);
-        assert_eq!(kinds(&mut q), vec!["wake".to_string()]);
+        assert_eq!(kinds(&s, &mut q), vec!["wake".to_string()]);
     }
 }

@@ -29,7 +29,7 @@ use super::session::{close_code, now_ms, run_writer, Session, SessionInit};
 use crate::auth::Identity;
 use crate::db::realtime::{realtime_open, Opened};
 use crate::db::ApiError;
-use crate::framing::{FramingError, RequestScanner, TAG_ROUND};
+use crate::framing::{FramingError, TAG_ROUND};
 use crate::http::error_response;
 use crate::AppState;
 
@@ -57,6 +57,11 @@ pub async fn upgrade(
         Ok(slot) => slot,
         Err(e) => return error_response(&gw, route, e),
     };
+    // --max-sessions-per-actor: held until the session ends (or the upgrade is abandoned).
+    let actor_slot = match gw.hub.settings.limits.actors.reserve(&identity.partition, &identity.actor_id) {
+        Ok(a) => a,
+        Err(e) => return error_response(&gw, route, e),
+    };
     let epoch = gw.hub.scopes_epoch();
     let opened = match realtime_open(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await {
         Ok(o) => o,
@@ -70,7 +75,10 @@ pub async fn upgrade(
         .max_write_buffer_size(write_max)
         .max_message_size(s.ws_max_message_bytes)
         .max_frame_size(s.ws_max_message_bytes)
-        .on_upgrade(move |socket| serve(hub, identity, client_id, opened, epoch, slot, socket))
+        .on_upgrade(move |socket| async move {
+            serve(hub, identity, client_id, opened, epoch, slot, socket).await;
+            drop(actor_slot);
+        })
         .into_response()
 }
 
@@ -137,6 +145,7 @@ async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Ope
         allowed_scopes: identity.allowed_scopes,
         queue: hub.settings.session_queue,
         delta_budget: (hub.settings.max_delta_bytes as usize).max(256 * 1024) * 2,
+        write_timeout: hub.settings.limits.write_timeout,
     };
     let (session, queues) = Session::new(init, initial_state(&opened), hub.metrics.clone(), &hub.shutdown);
     session.send_control(&ControlMessage::Hello(Hello {
@@ -177,7 +186,7 @@ async fn read_loop(hub: &Arc<Hub>, session: &Arc<Session>, mut stream: SplitStre
 }
 
 async fn serve_messages(hub: &Arc<Hub>, session: &Arc<Session>, stream: &mut SplitStream<WebSocket>) {
-    let mut scanner = RequestScanner::new(hub.settings.max_body_bytes);
+    let mut scanner = round::Assembler::new(hub, session);
     let idle = hub.settings.idle_timeout;
     while !session.is_closing() {
         let next = tokio::select! {
@@ -223,7 +232,7 @@ fn on_text(hub: &Arc<Hub>, session: &Arc<Session>, text: &str) {
     }
 }
 
-fn on_binary(hub: &Arc<Hub>, session: &Arc<Session>, scanner: &mut RequestScanner, bytes: &[u8]) {
+fn on_binary(hub: &Arc<Hub>, session: &Arc<Session>, scanner: &mut round::Assembler, bytes: &[u8]) {
     let Some((&tag, payload)) = bytes.split_first() else {
         session.close(close_code::PROTOCOL, "empty binary message");
         return;
