@@ -147,7 +147,8 @@ fn dev_auth_with_jwt_flags_is_refused_and_the_unsafe_banner_ignores_the_log_filt
     std::fs::write(&secret, SECRET).unwrap();
     // A flag on the command line, and the reviewer's case: dev mode from the environment with
     // a JWT flag — both refused at startup, before anything is served.
-    let cases: [(&[&str], &[(&str, &str)], &str); 3] = [
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 3] = [
         (&["--auth", "dev", "--jwt-algorithm", "HS256"], &[], "--jwt-algorithm"),
         (&["--jwt-secret-file", secret.to_str().unwrap(), "--log-filter", "off"], &[("SYNCULAR_GATEWAY_AUTH", "dev")], "--jwt-secret-file"),
         (&["--auth", "dev"], &[("SYNCULAR_GATEWAY_JWT_PARTITION_CLAIM", "tenant")], "--jwt-partition-claim"),

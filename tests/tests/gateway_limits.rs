@@ -3,7 +3,10 @@
 //! and the response freed; the gateway-wide round budget (`--round-buffer-bytes`) refuses a
 //! request or response that does not fit with 1013; `--max-sessions-per-actor` answers 429
 //! before upgrading; a session whose queue overflowed gets its 1008 Close frame even though
-//! its queue is full; presence is rate-capped by default (latest wins).
+//! its queue is full; presence is rate-capped by default (latest wins). HTTP: a half-sent or
+//! trickled request head is dropped after `--http-header-read-timeout-secs`, silent and idle
+//! keep-alive connections after `--http-idle-timeout-secs`, and `--max-connections` (WebSockets
+//! included) refuses the next connection with 503 — while normal requests and upgrades work.
 //! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
 
 use std::io::{Read, Write};
@@ -336,4 +339,123 @@ fn presence_is_rate_capped_by_default_latest_wins() {
     let windows = (burst.as_millis() / 50) as usize + 2;
     assert!(fanouts <= windows, "{fanouts} fanouts of 300 publishes in {burst:?} (default cap: 50 ms windows)");
     gw.wait_health(200);
+}
+
+/// Waits (bounded) until the server closes `s`; returns how long that took.
+fn closed_within(s: &mut TcpStream, bound: Duration) -> Duration {
+    let started = Instant::now();
+    s.set_read_timeout(Some(bound)).unwrap();
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return started.elapsed(),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                panic!("connection still open after {bound:?}")
+            }
+            Err(_) => return started.elapsed(), // reset
+        }
+    }
+}
+
+/// `GET /healthz` on a raw connection (kept alive); the whole response (head and body).
+fn get_healthz(s: &mut TcpStream) -> String {
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()));
+            if len.is_some_and(|len| body.len() >= len) {
+                return text;
+            }
+        }
+        let n = s.read(&mut buf).unwrap();
+        if n == 0 {
+            return String::from_utf8_lossy(&got).into_owned();
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn slow_heads_and_idle_http_connections_are_dropped_normal_requests_are_not() {
+    let gw = Gateway::start(&["--http-header-read-timeout-secs", "1", "--http-idle-timeout-secs", "2"]);
+    let addr = addr(&gw);
+    // Half a request line, then nothing: dropped by the header-read timeout.
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(b"GET /heal").unwrap();
+    let took = closed_within(&mut half, Duration::from_secs(10));
+    assert!(took < Duration::from_millis(1900), "half a request line held the connection for {took:?}");
+    // A head trickled one byte every 200 ms: trickling does not extend the timeout.
+    let mut trickle = TcpStream::connect(addr).unwrap();
+    let mut writer = trickle.try_clone().unwrap();
+    let feeder = std::thread::spawn(move || {
+        for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: yes\r\n\r\n" {
+            if writer.write_all(&[*b]).is_err() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        true
+    });
+    let took = closed_within(&mut trickle, Duration::from_secs(10));
+    assert!(took < Duration::from_millis(1900), "a trickled head held the connection for {took:?}");
+    assert!(!feeder.join().unwrap(), "the trickled head was never refused");
+    // A connection that sends nothing, and a kept-alive one after its response: the idle timeout.
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let took = closed_within(&mut silent, Duration::from_secs(10));
+    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(4), "silent connection closed after {took:?}");
+    let mut kept = TcpStream::connect(addr).unwrap();
+    // Normal requests are unaffected, also several on one kept-alive connection.
+    for _ in 0..3 {
+        let resp = get_healthz(&mut kept);
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let took = closed_within(&mut kept, Duration::from_secs(10));
+    assert!(took >= Duration::from_millis(1000) && took < Duration::from_secs(4), "idle keep-alive connection closed after {took:?}");
+    // Upgrades still work, and an upgraded socket is not an idle HTTP connection.
+    let mut ws = raw_ws(&gw, &partition_name("gw-http-idle"), "alice", "upgraded");
+    std::thread::sleep(Duration::from_secs(3));
+    ws.send(Message::Text(r#"{"type":"ack","cursor":0}"#.into())).unwrap();
+    wait_until("the ack went through", || gw.metric("syncular_gateway_acks_received_total") >= 1.0);
+    gw.wait_health(200);
+}
+
+#[test]
+fn the_connection_cap_counts_websockets_and_refuses_with_503() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let gw = Gateway::start(&["--max-connections", "3", "--http-idle-timeout-secs", "60"]);
+    let addr = addr(&gw);
+    let _ws = raw_ws(&gw, &partition_name("gw-cap"), "alice", "cap-ws");
+    let idle1 = TcpStream::connect(addr).unwrap();
+    let _idle2 = TcpStream::connect(addr).unwrap();
+    // The fourth connection is refused at once, before it says anything.
+    let mut over = TcpStream::connect(addr).unwrap();
+    over.set_read_timeout(Some(WAIT)).unwrap();
+    let mut answer = String::new();
+    over.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!((body["code"].as_str(), body["retryable"].as_bool()), (Some("syncular.unavailable"), Some(true)), "{body}");
+    // A closed connection frees its place.
+    drop(idle1);
+    let deadline = Instant::now() + WAIT;
+    let health = loop {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let resp = get_healthz(&mut s);
+        if resp.starts_with("HTTP/1.1 200") {
+            break resp;
+        }
+        assert!(resp.starts_with("HTTP/1.1 503") && Instant::now() < deadline, "{resp}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let v: Value = serde_json::from_str(health.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(v["connections"], 3, "the WebSocket, the idle connection and this one: {v}");
 }

@@ -206,6 +206,26 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_secs: u64,
 
+    /// Maximum open TCP connections, HTTP and WebSocket together; beyond it a new connection
+    /// is answered 503 `syncular.unavailable` and closed. Keep it above `--max-sessions` and
+    /// below the process's file-descriptor limit (`ulimit -n`) minus `--pool-size`.
+    #[arg(long, env = "SYNCULAR_GATEWAY_MAX_CONNECTIONS", default_value_t = 12_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+
+    /// Once the first byte of an HTTP request head arrived, the whole head (request line and
+    /// headers) must arrive within this, seconds; else the connection is dropped (slowloris).
+    #[arg(long, env = "SYNCULAR_GATEWAY_HTTP_HEADER_READ_TIMEOUT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_header_read_timeout_secs: u64,
+
+    /// An HTTP connection with no request in progress and no traffic for this long is closed
+    /// (a connection that sends nothing, an idle keep-alive connection), and so is one whose
+    /// response the peer stops reading, seconds.
+    #[arg(long, env = "SYNCULAR_GATEWAY_HTTP_IDLE_TIMEOUT_SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_idle_timeout_secs: u64,
+
     /// Upper bound of one HTTP request (headers to response), seconds (503 beyond).
     #[arg(long, env = "SYNCULAR_GATEWAY_REQUEST_TIMEOUT_SECS", default_value_t = 60)]
     pub request_timeout_secs: u64,

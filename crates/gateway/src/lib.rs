@@ -16,7 +16,6 @@ pub mod metrics;
 pub mod realtime;
 pub mod shutdown;
 
-use std::future::IntoFuture;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +40,8 @@ pub struct Gateway {
     pub metrics: Arc<Metrics>,
     /// The realtime hub.
     pub hub: Arc<Hub>,
+    /// Open TCP connections (`--max-connections`).
+    pub connections: http::server::Connections,
 }
 
 /// The handlers' state.
@@ -97,15 +98,15 @@ pub async fn run(config: Config) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    let gw = Arc::new(Gateway { config, pool, auth, metrics, hub: hub.clone() });
+    let connections = http::server::Connections::new(usize::try_from(config.max_connections).unwrap_or(usize::MAX));
+    let http_limits = http::server::HttpLimits {
+        header_read_timeout: Duration::from_secs(config.http_header_read_timeout_secs),
+        idle_timeout: Duration::from_secs(config.http_idle_timeout_secs),
+    };
+    warn_if_fd_limit_is_low(config.max_connections, config.pool_size);
+    let gw = Arc::new(Gateway { config, pool, auth, metrics: metrics.clone(), hub: hub.clone(), connections: connections.clone() });
     let app = http::router(gw);
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "listening on http://{addr}");
-        let _ = out.flush();
-    }
-    tracing::info!(%addr, gateway_id = %gateway_id, "syncular-gateway listening");
-
+    // Signal handlers before the address is announced: a SIGTERM right after it drains.
     let stop = CancellationToken::new();
     let signal_stop = stop.clone();
     tokio::spawn(async move {
@@ -113,18 +114,42 @@ pub async fn run(config: Config) -> Result<(), String> {
         tracing::info!("shutdown requested: draining");
         signal_stop.cancel();
     });
-    let http_stop = stop.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move { http_stop.cancelled().await });
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on http://{addr}");
+        let _ = out.flush();
+    }
+    tracing::info!(%addr, gateway_id = %gateway_id, "syncular-gateway listening");
+
+    let server = http::server::serve(listener, app, http_limits, connections, metrics, stop.clone());
     // HTTP stops accepting and finishes its in-flight requests while the realtime side lets
     // its rounds finish and closes its sockets; then acks, presence bye, pool.
     let sessions_closed = async {
         stop.cancelled().await;
         hub.shutdown_sessions(grace).await;
     };
-    let (served, ()) = tokio::join!(server.into_future(), sessions_closed);
+    tokio::join!(server, sessions_closed);
     shutdown::finish(&hub).await;
     background.cancel();
-    served.map_err(|e| format!("HTTP server failed: {e}"))?;
     tracing::info!("syncular-gateway stopped");
     Ok(())
+}
+
+/// Warns when the soft file-descriptor limit cannot hold `--max-connections` plus the pool
+/// (Linux: `/proc/self/limits`; elsewhere nothing is checked).
+fn warn_if_fd_limit_is_low(max_connections: u64, pool_size: usize) {
+    let Ok(limits) = std::fs::read_to_string("/proc/self/limits") else { return };
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<u64>().ok());
+    let needed = max_connections.saturating_add(pool_size as u64).saturating_add(64);
+    if let Some(soft) = soft.filter(|&soft| soft < needed) {
+        tracing::warn!(
+            soft_limit = soft,
+            needed,
+            "the open-files limit is below --max-connections + --pool-size + 64: raise `ulimit -n` or lower --max-connections"
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! The HTTP surface (§1.1): routes under the configured mount — `POST {mount}/sync`
 //! ([`sync`]), `GET {mount}/segments/{id}` ([`segments`]), `{mount}/blobs/{id}…` ([`blobs`]),
 //! `GET {mount}/realtime` ([`crate::realtime::socket`]) — plus `/healthz` and `/metrics` at the
-//! root ([`ops`]). Every error is §10.1 JSON (`application/json`) with the status of its
+//! root ([`ops`]), served by the accept loop of [`server`] (connection cap, header-read and
+//! idle timeouts). Every error is §10.1 JSON (`application/json`) with the status of its
 //! category, including the ones produced by the transport layers (413 body limit, 415
 //! content encoding, 503 timeout). Request logs carry method, path (never the query string:
 //! `?access_token=`) and status; headers are never logged.
@@ -9,6 +10,7 @@
 pub mod blobs;
 pub mod ops;
 pub mod segments;
+pub mod server;
 pub mod sync;
 
 use std::time::Duration;

@@ -2,7 +2,8 @@
 //! `{"status":"ok",…}` when a pooled connection answers `SELECT 1` and the LISTEN connection
 //! is up, else 503 `{"status":"unavailable",…}`; in dev auth mode the body carries an
 //! `"auth":"dev (UNSAFE: …)"` warning; `roundBufferBytes` is what socket rounds hold of
-//! `--round-buffer-bytes`. `GET /metrics` — Prometheus text exposition.
+//! `--round-buffer-bytes`, `connections` the open TCP connections (HTTP and WebSocket) of
+//! `--max-connections`. `GET /metrics` — Prometheus text exposition.
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -28,6 +29,7 @@ pub async fn healthz(State(gw): State<AppState>) -> Response {
         "listen": listen,
         "sessions": gw.hub.session_count(),
         "roundBufferBytes": gw.hub.settings.limits.round_bytes.used(),
+        "connections": gw.connections.open(),
         "gatewayId": gw.hub.gateway_id,
         "auth": auth,
     });
