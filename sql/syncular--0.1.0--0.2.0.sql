@@ -1,9 +1,26 @@
 -- syncular 0.1.0 → 0.2.0: realtime in SQL (SPEC §8), §10.1 JSON in every
--- error's DETAIL (no catalog change), and the §8.7 `connection_client_id`
--- argument of the sync functions. Definitions as `cargo pgrx schema` writes
+-- error's DETAIL (no catalog change), the §8.7 `connection_client_id`
+-- argument of the sync functions, and signed NOTIFY payloads. Definitions as `cargo pgrx schema` writes
 -- them for 0.2.0; privileges repeat sql/privileges.sql's rule (EXECUTE
 -- revoked from PUBLIC, granted to syncular_gateway).
 SET LOCAL search_path TO syncular, pg_catalog;
+
+-- The key that signs the NOTIFY payloads gateways trust (row created on first use).
+CREATE TABLE syncular.sync_notification_key(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  key BYTEA NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_notification_key', '');
+
+-- The commit payload is now signed (it reads the key): no longer IMMUTABLE.
+CREATE OR REPLACE FUNCTION syncular."commit_notification_payload"(
+	"partition" TEXT,
+	"commit_seq" bigint
+) RETURNS TEXT
+STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'commit_notification_payload_wrapper';
 
 -- sync / push / pull gain `connection_client_id text DEFAULT NULL`. A new
 -- trailing defaulted argument is a new signature, and keeping the old one
@@ -97,9 +114,16 @@ CREATE FUNCTION syncular."realtime_scopes_payload"(
 	"partition" TEXT,
 	"actor_id" TEXT DEFAULT NULL
 ) RETURNS TEXT
-IMMUTABLE PARALLEL SAFE
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'realtime_scopes_payload_wrapper';
+
+CREATE FUNCTION syncular."notification_key"() RETURNS bytea
+STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'notification_key_wrapper';
 
 CREATE FUNCTION syncular."error_response"(
 	"partition" TEXT,
@@ -124,7 +148,9 @@ BEGIN
     'syncular.realtime_ack(text,jsonb)',
     'syncular.refresh_scopes(text,text)',
     'syncular.realtime_scopes_payload(text,text)',
-    'syncular.error_response(text,integer,jsonb)'
+    'syncular.error_response(text,integer,jsonb)',
+    'syncular.notification_key()',
+    'syncular.commit_notification_payload(text,bigint)'
   ]::pg_catalog.regprocedure[]
   LOOP
     EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);

@@ -136,6 +136,14 @@ CREATE TABLE sync_scope_resolver(
   id INTEGER PRIMARY KEY CHECK (id = 1),
   resolver REGPROCEDURE NOT NULL
 );
+-- The key that signs the NOTIFY payloads gateways trust (any role may NOTIFY any
+-- channel): at most one row, 32 random bytes, created by the first commit or
+-- `syncular.notification_key()` (not here, so a dump restores its row without
+-- conflict). Readable by the extension owner only.
+CREATE TABLE sync_notification_key(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  key BYTEA NOT NULL
+);
 
 -- ---------------------------------------------------------------- part 3
 SELECT pg_catalog.pg_extension_config_dump('sync_partitions', '');
@@ -152,3 +160,4 @@ SELECT pg_catalog.pg_extension_config_dump('sync_tombstones', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_schema_versions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_schema_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_scope_resolver', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_notification_key', '');

@@ -1,7 +1,8 @@
 //! The realtime SQL surface a gateway calls (SPEC §8; README "Realtime"):
 //! `syncular.realtime_open`, `syncular.realtime_deltas`,
 //! `syncular.realtime_ack`, `syncular.refresh_scopes`,
-//! `syncular.realtime_scopes_payload`, `syncular.error_response`.
+//! `syncular.realtime_scopes_payload`, `syncular.notification_key`,
+//! `syncular.error_response`.
 //!
 //! All are `SECURITY DEFINER` with a pinned `search_path`; EXECUTE is granted
 //! to `syncular_gateway` (sql/privileges.sql). NULL or empty required text
@@ -15,7 +16,7 @@ use crate::api::sync::{required, required_text};
 use crate::engine::error::{EngineError, HostCode};
 use crate::engine::notify;
 use crate::engine::realtime::{ack, deltas, error_response, open};
-use crate::engine::request::Caller;
+use crate::engine::request::{check_caller, Caller};
 
 /// `syncular.realtime_open(partition text, actor_id text, client_id text,
 /// allowed_scopes jsonb DEFAULT NULL) returns jsonb` — open (or reload the
@@ -130,15 +131,31 @@ fn refresh_scopes(partition: Option<&str>, actor_id: default!(Option<&str>, "NUL
     if actor_id == Some("") {
         raise(EngineError::host(HostCode::InvalidArgument, "argument actor_id must not be empty"));
     }
+    let caller = Caller { partition, actor_id: actor_id.unwrap_or("*"), allowed_scopes: None, connection_client_id: None };
+    check_caller(&caller).or_raise();
     notify::notify_scopes(partition, actor_id).or_raise();
 }
 
 /// `syncular.realtime_scopes_payload(partition text, actor_id text DEFAULT
-/// NULL) returns text` — the `syncular_scopes` payload `refresh_scopes`
-/// raises: `<base64url(partition)>[:<base64url(actor_id)>]`.
-#[pg_extern(immutable, parallel_safe)]
-fn realtime_scopes_payload(partition: &str, actor_id: default!(Option<&str>, "NULL")) -> String {
-    notify::scopes_payload(partition, actor_id)
+/// NULL) returns text` — the signed `syncular_scopes` payload `refresh_scopes`
+/// raises: `<base64url(partition)>[:<base64url(actor_id)>]:<tag>`.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn realtime_scopes_payload(partition: Option<&str>, actor_id: default!(Option<&str>, "NULL")) -> String {
+    let partition = required_text(partition, "partition");
+    notify::scopes_payload(partition, actor_id).or_raise()
+}
+
+/// `syncular.notification_key() returns bytea` — the 32-byte key that signs
+/// the `syncular_commit` and `syncular_scopes` payloads (created on first
+/// use). Any database role can NOTIFY any channel, so a gateway verifies
+/// every payload's tag with this key (`syncular_protocol::notification`) and
+/// drops forgeries; our gateway also seals its presence relay with it.
+/// Granted to `syncular_gateway` only.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn notification_key() -> Vec<u8> {
+    crate::store::notifications::notification_key().or_raise()
 }
 
 /// `syncular.error_response(partition text, wire_version integer, error

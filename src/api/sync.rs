@@ -130,11 +130,14 @@ fn pull(
 }
 
 /// `syncular.commit_notification_payload(partition text, commit_seq bigint)
-/// returns text` — the `syncular_commit` NOTIFY payload of a commit,
-/// `<base64url(partition)>:<commitSeq>`, for gateways and tests.
-#[pg_extern(immutable, parallel_safe)]
+/// returns text` — the signed `syncular_commit` NOTIFY payload of a commit,
+/// `<base64url(partition)>:<commitSeq>:<tag>`, for gateways and tests
+/// (`SECURITY DEFINER`: it reads — or, the first time, creates — the
+/// notification key).
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
 fn commit_notification_payload(partition: &str, commit_seq: i64) -> String {
-    crate::engine::notify::commit_payload(partition, commit_seq)
+    crate::engine::notify::commit_payload(partition, commit_seq).or_raise()
 }
 
 /// `syncular.commit(partition text, actor_id text, operations jsonb,

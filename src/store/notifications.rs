@@ -22,3 +22,36 @@ pub fn queue_notification(channel: &str, payload: &str) -> StoreResult<()> {
     })
     .map_err(StoreError::spi("queue_notification"))
 }
+
+/// The NOTIFY signing key (32 bytes, `syncular.sync_notification_key`), created with
+/// `gen_random_uuid()` randomness (244 random bits) the first time it is needed; concurrent
+/// creators agree (`ON CONFLICT DO NOTHING`, then read). Errors: SPI failures, or no key
+/// after creating one (a broken invariant).
+pub fn notification_key() -> StoreResult<Vec<u8>> {
+    const READ: &str = "SELECT key FROM syncular.sync_notification_key WHERE id = 1";
+    let read = || {
+        Spi::connect_mut(|client| -> Result<Option<Vec<u8>>, pgrx::spi::Error> {
+            let table = plan_cache::execute(client, READ, Some(1), &[])?;
+            if table.is_empty() {
+                return Ok(None);
+            }
+            table.first().get_one::<Vec<u8>>()
+        })
+        .map_err(StoreError::spi("notification_key"))
+    };
+    if let Some(key) = read()? {
+        return Ok(key);
+    }
+    Spi::connect_mut(|client| {
+        client.update(
+            "INSERT INTO syncular.sync_notification_key (id, key) \
+             VALUES (1, decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex')) \
+             ON CONFLICT (id) DO NOTHING",
+            None,
+            &[],
+        )?;
+        Ok(())
+    })
+    .map_err(StoreError::spi("create_notification_key"))?;
+    read()?.ok_or_else(|| StoreError::new("notification_key", "no key after creating one"))
+}

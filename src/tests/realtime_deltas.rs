@@ -179,7 +179,14 @@ mod tests {
             assert_eq!(detail_object(&err)["code"], json!("syncular.invalid_argument"));
             expect_error(Err::<(), _>(err), "22023", "syncular.invalid_argument", fragment);
         }
-        expect_error(deltas("rt-m", json!([good]), 10), "22023", "syncular.invalid_argument", "at least 64");
+        expect_error(deltas("rt-m", json!([good.clone()]), 10), "22023", "syncular.invalid_argument", "at least 64");
+        // A group opened under an older schema is reset-required whatever its registrations
+        // name (a table retired since must not fail the partition's whole call).
+        let mut stale = good.clone();
+        stale["schemaVersion"] = json!(0);
+        stale["registrations"] = json!([{"id": "t", "table": "retired_long_ago", "effective": {"ws": ["w1"]}}]);
+        let rows = deltas_ok("rt-m", json!([stale, good]), MIB);
+        assert_eq!(rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(), vec!["reset-required", "none"]);
         // An unknown partition: the epoch cannot match.
         assert_eq!(deltas_ok("rt-unknown", json!([group(&session, 0, false)]), MIB)[0].kind, "reset-required");
     }

@@ -96,10 +96,23 @@ mod tests {
         crate::tests::support::run("SELECT syncular.refresh_scopes('tenant-1')");
         expect_error(try_run("SELECT syncular.refresh_scopes('', 'alice')"), "22023", "syncular.invalid_argument", "partition");
         expect_error(try_run("SELECT syncular.refresh_scopes('t', '')"), "22023", "syncular.invalid_argument", "actor_id");
-        assert_eq!(
-            crate::tests::support::text("SELECT syncular.realtime_scopes_payload('tenant-1', 'alice')").as_deref(),
-            Some("dGVuYW50LTE:YWxpY2U")
+        expect_error(
+            try_run(&format!("SELECT syncular.refresh_scopes('{}')", "p".repeat(5000))),
+            "22023",
+            "syncular.invalid_argument",
+            "at most 4096 bytes",
         );
-        assert_eq!(crate::tests::support::text("SELECT syncular.realtime_scopes_payload('tenant-1')").as_deref(), Some("dGVuYW50LTE"));
+        let key = crate::tests::support::bytea("SELECT syncular.notification_key()");
+        assert_eq!(key.len(), 32, "a 32-byte key");
+        assert_eq!(crate::tests::support::bytea("SELECT syncular.notification_key()"), key, "stable");
+        let actor = crate::tests::support::text("SELECT syncular.realtime_scopes_payload('tenant-1', 'alice')").unwrap();
+        assert!(actor.starts_with("dGVuYW50LTE:YWxpY2U:"), "{actor}");
+        assert_eq!(
+            syncular_protocol::notification::parse_scopes_payload(&key, &actor),
+            Some(("tenant-1".to_owned(), Some("alice".to_owned())))
+        );
+        let all = crate::tests::support::text("SELECT syncular.realtime_scopes_payload('tenant-1')").unwrap();
+        assert_eq!(syncular_protocol::notification::parse_scopes_payload(&key, &all), Some(("tenant-1".to_owned(), None)));
+        assert_eq!(syncular_protocol::notification::parse_scopes_payload(b"forger", &all), None);
     }
 }

@@ -22,6 +22,11 @@ pub fn text(sql: &str) -> Option<String> {
     Spi::get_one::<String>(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
+/// `SELECT <one bytea value>` (must not be NULL).
+pub fn bytea(sql: &str) -> Vec<u8> {
+    Spi::get_one::<Vec<u8>>(sql).unwrap_or_else(|e| panic!("{sql}: {e}")).unwrap_or_else(|| panic!("{sql}: NULL"))
+}
+
 /// `SELECT <one bigint value>`.
 pub fn int8(sql: &str) -> Option<i64> {
     Spi::get_one::<i64>(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))

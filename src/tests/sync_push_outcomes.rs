@@ -648,11 +648,18 @@ mod tests {
             before + 2,
             "one per applied commit with changes, none for the rejection"
         );
+        let key = crate::store::notifications::notification_key().unwrap();
         assert_eq!(
             last.as_deref(),
-            Some(crate::engine::notify::commit_payload(P, 2).as_str())
+            Some(syncular_protocol::notification::commit_payload(&key, P, 2).as_str())
         );
-        assert_eq!(last.as_deref(), Some("dGVuYW50LWE:2"));
+        let last = last.unwrap();
+        assert!(last.starts_with("dGVuYW50LWE:2:"), "{last}");
+        assert_eq!(
+            syncular_protocol::notification::parse_commit_payload(&key, &last),
+            Some((P.to_owned(), 2)),
+            "signed with the notification key"
+        );
         // Replays notify nothing.
         push(
             P,
@@ -671,7 +678,7 @@ mod tests {
             Spi::get_one::<String>("SELECT syncular.commit_notification_payload('tenant-a', 2)")
                 .unwrap()
                 .unwrap();
-        assert_eq!(sql, "dGVuYW50LWE:2");
+        assert_eq!(sql, last);
     }
 
     #[pg_test]

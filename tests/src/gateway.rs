@@ -193,7 +193,7 @@ pub fn http_agent() -> ureq::Agent {
 
 /// Registers the sample schema and installs the test scope resolver (idempotent):
 /// `public.gw_test_allowed(partition, actor)` = `{"project_id": [projects of the actor]}`
-/// from `public.gw_test_memberships`.
+/// from `public.gw_test_memberships` (1.5 s slow for partitions named `*slow-open*`).
 pub fn setup(conn: &mut Client) {
     register_schema(conn).expect("register schema");
     let mut tx = conn.transaction().expect("tx");
@@ -203,9 +203,14 @@ pub fn setup(conn: &mut Client) {
              partition text NOT NULL, actor text NOT NULL, project text NOT NULL,
              PRIMARY KEY (partition, actor, project));
          CREATE OR REPLACE FUNCTION public.gw_test_allowed(partition text, actor_id text) RETURNS jsonb
-           LANGUAGE sql STABLE AS $$
-             SELECT jsonb_build_object('project_id', coalesce(jsonb_agg(project ORDER BY project), '[]'::jsonb))
-               FROM public.gw_test_memberships m WHERE m.partition = $1 AND m.actor = $2 $$;
+           LANGUAGE plpgsql VOLATILE AS $$
+           BEGIN
+             -- Partitions named *slow-open* resolve slowly: commits land while a socket opens.
+             IF gw_test_allowed.partition LIKE '%slow-open%' THEN PERFORM pg_sleep(1.5); END IF;
+             RETURN (SELECT jsonb_build_object('project_id', coalesce(jsonb_agg(m.project ORDER BY m.project), '[]'::jsonb))
+                       FROM public.gw_test_memberships m
+                      WHERE m.partition = gw_test_allowed.partition AND m.actor = gw_test_allowed.actor_id);
+           END $$;
          SELECT syncular.set_scope_resolver('public.gw_test_allowed(text,text)');",
     )
     .expect("resolver");
@@ -287,6 +292,17 @@ impl Peer {
     pub fn new(base_url: &str, partition: &str, actor: &str, client_id: &str) -> Peer {
         let transport = HostTransport::from_config(&transport_config(base_url, actor, partition)).expect("native transport");
         Peer { client: new_client(client_id).expect("client"), transport, received: Vec::new() }
+    }
+
+    /// A client subscribed to `tasks` of `projects` that synced once over HTTP (so it has a
+    /// client record with its subscriptions) and then connected its socket (`hello` read).
+    pub fn connected(gw: &Gateway, partition: &str, actor: &str, client_id: &str, projects: &[&str]) -> Peer {
+        let mut p = Peer::new(&gw.base_url, partition, actor, client_id);
+        p.subscribe("tasks", projects);
+        p.sync_idle(6).expect("initial HTTP sync");
+        p.connect();
+        p.pump_until("hello", |p| p.hello().is_some());
+        p
     }
 
     /// Points the transport at another gateway (the socket must be disconnected).

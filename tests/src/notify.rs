@@ -1,30 +1,50 @@
 //! A `LISTEN syncular_commit` connection and the commit-notification payload
-//! format: `<base64url(partition)>:<commitSeq>` (the reference server's
-//! fanout format; base64url without padding, as Node's `base64url` emits).
+//! format: `<base64url(partition)>:<commitSeq>:<tag>` — the reference server's
+//! fanout format (base64url without padding, as Node's `base64url` emits)
+//! plus an HMAC tag under the extension's notification key, since any role
+//! can NOTIFY. The tag is recomputed here independently (the `hmac` crate).
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
+use hmac::{Hmac, Mac};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::Client;
+use sha2::Sha256;
 
 /// The NOTIFY channel of applied commits.
 pub const CHANNEL: &str = "syncular_commit";
 
-/// The exact payload the reference fanout format prescribes for a commit.
-pub fn expected_payload(partition: &str, commit_seq: i64) -> String {
-    format!(
-        "{}:{commit_seq}",
-        URL_SAFE_NO_PAD.encode(partition.as_bytes())
-    )
+/// The test database's notification key (`syncular.notification_key()`), read once.
+pub fn notification_key() -> &'static [u8] {
+    static KEY: OnceLock<Vec<u8>> = OnceLock::new();
+    KEY.get_or_init(|| {
+        crate::connect().query_one("SELECT syncular.notification_key()", &[]).expect("notification key").get(0)
+    })
 }
 
-/// Parses `<base64url(partition)>:<commitSeq>` leniently (padded or not), so
-/// a wrongly padded payload is still attributed to its partition and then
-/// caught by an exact comparison with [`expected_payload`].
+/// `base64url(first 16 bytes of HMAC-SHA256(key, channel ‖ "\n" ‖ body))`.
+pub fn tag(key: &[u8], channel: &str, body: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+    mac.update(format!("{channel}\n{body}").as_bytes());
+    URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..16])
+}
+
+/// The exact payload of a commit: the reference fanout format plus its tag.
+pub fn expected_payload(partition: &str, commit_seq: i64) -> String {
+    let body = format!("{}:{commit_seq}", URL_SAFE_NO_PAD.encode(partition.as_bytes()));
+    let t = tag(notification_key(), CHANNEL, &body);
+    format!("{body}:{t}")
+}
+
+/// Parses `<base64url(partition)>:<commitSeq>[:<tag>]` leniently (padded or
+/// not, tag unchecked), so a wrong payload is still attributed to its
+/// partition and then caught by an exact comparison with [`expected_payload`].
 pub fn parse_payload(payload: &str) -> Option<(String, i64)> {
-    let (b64, seq) = payload.rsplit_once(':')?;
+    let mut fields = payload.split(':');
+    let (b64, seq) = (fields.next()?, fields.next()?);
     let bytes = URL_SAFE_NO_PAD
         .decode(b64.trim_end_matches('='))
         .or_else(|_| URL_SAFE.decode(b64))

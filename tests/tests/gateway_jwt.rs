@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use syncular_client::native_transport::HostTransport;
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{partition_name, TASKS};
-use syncular_integration_tests::gateway::{grant, post_sync, setup, Gateway, Peer};
+use syncular_integration_tests::gateway::{grant, post_sync, read_until_closed, setup, Gateway, Peer};
 use syncular_integration_tests::wire::{pull_header, request, subscription};
 use tungstenite::client::IntoClientRequest;
 
@@ -193,4 +193,70 @@ fn dev_auth_with_jwt_flags_is_refused_and_the_unsafe_banner_ignores_the_log_filt
     wait_until("the UNSAFE banner on stderr", || gw.logs.lock().unwrap().iter().any(|l| l.contains("UNSAFE: --auth dev")));
     gw.wait_health(200);
     assert!(gw.stop().success());
+}
+
+/// A raw socket authenticated by `bearer` (no client record needed: it only waits for its
+/// close).
+fn bearer_ws(
+    gw: &Gateway,
+    client_id: &str,
+    bearer: &str,
+) -> tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>> {
+    let mut req = format!("{}?clientId={client_id}", gw.ws_url()).into_client_request().unwrap();
+    req.headers_mut().insert("authorization", format!("Bearer {bearer}").parse().unwrap());
+    let (ws, resp) = tungstenite::connect(req).expect("upgrade");
+    assert_eq!(resp.status().as_u16(), 101);
+    ws
+}
+
+#[test]
+fn a_socket_is_closed_when_its_token_expires() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-jwt-exp");
+    let (gw, _dir) = jwt_gateway();
+    let short = token(json!({"sub": "alice", "tenant": partition, "exp": now() + 3}), SECRET);
+    let long = token(json!({"sub": "bob", "tenant": partition, "exp": now() + 300}), SECRET);
+    let mut expiring = bearer_ws(&gw, "exp-1", &short);
+    let mut lasting = bearer_ws(&gw, "exp-2", &long);
+    let started = std::time::Instant::now();
+    // Closed with 1008 once the token expired — never while it was valid.
+    assert_eq!(read_until_closed(&mut expiring), Some(1008));
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "closed before the token expired");
+    // The socket with a valid token stays (it answers a ping).
+    lasting.send(tungstenite::Message::Ping(b"still there".to_vec().into())).unwrap();
+    loop {
+        match lasting.read().expect("the long-lived socket stays open") {
+            tungstenite::Message::Pong(p) if p.as_ref() == b"still there" => break,
+            _ => continue,
+        }
+    }
+}
+
+#[test]
+fn a_socket_whose_scopes_came_from_its_token_is_closed_by_refresh_scopes() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-jwt-claims");
+    let dir = tempdir::Dir::new();
+    let path = dir.0.join("secret");
+    std::fs::write(&path, SECRET).unwrap();
+    let gw = Gateway::start_with(&[
+        "--auth", "jwt", "--jwt-algorithm", "HS256", "--jwt-secret-file", path.to_str().unwrap(),
+        "--jwt-partition-claim", "tenant", "--jwt-scopes-claim", "scopes",
+    ]);
+    let claims = |sub: &str| token(json!({"sub": sub, "tenant": partition, "exp": now() + 300, "scopes": {"project_id": ["p1"]}}), SECRET);
+    let mut alice = bearer_ws(&gw, "claims-a", &claims("alice"));
+    let mut carol = bearer_ws(&gw, "claims-c", &claims("carol"));
+    // The host revokes alice: her token's scopes cannot be re-resolved, so her socket closes
+    // (fail-closed) and she reconnects with a fresh token; carol's socket stays.
+    conn.execute("SELECT syncular.refresh_scopes($1, 'alice')", &[&partition]).unwrap();
+    assert_eq!(read_until_closed(&mut alice), Some(1008));
+    carol.send(tungstenite::Message::Ping(b"ok".to_vec().into())).unwrap();
+    loop {
+        match carol.read().expect("carol's socket stays open") {
+            tungstenite::Message::Pong(_) => break,
+            _ => continue,
+        }
+    }
 }

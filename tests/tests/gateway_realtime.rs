@@ -17,15 +17,6 @@ fn max_commit_seq(conn: &mut postgres::Client, partition: &str) -> i64 {
 }
 
 /// A peer that synced `projects` over HTTP, then connected its socket.
-fn connected_peer(gw: &Gateway, partition: &str, actor: &str, client: &str, projects: &[&str]) -> Peer {
-    let mut p = Peer::new(&gw.base_url, partition, actor, client);
-    p.subscribe("tasks", projects);
-    p.sync_idle(6).expect("initial HTTP sync");
-    p.connect();
-    p.pump_until("hello", |p| p.hello().is_some());
-    p
-}
-
 #[test]
 fn a_connected_client_receives_another_clients_commit_as_a_delta_and_acks_it() {
     let mut conn = connect();
@@ -35,7 +26,7 @@ fn a_connected_client_receives_another_clients_commit_as_a_delta_and_acks_it() {
     grant(&mut conn, &partition, "bob", &["p1"]);
     let gw = Gateway::start(&["--heartbeat-secs", "1"]);
 
-    let mut bob = connected_peer(&gw, &partition, "bob", "bob-1", &["p1"]);
+    let mut bob = Peer::connected(&gw, &partition, "bob", "bob-1", &["p1"]);
     let hello = bob.hello().unwrap();
     assert_eq!(hello["requiresSync"], false, "{hello}");
     assert_eq!(hello["clientId"], "bob-1");
@@ -109,7 +100,7 @@ fn a_commit_over_the_delta_cap_wakes_delta_too_large_and_the_client_catches_up()
     grant(&mut conn, &partition, "alice", &["p1"]);
     grant(&mut conn, &partition, "bob", &["p1"]);
     let gw = Gateway::start(&["--max-delta-bytes", "400"]);
-    let mut bob = connected_peer(&gw, &partition, "bob", "bob-3", &["p1"]);
+    let mut bob = Peer::connected(&gw, &partition, "bob", "bob-3", &["p1"]);
 
     let mut alice = Peer::new(&gw.base_url, &partition, "alice", "alice-3");
     alice.subscribe("tasks", &["p1"]);
@@ -157,9 +148,9 @@ fn presence_reaches_scope_mates_only_and_leaves_on_disconnect() {
     grant(&mut conn, &partition, "dave", &["p2"]);
     grant(&mut conn, &partition, "carol", &["p1"]);
     let gw = Gateway::start(&[]);
-    let mut alice = connected_peer(&gw, &partition, "alice", "a-4", &["p1"]);
-    let mut bob = connected_peer(&gw, &partition, "bob", "b-4", &["p1"]);
-    let mut dave = connected_peer(&gw, &partition, "dave", "d-4", &["p2"]);
+    let mut alice = Peer::connected(&gw, &partition, "alice", "a-4", &["p1"]);
+    let mut bob = Peer::connected(&gw, &partition, "bob", "b-4", &["p1"]);
+    let mut dave = Peer::connected(&gw, &partition, "dave", "d-4", &["p2"]);
     let key = "project:p1";
 
     alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": 1}))).unwrap();
@@ -179,7 +170,7 @@ fn presence_reaches_scope_mates_only_and_leaves_on_disconnect() {
     // Bob publishes; a late joiner gets the snapshot join-burst of alice and bob.
     bob.client.set_presence(&mut bob.transport, key, Some(&json!({"cursor": 9}))).unwrap();
     alice.pump_until("bob's join", |p| presence_events(p).iter().any(|e| e.2 == "bob"));
-    let mut carol = connected_peer(&gw, &partition, "carol", "c-4", &["p1"]);
+    let mut carol = Peer::connected(&gw, &partition, "carol", "c-4", &["p1"]);
     carol.pump_until("snapshot", |p| presence_events(p).len() == 2);
     let mut actors: Vec<String> = presence_events(&carol).into_iter().filter(|e| e.1 == "join").map(|e| e.2).collect();
     actors.sort();
@@ -209,8 +200,8 @@ fn presence_crosses_gateways_through_the_relay() {
     g1.wait_health(200);
     g2.wait_health(200);
     let key = "project:p1";
-    let mut alice = connected_peer(&g1, &partition, "alice", "a-5", &["p1"]);
-    let mut bob = connected_peer(&g2, &partition, "bob", "b-5", &["p1"]);
+    let mut alice = Peer::connected(&g1, &partition, "alice", "a-5", &["p1"]);
+    let mut bob = Peer::connected(&g2, &partition, "bob", "b-5", &["p1"]);
 
     alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": 1}))).unwrap();
     bob.pump_until("alice's join via the relay", |p| presence_events(p).iter().any(|e| e.1 == "join" && e.2 == "alice"));
@@ -222,7 +213,7 @@ fn presence_crosses_gateways_through_the_relay() {
     alice.pump_until("bob's join via the relay", |p| presence_events(p).iter().any(|e| e.1 == "join" && e.2 == "bob"));
 
     // A late joiner on g1 gets bob's (remote) document in its snapshot.
-    let mut carol = connected_peer(&g1, &partition, "carol", "c-5", &["p1"]);
+    let mut carol = Peer::connected(&g1, &partition, "carol", "c-5", &["p1"]);
     carol.pump_until("snapshot", |p| presence_events(p).len() == 2);
     // Disconnect on g1 → leave on g2.
     alice.disconnect();
@@ -235,7 +226,7 @@ fn presence_crosses_gateways_through_the_relay() {
     // A gateway that dies without a bye: its peers leave after three silent heartbeats.
     let g3 = Gateway::start(&["--presence-heartbeat-secs", "1"]);
     g3.wait_health(200);
-    let mut dave = connected_peer(&g3, &partition, "dave", "d-5", &["p1"]);
+    let mut dave = Peer::connected(&g3, &partition, "dave", "d-5", &["p1"]);
     dave.client.set_presence(&mut dave.transport, key, Some(&json!({"here": true}))).unwrap();
     carol.pump_until("dave's join", |p| presence_events(p).iter().any(|e| e.1 == "join" && e.2 == "dave"));
     drop(dave);
@@ -251,8 +242,8 @@ fn the_presence_rate_cap_coalesces_to_the_latest_document() {
     grant(&mut conn, &partition, "alice", &["p1"]);
     grant(&mut conn, &partition, "bob", &["p1"]);
     let gw = Gateway::start(&["--presence-min-interval-ms", "400"]);
-    let mut alice = connected_peer(&gw, &partition, "alice", "a-rate", &["p1"]);
-    let mut bob = connected_peer(&gw, &partition, "bob", "b-rate", &["p1"]);
+    let mut alice = Peer::connected(&gw, &partition, "alice", "a-rate", &["p1"]);
+    let mut bob = Peer::connected(&gw, &partition, "bob", "b-rate", &["p1"]);
     let key = "project:p1";
     // 30 publishes in a burst (well inside one window): the first fans out at once, the rest
     // coalesce — never an error, never a stale document, at most one update per window.

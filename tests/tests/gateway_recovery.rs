@@ -10,15 +10,6 @@ use syncular_integration_tests::gateway::{
     grant, raw_ws, read_until_closed, revoke_and_refresh, setup, sql_commit_task, stored_cursor, wait_until, Gateway, Peer,
 };
 
-fn connected_peer(gw: &Gateway, partition: &str, actor: &str, client: &str, projects: &[&str]) -> Peer {
-    let mut p = Peer::new(&gw.base_url, partition, actor, client);
-    p.subscribe("tasks", projects);
-    p.sync_idle(6).expect("initial HTTP sync");
-    p.connect();
-    p.pump_until("hello", |p| p.hello().is_some());
-    p
-}
-
 #[test]
 fn refresh_scopes_stops_an_actors_deltas_on_two_gateways_at_once() {
     let mut conn = connect();
@@ -29,8 +20,8 @@ fn refresh_scopes_stops_an_actors_deltas_on_two_gateways_at_once() {
     g1.wait_health(200);
     g2.wait_health(200);
     // Bob on two devices, one per gateway; both receive p1 commits.
-    let mut b1 = connected_peer(&g1, &partition, "bob", "bob-dev-1", &["p1", "p2"]);
-    let mut b2 = connected_peer(&g2, &partition, "bob", "bob-dev-2", &["p1", "p2"]);
+    let mut b1 = Peer::connected(&g1, &partition, "bob", "bob-dev-1", &["p1", "p2"]);
+    let mut b2 = Peer::connected(&g2, &partition, "bob", "bob-dev-2", &["p1", "p2"]);
     sql_commit_task(&mut conn, &partition, "alice", "before", "p1", "visible");
     b1.pump_until("b1 gets p1", |p| p.holds("before"));
     b2.pump_until("b2 gets p1", |p| p.holds("before"));
@@ -72,7 +63,7 @@ fn killing_the_listen_connection_loses_no_delta_and_duplicates_none() {
     grant(&mut conn, &partition, "bob", &["p1"]);
     let gw = Gateway::start(&[]);
     gw.wait_health(200);
-    let mut bob = connected_peer(&gw, &partition, "bob", "bob-l", &["p1"]);
+    let mut bob = Peer::connected(&gw, &partition, "bob", "bob-l", &["p1"]);
     sql_commit_task(&mut conn, &partition, "alice", "l1", "p1", "before the kill");
     bob.pump_until("l1", |p| p.holds("l1"));
 
@@ -105,7 +96,7 @@ fn a_gateway_restart_drains_acks_and_resumes_the_client_from_its_cursor() {
     let partition = partition_name("gw-restart");
     grant(&mut conn, &partition, "bob", &["p1"]);
     let g1 = Gateway::start(&["--ack-flush-ms", "60000"]);
-    let mut bob = connected_peer(&g1, &partition, "bob", "bob-r", &["p1"]);
+    let mut bob = Peer::connected(&g1, &partition, "bob", "bob-r", &["p1"]);
     let seq = sql_commit_task(&mut conn, &partition, "alice", "r1", "p1", "live");
     bob.pump_until("r1", |p| p.holds("r1"));
     // The ack is buffered (flush interval 60 s): SIGTERM must write it before exiting.

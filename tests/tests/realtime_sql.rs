@@ -10,7 +10,7 @@ use postgres::Client;
 use ssp2::model::PushStatus;
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema};
-use syncular_integration_tests::notify::expected_payload;
+use syncular_integration_tests::notify::{expected_payload, notification_key, tag};
 use syncular_integration_tests::wire::{commit, upsert, RawSession, Task};
 
 const QUIET: Duration = Duration::from_millis(400);
@@ -31,10 +31,19 @@ fn drain(conn: &mut Client) -> Vec<(String, String)> {
     out
 }
 
-fn scopes_payload(conn: &mut Client, partition: &str, actor: Option<&str>) -> String {
-    conn.query_one("SELECT syncular.realtime_scopes_payload($1, $2)", &[&partition, &actor])
-        .expect("payload")
-        .get(0)
+fn base64url(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s.as_bytes())
+}
+
+/// The signed `syncular_scopes` payload, computed here independently of the extension.
+fn scopes_payload(partition: &str, actor: Option<&str>) -> String {
+    let body = match actor {
+        Some(a) => format!("{}:{}", base64url(partition), base64url(a)),
+        None => base64url(partition),
+    };
+    let t = tag(notification_key(), "syncular_scopes", &body);
+    format!("{body}:{t}")
 }
 
 #[test]
@@ -47,7 +56,7 @@ fn refresh_scopes_notifies_at_commit_in_commit_order_with_commits() {
     let mut s = RawSession::new(connect(), &partition, "alice", "refresh-client", Some(allow_projects(&["p1"])));
     s.acquire_epoch().expect("epoch");
     let mine = |seen: Vec<(String, String)>, p: &str| -> Vec<(String, String)> {
-        let commit_prefix = format!("{}:", expected_payload(p, 0).trim_end_matches(":0"));
+        let commit_prefix = format!("{}:", base64url(p));
         seen.into_iter()
             .filter(|(c, payload)| if c == "syncular_commit" { payload.starts_with(&commit_prefix) } else { true })
             .collect()
@@ -70,8 +79,13 @@ fn refresh_scopes_notifies_at_commit_in_commit_order_with_commits() {
     s.push(vec![commit("c2", vec![upsert(&Task::new("b", "p1", "two"), None)])]).expect("push");
     app.execute("SELECT syncular.refresh_scopes($1)", &[&partition]).expect("refresh all");
     let seen = mine(drain(&mut listener), &partition);
-    let actor_payload = scopes_payload(&mut app, &partition, Some("alice"));
-    let partition_payload = scopes_payload(&mut app, &partition, None);
+    let actor_payload = scopes_payload(&partition, Some("alice"));
+    let partition_payload = scopes_payload(&partition, None);
+    let from_sql: String = app
+        .query_one("SELECT syncular.realtime_scopes_payload($1, 'alice')", &[&partition])
+        .expect("payload")
+        .get(0);
+    assert_eq!(from_sql, actor_payload, "the SQL helper renders the signed payload");
     let scoped: Vec<(String, String)> = seen
         .into_iter()
         .filter(|(c, p)| c == "syncular_commit" || *p == actor_payload || *p == partition_payload)

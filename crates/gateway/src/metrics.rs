@@ -53,6 +53,13 @@ pub struct RefreshLabels {
     pub outcome: String,
 }
 
+/// Label `channel` (NOTIFY channels).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChannelLabel {
+    /// `syncular_commit` | `syncular_scopes` | `syncular_presence`.
+    pub channel: String,
+}
+
 /// Label `kind` (presence events: join, update, leave, rejected, relayed).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
@@ -95,6 +102,9 @@ pub struct Metrics {
     pub presence_events: Family<KindLabel, Counter>,
     /// Registration reloads (`realtime_open` after the hello), by mode and outcome.
     pub refreshes: Family<RefreshLabels, Counter>,
+    /// Notifications dropped because their tag or seal did not verify (forged, or another
+    /// install's key), by channel.
+    pub notifications_rejected: Family<ChannelLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -122,6 +132,7 @@ impl Metrics {
             acks_persisted: Counter::default(),
             presence_events: Family::default(),
             refreshes: Family::default(),
+            notifications_rejected: Family::default(),
             registry: Registry::default(),
         };
         registry.register("sessions_open", "Realtime sessions currently open", m.sessions_open.clone());
@@ -138,6 +149,11 @@ impl Metrics {
         registry.register("acks_persisted", "Client records updated by realtime_ack", m.acks_persisted.clone());
         registry.register("presence_events", "Presence events, by kind", m.presence_events.clone());
         registry.register("refreshes", "Registration reloads, by mode and outcome", m.refreshes.clone());
+        registry.register(
+            "notifications_rejected",
+            "Notifications dropped because their tag or seal did not verify, by channel",
+            m.notifications_rejected.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -154,6 +170,11 @@ impl Metrics {
     /// Counts one presence event.
     pub fn presence(&self, kind: &str) {
         self.presence_events.get_or_create(&KindLabel { kind: kind.to_owned() }).inc();
+    }
+
+    /// Counts one notification dropped as unverifiable.
+    pub fn notification_rejected(&self, channel: &str) {
+        self.notifications_rejected.get_or_create(&ChannelLabel { channel: channel.to_owned() }).inc();
     }
 
     /// Counts one registration reload.

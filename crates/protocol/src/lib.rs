@@ -8,6 +8,7 @@
 
 pub mod errors;
 pub mod error_json;
+pub mod notification;
 pub mod primitives;
 
 pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};

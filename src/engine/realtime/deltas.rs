@@ -36,7 +36,7 @@ use crate::engine::pull::wire_scope_map;
 use crate::engine::pull_window::{run_window, WindowRequest};
 use crate::engine::realtime::registrations::{self, Registration};
 use crate::engine::resolver::json_type_name;
-use crate::engine::schema::{self, RegisteredSchema};
+use crate::engine::schema;
 use crate::store::partitions::select_partition_registry;
 use crate::store::pull_window::read_partition_bounds;
 
@@ -45,10 +45,12 @@ use crate::store::pull_window::read_partition_bounds;
 pub const MIN_DELTA_BYTES: i32 = 64;
 
 /// One group of sessions with identical delivery state (README).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Group {
-    /// The sessions' registrations (from `realtime_open`).
-    pub registrations: Vec<Registration>,
+    /// The sessions' registrations as `realtime_open` returned them; checked against the
+    /// served schema only when `schemaVersion` and `logEpoch` are current (a group opened
+    /// under an older schema is `reset-required` whatever its registrations name).
+    pub registrations: Value,
     /// Schema version the registrations were resolved under.
     pub schema_version: i64,
     /// Log epoch the sessions were opened under.
@@ -96,9 +98,9 @@ fn invalid(message: String) -> EngineError {
     EngineError::host(HostCode::InvalidArgument, message)
 }
 
-/// Parses the `groups` argument against the served schema.
-/// Errors: `syncular.invalid_argument` naming the offending group / key.
-pub fn parse_groups(value: &Value, schema: &RegisteredSchema) -> EngineResult<Vec<Group>> {
+/// Parses the `groups` argument (shapes only; registrations are checked per group by
+/// [`run`]). Errors: `syncular.invalid_argument` naming the offending group / key.
+pub fn parse_groups(value: &Value) -> EngineResult<Vec<Group>> {
     let Value::Array(items) = value else {
         return Err(invalid(format!("groups must be a JSON array, got {}", json_type_name(value))));
     };
@@ -118,10 +120,8 @@ pub fn parse_groups(value: &Value, schema: &RegisteredSchema) -> EngineResult<Ve
                 2 => 2,
                 other => return Err(invalid(format!("group {i}: wireVersion {other} is not 1 or 2"))),
             };
-            let registrations = registrations::from_json(field("registrations")?, schema)
-                .map_err(|e| invalid(format!("group {i}: {e}")))?;
             Ok(Group {
-                registrations,
+                registrations: field("registrations")?.clone(),
                 schema_version: int("schemaVersion")?,
                 log_epoch: field("logEpoch")?
                     .as_str()
@@ -151,54 +151,57 @@ pub fn run(partition: &str, groups: &Value, max_delta_bytes: i32, through_seq: O
         return Err(invalid(format!("through_seq must not be negative, got {t}")));
     }
     let schema = schema::require_registered_schema()?;
-    let groups = parse_groups(groups, &schema)?;
+    let groups = parse_groups(groups)?;
     let epoch = select_partition_registry(partition)?.map(|r| r.log_epoch).unwrap_or_default();
     let bounds = read_partition_bounds(partition)?;
     let through = through_seq.map_or(bounds.max_commit_seq, |t| t.min(bounds.max_commit_seq));
     let max_bytes = usize::try_from(max_delta_bytes).unwrap_or(usize::MAX);
     let outcomes = groups
         .iter()
-        .map(|g| {
+        .enumerate()
+        .map(|(i, g)| {
             if g.log_epoch != epoch || g.schema_version != i64::from(schema.version) {
                 return Ok(Outcome::Wake(WakeReason::ResetRequired));
             }
-            if g.cursor >= through || g.registrations.is_empty() {
+            let regs = registrations::from_json(&g.registrations, &schema)
+                .map_err(|e| invalid(format!("group {i}: {e}")))?;
+            if g.cursor >= through || regs.is_empty() {
                 return Ok(Outcome::None);
             }
             if g.cursor < bounds.horizon_seq {
                 return Ok(Outcome::Wake(WakeReason::CatchupRequired));
             }
             if g.suppressed {
-                return Ok(if any_match(partition, g, through)? {
+                return Ok(if any_match(partition, &regs, g.cursor, through)? {
                     Outcome::Wake(WakeReason::CatchupRequired)
                 } else {
                     Outcome::None
                 });
             }
-            encode(partition, g, through, max_bytes)
+            encode(partition, &regs, g, through, max_bytes)
         })
         .collect::<EngineResult<Vec<_>>>()?;
     Ok(Deltas { through, outcomes })
 }
 
-fn window<'a>(partition: &'a str, reg: &'a Registration, g: &Group, through: i64) -> WindowRequest<'a> {
+fn window<'a>(partition: &'a str, reg: &'a Registration, cursor: i64, through: i64) -> WindowRequest<'a> {
     WindowRequest {
         partition,
         table: &reg.table,
         effective: &reg.effective,
-        cursor: g.cursor,
+        cursor,
         max_commit_seq: through,
         limit_changes: i32::MAX,
     }
 }
 
-/// Whether any commit in the group's window matches a registration; stops
+/// Whether any commit in `(cursor, through]` matches a registration; stops
 /// at the first match (a one-byte budget defers everything after it).
-fn any_match(partition: &str, g: &Group, through: i64) -> EngineResult<bool> {
-    for reg in &g.registrations {
+fn any_match(partition: &str, regs: &[Registration], cursor: i64, through: i64) -> EngineResult<bool> {
+    for reg in regs {
         let mut budget = Budget::new(1);
         let mut found = false;
-        run_window(&window(partition, reg, g, through), &mut budget, 0, |_| {
+        run_window(&window(partition, reg, cursor, through), &mut budget, 0, |_| {
             found = true;
             Ok(1)
         })?;
@@ -209,7 +212,7 @@ fn any_match(partition: &str, g: &Group, through: i64) -> EngineResult<bool> {
     Ok(false)
 }
 
-fn encode(partition: &str, g: &Group, through: i64, max_bytes: usize) -> EngineResult<Outcome> {
+fn encode(partition: &str, regs: &[Registration], g: &Group, through: i64, max_bytes: usize) -> EngineResult<Outcome> {
     let header = RespHeader {
         required_schema_version: None,
         latest_schema_version: None,
@@ -218,11 +221,11 @@ fn encode(partition: &str, g: &Group, through: i64, max_bytes: usize) -> EngineR
     };
     let mut writer = ResponseWriter::new(Vec::with_capacity(512), g.wire_version, &header).map_err(encoder)?;
     let mut sections = 0usize;
-    for reg in &g.registrations {
+    for reg in regs {
         let written = bytes_written(&writer);
         let mut budget = Budget::new(max_bytes);
         let mut started = false;
-        let outcome = run_window(&window(partition, reg, g, through), &mut budget, written, |commit| {
+        let outcome = run_window(&window(partition, reg, g.cursor, through), &mut budget, written, |commit| {
             if !started {
                 writer.sub_start(&sub_start(reg)?).map_err(encoder)?;
                 started = true;

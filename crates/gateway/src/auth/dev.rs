@@ -41,7 +41,7 @@ impl DevAuth {
         let actor_id = header(ACTOR_HEADER)?
             .ok_or_else(|| ApiError::auth_required(format!("dev auth: header {ACTOR_HEADER} is required")))?;
         let partition = header(PARTITION_HEADER)?.unwrap_or_else(|| self.default_partition.clone());
-        Ok(Identity { actor_id, partition, allowed_scopes: None })
+        Ok(Identity { actor_id, partition, allowed_scopes: None, expires_at_ms: None })
     }
 }
 

@@ -183,7 +183,8 @@ impl JwtAuth {
                 }
             },
         };
-        Ok(Identity { actor_id, partition, allowed_scopes })
+        let expires_at_ms = claims.get("exp").and_then(Value::as_i64).map(|exp| exp.saturating_mul(1000));
+        Ok(Identity { actor_id, partition, allowed_scopes, expires_at_ms })
     }
 }
 

@@ -21,6 +21,9 @@ pub struct Identity {
     pub partition: String,
     /// §3.2 allowed map `{"<variable>": ["<value>", …]}`; `None` = the database resolver.
     pub allowed_scopes: Option<Value>,
+    /// When the credential stops being valid (a JWT's `exp`), Unix ms; a realtime session is
+    /// closed then. `None` = no expiry (dev mode).
+    pub expires_at_ms: Option<i64>,
 }
 
 /// The configured authenticator.

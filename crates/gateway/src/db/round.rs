@@ -2,8 +2,9 @@
 //!
 //! A request with `PUSH_COMMIT` frames runs `syncular.push` in its own transaction, COMMITs,
 //! then (when it has a `PULL_HEADER`) `syncular.pull` in a second transaction; only then are
-//! the two responses spliced ([`crate::framing::splice`]) and handed back. Any other request
-//! is one `syncular.sync` transaction. Transient failures (SQLSTATE 40/53/57/08, lost
+//! the two responses spliced ([`crate::framing::splice`]) and handed back. A request without
+//! `PUSH_COMMIT` frames is one `syncular.pull` transaction; one whose frames cannot be scanned
+//! goes to `syncular.sync` (which answers its error). Transient failures (SQLSTATE 40/53/57/08, lost
 //! connections) retry the failed transaction (the idempotency key makes a push retry safe),
 //! then answer `syncular.unavailable` (503). The same code serves `POST /sync` and socket
 //! rounds (§8.7), which pass `connection_client_id`.
@@ -67,7 +68,10 @@ pub async fn run_round(pool: &Pool, args: &RoundArgs<'_>) -> Result<Vec<u8>, Api
             let pull = with_retry(|| call_in_tx(pool, Half::Pull, args)).await?;
             framing::splice(&push, &pull).map_err(|e| ApiError::internal(format!("cannot splice the round: {}", e.0)))
         }
-        _ => with_retry(|| call_in_tx(pool, Half::Both, args)).await,
+        // No PUSH_COMMIT frame: `syncular.pull` serves the same response as `syncular.sync`
+        // (and would apply nothing even if the frame scan were wrong).
+        Some(_) => with_retry(|| call_in_tx(pool, Half::Pull, args)).await,
+        None => with_retry(|| call_in_tx(pool, Half::Both, args)).await,
     }
 }
 
@@ -75,6 +79,12 @@ pub async fn run_round(pool: &Pool, args: &RoundArgs<'_>) -> Result<Vec<u8>, Api
 /// back to back, in that order, on one connection — one network round trip instead of three);
 /// the bytes are returned only when `COMMIT` succeeded. A failed call aborts the transaction,
 /// so the pipelined `COMMIT` only rolls it back.
+///
+/// The pull half commits with `synchronous_commit = off`: it writes only bookkeeping (the
+/// client record's cursor — a retention watermark whose loss only lowers it — and its
+/// subscription list, re-recorded by the next pull) and the partition's last-seen time, so a
+/// crash right after it loses nothing a client relies on, while a durable flush would double
+/// the WAL flushes of every round. Pushes (PUSH_RESULTs, §2.3/§6.4) always commit durably.
 async fn call_in_tx(pool: &Pool, half: Half, args: &RoundArgs<'_>) -> Result<Vec<u8>, ApiError> {
     let client = checkout(pool).await?;
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
@@ -84,8 +94,12 @@ async fn call_in_tx(pool: &Pool, half: Half, args: &RoundArgs<'_>) -> Result<Vec
         params.push(cid);
     }
     // join3 polls in argument order, and each future queues its message on its first poll.
+    let begin_sql = match half {
+        Half::Pull => "BEGIN; SET LOCAL synchronous_commit TO off",
+        Half::Push | Half::Both => "BEGIN",
+    };
     let (begin, row, commit) = join3(
-        client.batch_execute("BEGIN"),
+        client.batch_execute(begin_sql),
         client.query_one(&statement, &params),
         client.batch_execute("COMMIT"),
     )

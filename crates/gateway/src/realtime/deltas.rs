@@ -18,7 +18,7 @@
 //! the partition's known max is woken (`catchup-required`) so its client pulls.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -102,6 +102,8 @@ pub struct Partition {
     known_max: AtomicI64,
     through: AtomicI64,
     stopped: AtomicBool,
+    /// Sessions reserved but not yet joined (being opened): the partition stays while > 0.
+    pub joining: AtomicUsize,
 }
 
 impl Partition {
@@ -115,6 +117,7 @@ impl Partition {
             known_max: AtomicI64::new(0),
             through: AtomicI64::new(0),
             stopped: AtomicBool::new(false),
+            joining: AtomicUsize::new(0),
         });
         tokio::spawn(run_worker(hub, p.clone()));
         p

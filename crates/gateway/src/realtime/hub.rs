@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::acks::AckBuffer;
 use super::deltas::{Partition, Work};
+use super::keys::NotificationKeys;
 use super::presence::PresenceRegistry;
 use super::relay::Relay;
 use super::session::{close_code, Registrations, Session, SessionState};
@@ -70,7 +71,7 @@ pub struct Hub {
     /// This gateway's id (presence relay).
     pub gateway_id: String,
     partitions: Mutex<HashMap<String, Arc<Partition>>>,
-    per_client: Mutex<HashMap<(String, String), usize>>,
+    per_client: Mutex<HashMap<ClientKey, usize>>,
     total: AtomicUsize,
     next_id: AtomicU64,
     rounds_in_flight: AtomicUsize,
@@ -81,6 +82,8 @@ pub struct Hub {
     /// (re)connect: a session whose registrations were resolved before a bump is reloaded
     /// before it joins its partition ([`Hub::add`]).
     scopes_epoch: AtomicU64,
+    /// The extension's notification key (read on the LISTEN connection at each connect).
+    notification_keys: RwLock<Option<Arc<NotificationKeys>>>,
     /// Cancelled at shutdown (parent of every session token).
     pub shutdown: CancellationToken,
     /// Buffered acks (flushed by [`AckBuffer::run`]).
@@ -94,14 +97,22 @@ pub struct Hub {
 /// A reserved admission slot (released on drop unless the session was registered).
 pub struct Slot {
     hub: Arc<Hub>,
-    key: (String, String),
+    key: ClientKey,
+    /// The partition the session joins: created (or held) from the reservation on, so the
+    /// commits notified while the session is being opened are recorded by its worker.
+    partition: Arc<Partition>,
     armed: bool,
 }
+
+/// (partition, actor, clientId): the unit of the per-client session cap. The actor is part of
+/// it so another actor presenting a victim's clientId cannot take the victim's slots.
+type ClientKey = (String, String, String);
 
 impl Drop for Slot {
     fn drop(&mut self) {
         if self.armed {
             self.hub.release(&self.key);
+            self.hub.unjoin(&self.partition);
         }
     }
 }
@@ -124,6 +135,7 @@ impl Hub {
             listen_up: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
             scopes_epoch: AtomicU64::new(0),
+            notification_keys: RwLock::new(None),
             shutdown,
             acks: AckBuffer::default(),
             presence: PresenceRegistry::default(),
@@ -135,11 +147,11 @@ impl Hub {
     /// Errors: `syncular.unavailable` (503) while shutting down;
     /// `sync.websocket_connection_limit` (429) over `--max-sessions` or
     /// `--max-sessions-per-client`.
-    pub fn reserve(self: &Arc<Self>, partition: &str, client_id: &str) -> Result<Slot, ApiError> {
+    pub fn reserve(self: &Arc<Self>, partition: &str, actor_id: &str, client_id: &str) -> Result<Slot, ApiError> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(ApiError::unavailable("the gateway is shutting down"));
         }
-        let key = (partition.to_owned(), client_id.to_owned());
+        let key = (partition.to_owned(), actor_id.to_owned(), client_id.to_owned());
         let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
         let n = per.get(&key).copied().unwrap_or(0);
         if n >= self.settings.max_sessions_per_client {
@@ -156,10 +168,24 @@ impl Hub {
             ));
         }
         per.insert(key.clone(), n + 1);
-        Ok(Slot { hub: self.clone(), key, armed: true })
+        drop(per);
+        let partition = {
+            let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            let p = map.entry(partition.to_owned()).or_insert_with(|| Partition::spawn(self.clone(), partition.to_owned())).clone();
+            p.joining.fetch_add(1, Ordering::SeqCst);
+            p
+        };
+        Ok(Slot { hub: self.clone(), key, partition, armed: true })
     }
 
-    fn release(&self, key: &(String, String)) {
+    /// A reservation ended without a session: the partition goes when nothing holds it.
+    fn unjoin(&self, p: &Arc<Partition>) {
+        let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
+        p.joining.fetch_sub(1, Ordering::SeqCst);
+        forget_if_unused(&mut map, p);
+    }
+
+    fn release(&self, key: &ClientKey) {
         self.total.fetch_sub(1, Ordering::SeqCst);
         let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = per.get_mut(key) {
@@ -180,6 +206,16 @@ impl Hub {
         self.total.load(Ordering::SeqCst)
     }
 
+    /// The notification key material, once the LISTEN connection read it.
+    pub fn notification_keys(&self) -> Option<Arc<NotificationKeys>> {
+        self.notification_keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Installs the key `syncular.notification_key()` answered.
+    pub fn set_notification_key(&self, key: Vec<u8>) {
+        *self.notification_keys.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(NotificationKeys::new(key)));
+    }
+
     /// The current scopes epoch: read it before `realtime_open` and hand it to [`Hub::add`].
     pub fn scopes_epoch(&self) -> u64 {
         self.scopes_epoch.load(Ordering::SeqCst)
@@ -195,13 +231,13 @@ impl Hub {
     pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: u64) -> Result<(), Slot> {
         let delivered = session.state().delivered;
         let partition = {
-            let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            let _map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
             if self.scopes_epoch.load(Ordering::SeqCst) != epoch {
                 return Err(slot);
             }
-            let p = map.entry(session.partition.clone()).or_insert_with(|| Partition::spawn(self.clone(), session.partition.clone())).clone();
-            p.insert(session.clone());
-            p
+            slot.partition.insert(session.clone());
+            slot.partition.joining.fetch_sub(1, Ordering::SeqCst);
+            slot.partition.clone()
         };
         slot.armed = false;
         self.metrics.sessions_open.inc();
@@ -224,10 +260,7 @@ impl Hub {
             match map.get(&session.partition).cloned() {
                 Some(p) => {
                     let removed = p.remove(session.id);
-                    if p.is_empty() {
-                        map.remove(&session.partition);
-                        p.stop();
-                    }
+                    forget_if_unused(&mut map, &p);
                     removed
                 }
                 None => false,
@@ -235,7 +268,7 @@ impl Hub {
         };
         if removed {
             self.metrics.sessions_open.dec();
-            self.release(&(session.partition.clone(), session.client_id.clone()));
+            self.release(&(session.partition.clone(), session.actor_id.clone(), session.client_id.clone()));
             super::presence::drop_all(self, session);
         }
     }
@@ -274,6 +307,14 @@ impl Hub {
     /// (fail-closed) and wakes the session when they changed. Presence follows (§8.6.3).
     /// Returns the `latestCursor` the reload read (before resolving scopes) when it succeeded.
     pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) -> Option<i64> {
+        if mode == RefreshMode::Host && session.allowed_scopes.is_some() {
+            // Its allowed scopes came from the credential (a token claim), frozen at the
+            // upgrade: re-resolving against them could not reflect the host's change.
+            // Fail closed: the client reconnects with a fresh credential.
+            self.metrics.refresh("host", "closed");
+            session.close(close_code::POLICY, "sync.auth_required: scopes changed; reconnect with a fresh credential");
+            return None;
+        }
         let ticket = {
             let mut st = session.state();
             st.refresh_issued += 1;
@@ -434,6 +475,15 @@ impl Hub {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.shutdown.cancel();
+    }
+}
+
+/// Removes `p` from the partition map (and stops its worker) once it has neither sessions nor
+/// reservations; the caller holds the map lock.
+fn forget_if_unused(map: &mut HashMap<String, Arc<Partition>>, p: &Arc<Partition>) {
+    if p.is_empty() && p.joining.load(Ordering::SeqCst) == 0 && map.get(&p.name).is_some_and(|q| Arc::ptr_eq(q, p)) {
+        map.remove(&p.name);
+        p.stop();
     }
 }
 

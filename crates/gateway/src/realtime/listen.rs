@@ -1,6 +1,7 @@
 //! The gateway's ONE `LISTEN` connection (channels `syncular_commit`, `syncular_scopes`,
 //! `syncular_presence`; contract §7), fanning notifications out to the partition workers
-//! and the presence relay. Its `application_name` is `syncular-gateway-listen-<gateway id>`.
+//! and the presence relay. On each connect it first reads `syncular.notification_key()`:
+//! payloads are verified with it ([`super::keys`]), since any role may NOTIFY. Its `application_name` is `syncular-gateway-listen-<gateway id>`.
 //! When it drops: reconnect with backoff (100 ms doubling to 5 s); once back, every session
 //! is refreshed (fail-closed) and every partition runs a delta pass from its sessions'
 //! cursors (nothing lost, nothing duplicated), and presence is resynchronized.
@@ -9,18 +10,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use futures_util::StreamExt;
+use syncular_protocol::notification::{parse_commit_payload, parse_scopes_payload};
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
 
-/// Commit notifications (`<base64url(partition)>:<commitSeq>`).
-pub const COMMIT_CHANNEL: &str = "syncular_commit";
-/// Host refresh notifications (`<base64url(partition)>[:<base64url(actor)>]`).
-pub const SCOPES_CHANNEL: &str = "syncular_scopes";
+pub use syncular_protocol::notification::{COMMIT_CHANNEL, SCOPES_CHANNEL};
 
 /// Runs until `stop` is cancelled.
 pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: CancellationToken) {
@@ -47,9 +44,13 @@ pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: Cancellati
                         }
                     }
                 });
-                let listened = client
-                    .batch_execute("LISTEN syncular_commit; LISTEN syncular_scopes; LISTEN syncular_presence")
-                    .await;
+                // The key first: every notification is verified with it (any role can NOTIFY).
+                let listened = async {
+                    let key: Vec<u8> = client.query_one("SELECT syncular.notification_key()", &[]).await?.try_get(0)?;
+                    hub.set_notification_key(key);
+                    client.batch_execute("LISTEN syncular_commit; LISTEN syncular_scopes; LISTEN syncular_presence").await
+                }
+                .await;
                 match listened {
                     Ok(()) => {
                         if connected_before {
@@ -94,51 +95,26 @@ pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: Cancellati
     }
 }
 
-/// Routes one notification.
+/// Routes one notification. `syncular_commit` and `syncular_scopes` payloads are acted on
+/// only when their tag verifies with the notification key (forgeries are counted in
+/// `notifications_rejected` and dropped); relay payloads are opened by the relay.
 pub fn dispatch(hub: &Arc<Hub>, channel: &str, payload: &str) {
+    let Some(keys) = hub.notification_keys() else { return };
     match channel {
-        COMMIT_CHANNEL => match parse_commit(payload) {
+        COMMIT_CHANNEL => match parse_commit_payload(&keys.hmac_key, payload) {
             Some((partition, seq)) => hub.commit_notified(&partition, seq),
-            None => tracing::warn!(len = payload.len(), "malformed syncular_commit payload ignored"),
+            None => rejected(hub, channel, payload),
         },
-        SCOPES_CHANNEL => match parse_scopes(payload) {
+        SCOPES_CHANNEL => match parse_scopes_payload(&keys.hmac_key, payload) {
             Some((partition, actor)) => hub.scopes_changed(&partition, actor),
-            None => tracing::warn!(len = payload.len(), "malformed syncular_scopes payload ignored"),
+            None => rejected(hub, channel, payload),
         },
         super::relay::CHANNEL => hub.relay.handle(hub, payload),
         _ => {}
     }
 }
 
-fn b64_text(s: &str) -> Option<String> {
-    String::from_utf8(URL_SAFE_NO_PAD.decode(s.trim_end_matches('=')).ok()?).ok()
-}
-
-/// Parses `<base64url(partition)>:<commitSeq>`.
-pub fn parse_commit(payload: &str) -> Option<(String, i64)> {
-    let (p, seq) = payload.rsplit_once(':')?;
-    Some((b64_text(p)?, seq.parse().ok()?))
-}
-
-/// Parses `<base64url(partition)>[:<base64url(actor)>]`.
-pub fn parse_scopes(payload: &str) -> Option<(String, Option<String>)> {
-    match payload.split_once(':') {
-        Some((p, a)) => Some((b64_text(p)?, Some(b64_text(a)?))),
-        None => Some((b64_text(payload)?, None)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn payloads_parse() {
-        assert_eq!(parse_commit("dGVuYW50LWE:2"), Some(("tenant-a".into(), 2)));
-        assert_eq!(parse_commit("dGVuYW50LWE"), None);
-        assert_eq!(parse_commit("!!:2"), None);
-        assert_eq!(parse_scopes("dGVuYW50LWE"), Some(("tenant-a".into(), None)));
-        assert_eq!(parse_scopes("dGVuYW50LWE:dTE"), Some(("tenant-a".into(), Some("u1".into()))));
-        assert_eq!(parse_scopes("dGVuYW50LWE:%%"), None);
-    }
+fn rejected(hub: &Hub, channel: &str, payload: &str) {
+    hub.metrics.notification_rejected(channel);
+    tracing::warn!(channel, len = payload.len(), "notification dropped: its tag does not verify (forged, or signed by another install)");
 }

@@ -5,7 +5,8 @@
 //! - [`session`]: per-connection state and the bounded outbound queue + writer
 //! - [`hub`]: all sessions; admission, acks, registration refresh, shutdown
 //! - [`deltas`]: partition workers, one `realtime_deltas` call per burst
-//! - [`listen`]: the LISTEN connection and notification dispatch
+//! - [`listen`]: the LISTEN connection and notification dispatch (verified with [`keys`])
+//! - [`keys`]: the extension's notification key: payload tags, the relay's seal
 //! - [`acks`]: batched `realtime_ack`
 //! - [`limits`]: gateway-wide round byte budget, per-actor session cap, write timeout
 //! - [`round`]: §8.7 rounds over the socket
@@ -14,6 +15,7 @@
 pub mod acks;
 pub mod deltas;
 pub mod hub;
+pub mod keys;
 pub mod limits;
 pub mod listen;
 pub mod presence;

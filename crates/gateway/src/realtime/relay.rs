@@ -1,15 +1,20 @@
 //! Cross-gateway presence relay through `pg_notify('syncular_presence', json)` (contract §7),
 //! so gateways behind one load balancer behave as one (§8.6).
 //!
-//! Messages: `{"v":1,"g":<gateway>,"t":<type>,…}` with `t` = `pub` (`p` partition, `k`
-//! scopeKey, `s` peer session, `a` actor, `c` client, `d` doc), `leave` (same without `d`),
-//! `hello` (a gateway started or reconnected: every other gateway re-announces its local
-//! documents), `hb` (heartbeat), `bye` (graceful shutdown: drop my peers). A message over
-//! 7,900 bytes travels as `part`s (`m` message id, `i` index, `n` count, `x` a slice of the
-//! base64 of the message). A gateway ignores its own messages; a gateway silent for three
-//! heartbeats is dead and its peers leave.
+//! Messages: `{"v":1,"g":<gateway>,"q":<counter>,"ts":<ms>,"t":<type>,…}` with `t` = `pub`
+//! (`p` partition, `k` scopeKey, `s` peer session, `a` actor, `c` client, `d` doc), `leave`
+//! (same without `d`), `hello` (a gateway started or reconnected: every other gateway
+//! re-announces its local documents), `hb` (heartbeat), `bye` (graceful shutdown: drop my
+//! peers). A message over [`MAX_PAYLOAD`] bytes travels as `part`s (`m` message id, `i`
+//! index, `n` count, `x` a slice of the base64 of the message). Every payload is sealed with
+//! the notification key ([`super::keys`]): any database role can LISTEN and NOTIFY, none but
+//! a gateway can read or forge the relay. A message is accepted once — its per-gateway
+//! counter `q` must grow and its `ts` be within a minute — so a captured payload cannot be
+//! replayed. A gateway ignores its own messages; a gateway silent for three heartbeats is
+//! dead and its peers leave.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,14 +27,18 @@ use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
 use super::presence::{deliver_local, PeerDoc, PeerId};
+use super::session::now_ms;
 use crate::db::realtime::notify;
 
 /// The notification channel of the relay.
 pub const CHANNEL: &str = "syncular_presence";
-/// Largest payload sent whole, bytes (Postgres allows 7999).
-pub const MAX_PAYLOAD: usize = 7_900;
-const PART_BYTES: usize = 7_600;
+/// Largest message sent whole (before sealing), bytes: its sealed payload stays under
+/// Postgres' 8000-byte limit.
+pub const MAX_PAYLOAD: usize = 5_900;
+const PART_BYTES: usize = 5_600;
 const MAX_PARTIALS: usize = 256;
+/// How far a message's `ts` may be from this gateway's clock, milliseconds.
+const FRESH_MS: i64 = 60_000;
 
 struct Partial {
     parts: Vec<Option<String>>,
@@ -40,14 +49,32 @@ struct Partial {
 pub struct Relay {
     gateway_id: String,
     tx: Mutex<Option<mpsc::Sender<String>>>,
-    seen: Mutex<HashMap<String, Instant>>,
+    /// Other gateways: when last heard, and the highest message counter accepted.
+    seen: Mutex<HashMap<String, (Instant, u64)>>,
     partials: Mutex<HashMap<(String, String), Partial>>,
+    counter: AtomicU64,
 }
 
 impl Relay {
     /// A relay for `gateway_id` (not sending until [`Relay::start`]).
     pub fn new(gateway_id: String) -> Self {
-        Relay { gateway_id, tx: Mutex::new(None), seen: Mutex::new(HashMap::new()), partials: Mutex::new(HashMap::new()) }
+        Relay {
+            gateway_id,
+            tx: Mutex::new(None),
+            seen: Mutex::new(HashMap::new()),
+            partials: Mutex::new(HashMap::new()),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// `body` + version, gateway, counter and timestamp, as JSON text.
+    fn stamp(&self, body: &Value) -> String {
+        let mut msg = body.clone();
+        msg["v"] = json!(1);
+        msg["g"] = json!(self.gateway_id);
+        msg["q"] = json!(self.counter.fetch_add(1, Ordering::SeqCst) + 1);
+        msg["ts"] = json!(now_ms());
+        msg.to_string()
     }
 
     /// Starts the sender (ordered `pg_notify`s) and the heartbeat/expiry loop.
@@ -57,7 +84,10 @@ impl Relay {
         let sender_hub = hub.clone();
         tokio::spawn(async move {
             while let Some(payload) = rx.recv().await {
-                if let Err(e) = notify(&sender_hub.pool, CHANNEL, &payload).await {
+                // Sealed when sent: the key is read on the LISTEN connection; none yet means
+                // no other gateway can be heard either.
+                let Some(keys) = sender_hub.notification_keys() else { continue };
+                if let Err(e) = notify(&sender_hub.pool, CHANNEL, &keys.seal(CHANNEL, &payload)).await {
                     tracing::warn!(code = e.code_str(), "presence relay: pg_notify failed");
                 }
             }
@@ -79,10 +109,7 @@ impl Relay {
     }
 
     fn send(&self, body: &Value) {
-        let mut msg = body.clone();
-        msg["v"] = json!(1);
-        msg["g"] = json!(self.gateway_id);
-        let text = msg.to_string();
+        let text = self.stamp(body);
         let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
         for payload in split(&self.gateway_id, &text) {
             if tx.try_send(payload).is_err() {
@@ -122,7 +149,8 @@ impl Relay {
 
     /// Graceful shutdown: tell the others our peers are gone (sent directly, awaited).
     pub async fn bye(&self, hub: &Hub) {
-        let text = json!({"v": 1, "g": self.gateway_id, "t": "bye"}).to_string();
+        let Some(keys) = hub.notification_keys() else { return };
+        let text = keys.seal(CHANNEL, &self.stamp(&json!({"t": "bye"})));
         if let Err(e) = notify(&hub.pool, CHANNEL, &text).await {
             tracing::warn!(code = e.code_str(), "presence relay: bye failed");
         }
@@ -131,7 +159,7 @@ impl Relay {
     fn expire(&self, hub: &Hub, after: Duration) {
         let dead: Vec<String> = {
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            let dead: Vec<String> = seen.iter().filter(|(_, t)| t.elapsed() > after).map(|(g, _)| g.clone()).collect();
+            let dead: Vec<String> = seen.iter().filter(|(_, (t, _))| t.elapsed() > after).map(|(g, _)| g.clone()).collect();
             for g in &dead {
                 seen.remove(g);
             }
@@ -150,10 +178,21 @@ impl Relay {
         }
     }
 
-    /// Handles one `syncular_presence` notification. Malformed payloads are ignored (logged).
+    /// Handles one `syncular_presence` notification: opened with the notification key;
+    /// anything else (unsealed, forged, another install's) is dropped and counted.
     pub fn handle(&self, hub: &Arc<Hub>, payload: &str) {
-        let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(payload) else {
-            tracing::debug!("presence relay: ignoring a malformed payload");
+        let opened = hub.notification_keys().and_then(|k| k.open(CHANNEL, payload));
+        let Some(text) = opened else {
+            hub.metrics.notification_rejected(CHANNEL);
+            tracing::debug!("presence relay: dropping a payload that is not sealed with the notification key");
+            return;
+        };
+        self.handle_opened(hub, &text);
+    }
+
+    fn handle_opened(&self, hub: &Arc<Hub>, text: &str) {
+        let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(text) else {
+            tracing::debug!("presence relay: ignoring a malformed message");
             return;
         };
         let Some(g) = msg.get("g").and_then(Value::as_str) else { return };
@@ -162,12 +201,23 @@ impl Relay {
         }
         let s = |k: &str| msg.get(k).and_then(Value::as_str).map(str::to_owned);
         let t = s("t").unwrap_or_default();
+        if t != "part" {
+            // Whole messages are accepted once, in order, while fresh (no replay).
+            let q = msg.get("q").and_then(Value::as_u64).unwrap_or(0);
+            let ts = msg.get("ts").and_then(Value::as_i64).unwrap_or(0);
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let last = seen.get(g).map_or(0, |(_, q)| *q);
+            if q <= last || (ts - now_ms()).abs() > FRESH_MS {
+                tracing::debug!(gateway = %g, "presence relay: dropping a stale or replayed message");
+                return;
+            }
+            seen.insert(g.to_owned(), (Instant::now(), q));
+        }
         if t == "bye" {
             self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(g);
             self.drop_gateway(hub, g);
             return;
         }
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).insert(g.to_owned(), Instant::now());
         match t.as_str() {
             "pub" | "leave" => {
                 let (Some(p), Some(k), Some(sess), Some(a), Some(c)) = (s("p"), s("k"), s("s"), s("a"), s("c")) else { return };
@@ -191,7 +241,7 @@ impl Relay {
                 if let Some(whole) = self.assemble(g, m, i as usize, n as usize, x) {
                     if let Ok(bytes) = STANDARD.decode(whole) {
                         if let Ok(text) = String::from_utf8(bytes) {
-                            self.handle(hub, &text);
+                            self.handle_opened(hub, &text);
                         }
                     }
                 }
@@ -249,6 +299,8 @@ mod tests {
         let parts = split("g1", &big);
         assert!(parts.len() > 1);
         assert!(parts.iter().all(|p| p.len() <= MAX_PAYLOAD));
+        let keys = super::super::keys::NotificationKeys::new(vec![1; 32]);
+        assert!(parts.iter().all(|p| keys.seal(CHANNEL, p).len() <= 7999), "sealed parts fit a NOTIFY");
         let relay = Relay::new("g2".into());
         let mut whole = None;
         // Reverse order: reassembly does not depend on arrival order.

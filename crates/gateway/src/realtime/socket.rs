@@ -53,7 +53,7 @@ pub async fn upgrade(
         Ok(id) => id,
         Err(e) => return error_response(&gw, route, e),
     };
-    let slot = match gw.hub.reserve(&identity.partition, &client_id) {
+    let slot = match gw.hub.reserve(&identity.partition, &identity.actor_id, &client_id) {
         Ok(slot) => slot,
         Err(e) => return error_response(&gw, route, e),
     };
@@ -136,6 +136,7 @@ fn same_state(a: &Opened, b: &Opened) -> bool {
 
 async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, epoch: u64, slot: Slot, socket: WebSocket) {
     let (sink, stream) = socket.split();
+    let expires_at_ms = identity.expires_at_ms;
     let init = SessionInit {
         id: hub.next_session_id(),
         session_id: opened.session_id.clone(),
@@ -164,12 +165,31 @@ async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Ope
         return;
     }
     presence::initial(&hub, &session);
+    if let Some(at) = expires_at_ms {
+        close_at_expiry(&session, at);
+    }
     tracing::debug!(session = session.id, registrations = ?opened.registrations.as_array().map(Vec::len), "realtime session open");
     read_loop(&hub, &session, stream).await;
     session.closed.cancel();
     hub.remove(&session);
     let _ = writer.await;
     tracing::debug!(session = session.id, "realtime session closed");
+}
+
+/// A session authenticated by an expiring credential (a JWT's `exp`) is closed when it
+/// expires (1008, `sync.auth_required`): the client reconnects with a fresh token, which is
+/// authenticated — and its scopes resolved — anew.
+fn close_at_expiry(session: &Arc<Session>, expires_at_ms: i64) {
+    let session = session.clone();
+    let left = Duration::from_millis(u64::try_from(expires_at_ms.saturating_sub(now_ms())).unwrap_or(0));
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(left) => {
+                session.close(close_code::POLICY, "sync.auth_required: the credential expired; reconnect with a fresh one");
+            }
+            _ = session.closed.cancelled() => {}
+        }
+    });
 }
 
 async fn read_loop(hub: &Arc<Hub>, session: &Arc<Session>, mut stream: SplitStream<WebSocket>) {
