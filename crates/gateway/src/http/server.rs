@@ -95,6 +95,9 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => match connections.permits.clone().try_acquire_owned() {
                     Ok(permit) => {
+                        // Request/response and socket frames are small and latency-bound: no
+                        // Nagle delay on our writes.
+                        let _ = stream.set_nodelay(true);
                         tasks.spawn(serve_connection(stream, permit, app.clone(), limits, stop.clone()));
                     }
                     Err(_) => {
