@@ -60,7 +60,7 @@ fn forged_notifications_are_dropped_and_change_nothing() {
         "syncular_commit",
         &[format!("{p64}:999999999"), format!("{p64}:999999999:AAAAAAAAAAAAAAAAAAAAAA")],
     );
-    notify_as_stranger(&mut conn, "syncular_scopes", &[p64.clone()]);
+    notify_as_stranger(&mut conn, "syncular_scopes", std::slice::from_ref(&p64));
     let forged_presence = json!({"v": 1, "g": "evil", "q": 1, "ts": 0, "t": "pub", "p": partition,
         "k": "project:p1", "s": "x", "a": "the-ceo", "c": "c", "d": {"hi": 1}});
     notify_as_stranger(&mut conn, "syncular_presence", &[forged_presence.to_string()]);

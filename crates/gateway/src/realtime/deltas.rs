@@ -18,7 +18,7 @@
 //! the partition's known max is woken (`catchup-required`) so its client pulls.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -104,7 +104,16 @@ pub struct Partition {
     stopped: AtomicBool,
     /// Sessions reserved but not yet joined (being opened): the partition stays while > 0.
     pub joining: AtomicUsize,
+    /// Bumped (under the hub's partitions lock) by every partition-wide host refresh of this
+    /// partition and every LISTEN (re)connect; `actor_epochs` by an actor's refreshes. A
+    /// session whose registrations were resolved before a bump that concerns it reloads
+    /// before it joins ([`super::hub::Hub::add`]).
+    scopes_epoch: AtomicU64,
+    actor_epochs: Mutex<HashMap<String, u64>>,
 }
+
+/// What [`Partition::scopes_epoch`] reads: (partition-wide epoch, the actor's epoch).
+pub type ScopesEpoch = (u64, u64);
 
 impl Partition {
     /// Creates the partition and spawns its worker.
@@ -118,6 +127,8 @@ impl Partition {
             through: AtomicI64::new(0),
             stopped: AtomicBool::new(false),
             joining: AtomicUsize::new(0),
+            scopes_epoch: AtomicU64::new(0),
+            actor_epochs: Mutex::new(HashMap::new()),
         });
         tokio::spawn(run_worker(hub, p.clone()));
         p
@@ -141,6 +152,23 @@ impl Partition {
     /// A snapshot of the sessions.
     pub fn sessions(&self) -> Vec<Arc<Session>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// The scopes epoch that concerns `actor` (see the field).
+    pub fn scopes_epoch(&self, actor: &str) -> ScopesEpoch {
+        let actor_epoch = self.actor_epochs.lock().unwrap_or_else(|p| p.into_inner()).get(actor).copied().unwrap_or(0);
+        (self.scopes_epoch.load(Ordering::SeqCst), actor_epoch)
+    }
+
+    /// Bumps the epoch of `actor`, or the partition-wide one when `None` (the caller holds the
+    /// hub's partitions lock).
+    pub fn bump_scopes_epoch(&self, actor: Option<&str>) {
+        match actor {
+            Some(a) => *self.actor_epochs.lock().unwrap_or_else(|p| p.into_inner()).entry(a.to_owned()).or_insert(0) += 1,
+            None => {
+                self.scopes_epoch.fetch_add(1, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Highest commitSeq seen (notifications, deltas calls, refreshes): the cursor of

@@ -14,7 +14,7 @@ use syncular_protocol::realtime::WakeReason;
 use tokio_util::sync::CancellationToken;
 
 use super::acks::AckBuffer;
-use super::deltas::{Partition, Work};
+use super::deltas::{Partition, ScopesEpoch, Work};
 use super::keys::NotificationKeys;
 use super::presence::PresenceRegistry;
 use super::relay::Relay;
@@ -78,10 +78,6 @@ pub struct Hub {
     rounds_done: tokio::sync::Notify,
     listen_up: AtomicBool,
     shutting_down: AtomicBool,
-    /// Bumped (under the partitions lock) by every host refresh notification and LISTEN
-    /// (re)connect: a session whose registrations were resolved before a bump is reloaded
-    /// before it joins its partition ([`Hub::add`]).
-    scopes_epoch: AtomicU64,
     /// The extension's notification key (read on the LISTEN connection at each connect).
     notification_keys: RwLock<Option<Arc<NotificationKeys>>>,
     /// Cancelled at shutdown (parent of every session token).
@@ -107,6 +103,14 @@ pub struct Slot {
 /// (partition, actor, clientId): the unit of the per-client session cap. The actor is part of
 /// it so another actor presenting a victim's clientId cannot take the victim's slots.
 type ClientKey = (String, String, String);
+
+impl Slot {
+    /// The scopes epoch of the partition this slot holds: read it before `realtime_open` and
+    /// hand it to [`Hub::add`].
+    pub fn scopes_epoch(&self) -> ScopesEpoch {
+        self.partition.scopes_epoch(&self.key.1)
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -134,7 +138,6 @@ impl Hub {
             rounds_done: tokio::sync::Notify::new(),
             listen_up: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
-            scopes_epoch: AtomicU64::new(0),
             notification_keys: RwLock::new(None),
             shutdown,
             acks: AckBuffer::default(),
@@ -216,23 +219,20 @@ impl Hub {
         *self.notification_keys.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(NotificationKeys::new(key)));
     }
 
-    /// The current scopes epoch: read it before `realtime_open` and hand it to [`Hub::add`].
-    pub fn scopes_epoch(&self) -> u64 {
-        self.scopes_epoch.load(Ordering::SeqCst)
-    }
-
-    /// Registers a session whose registrations were resolved after the scopes epoch was
-    /// `epoch`. When a host refresh or LISTEN reconnect bumped the epoch since, the session
-    /// could hold registrations a refresh has already revoked on the others: nothing is
-    /// registered and the slot comes back (`Err`), so the caller reloads and tries again.
-    /// The check and the insert hold the partitions lock that [`Hub::scopes_changed`] bumps
-    /// the epoch under, so a refresh either finds the session or makes it reload. The slot is
-    /// then owned by the session and released by [`Hub::remove`].
-    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: u64) -> Result<(), Slot> {
+    /// Registers a session whose registrations were resolved after its partition's scopes
+    /// epoch was `epoch` ([`Slot::scopes_epoch`], read after the reservation created or held
+    /// the partition). When a host refresh of that partition or a LISTEN reconnect bumped the
+    /// epoch since, the session could hold registrations a refresh has already revoked on the
+    /// others: nothing is registered and the slot comes back (`Err`), so the caller reloads
+    /// (or, for scopes frozen in a credential, closes) and tries again. The check and the
+    /// insert hold the partitions lock that [`Hub::scopes_changed`] bumps the epoch under, so
+    /// a refresh either finds the session or makes it reload. The slot is then owned by the
+    /// session and released by [`Hub::remove`].
+    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: ScopesEpoch) -> Result<(), Slot> {
         let delivered = session.state().delivered;
         let partition = {
             let _map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
-            if self.scopes_epoch.load(Ordering::SeqCst) != epoch {
+            if slot.scopes_epoch() != epoch {
                 return Err(slot);
             }
             slot.partition.insert(session.clone());
@@ -386,12 +386,16 @@ impl Hub {
 
     /// Marks the sessions of `actor` (every actor when `None`) in `partition` stale (a deltas
     /// call in flight for them is discarded) and queues their host refresh, after the commits
-    /// notified before it. Bumps the scopes epoch so a session being opened reloads.
+    /// notified before it. Bumps the partition's scopes epoch so a session being opened there
+    /// reloads.
     pub fn scopes_changed(&self, partition: &str, actor: Option<String>) {
         let p = {
             let map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
-            self.scopes_epoch.fetch_add(1, Ordering::SeqCst);
-            map.get(partition).cloned()
+            let p = map.get(partition).cloned();
+            if let Some(p) = &p {
+                p.bump_scopes_epoch(actor.as_deref());
+            }
+            p
         };
         let Some(p) = p else { return };
         for s in p.sessions() {
@@ -416,8 +420,7 @@ impl Hub {
         self.listen_up.store(true, Ordering::SeqCst);
         let partitions: Vec<_> = {
             let map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
-            self.scopes_epoch.fetch_add(1, Ordering::SeqCst);
-            map.values().cloned().collect()
+            map.values().inspect(|p| p.bump_scopes_epoch(None)).cloned().collect()
         };
         for p in partitions {
             p.schedule(Work::Resync);

@@ -22,6 +22,7 @@ use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
 use syncular_protocol::realtime::{parse_control, ControlMessage, Hello, WakeReason};
 
+use super::deltas::ScopesEpoch;
 use super::hub::{initial_state, Hub, Slot};
 use super::presence;
 use super::round;
@@ -62,7 +63,7 @@ pub async fn upgrade(
         Ok(a) => a,
         Err(e) => return error_response(&gw, route, e),
     };
-    let epoch = gw.hub.scopes_epoch();
+    let epoch = slot.scopes_epoch();
     let opened = match realtime_open(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await {
         Ok(o) => o,
         Err(e) => return error_response(&gw, route, e),
@@ -83,18 +84,26 @@ pub async fn upgrade(
 }
 
 /// Registers the session with registrations resolved after the last host refresh: when a
-/// `syncular_scopes` notification (or a LISTEN reconnect) came in since `epoch`, reload and
-/// try again. A reload whose answer differs from the one `hello` described sends a
+/// `syncular_scopes` notification for its actor or its whole partition (or a LISTEN
+/// reconnect) came in since
+/// `epoch`, reload and try again — or close (1008) a session whose scopes came from its
+/// credential, which cannot be re-resolved. A reload whose answer differs from the one `hello` described sends a
 /// `catchup-required` wake-up (the client pulls what `hello` could not announce). Returns
-/// false when a reload failed (the socket is closed with 1011).
-async fn join(hub: &Arc<Hub>, session: &Arc<Session>, opened: &Opened, mut slot: Slot, mut epoch: u64) -> bool {
+/// false when the session was closed instead (a failed reload: 1011).
+async fn join(hub: &Arc<Hub>, session: &Arc<Session>, opened: &Opened, mut slot: Slot, mut epoch: ScopesEpoch) -> bool {
     let mut reloaded = false;
     loop {
         match hub.add(session.clone(), slot, epoch) {
             Ok(()) => break,
             Err(back) => {
                 slot = back;
-                epoch = hub.scopes_epoch();
+                if session.allowed_scopes.is_some() {
+                    // Scopes frozen in the credential cannot be re-resolved: fail closed,
+                    // as a host refresh of a joined session does.
+                    session.close(close_code::POLICY, "sync.auth_required: scopes changed; reconnect with a fresh credential");
+                    return false;
+                }
+                epoch = slot.scopes_epoch();
                 let reopened = realtime_open(
                     &hub.pool,
                     &session.partition,
@@ -134,7 +143,7 @@ fn same_state(a: &Opened, b: &Opened) -> bool {
         && a.registrations == b.registrations
 }
 
-async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, epoch: u64, slot: Slot, socket: WebSocket) {
+async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, epoch: ScopesEpoch, slot: Slot, socket: WebSocket) {
     let (sink, stream) = socket.split();
     let expires_at_ms = identity.expires_at_ms;
     let init = SessionInit {
