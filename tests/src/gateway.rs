@@ -457,6 +457,26 @@ pub fn raw_ws(
     ws
 }
 
+/// Reads from a raw socket until the `hello` (§8.1) arrived — the session is joined, so a later
+/// notification reaches it. Panics when the socket closes first or nothing comes within [`WAIT`].
+pub fn read_until_hello(ws: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>) -> Value {
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_mut() {
+        s.set_read_timeout(Some(WAIT)).ok();
+    }
+    loop {
+        match ws.read().expect("a hello before anything else ends the socket") {
+            tungstenite::Message::Text(t) => {
+                let v: Value = serde_json::from_str(t.as_str()).expect("JSON text frame");
+                if v["event"] == "hello" {
+                    return v["data"].clone();
+                }
+            }
+            tungstenite::Message::Close(frame) => panic!("closed before hello: {frame:?}"),
+            _ => continue,
+        }
+    }
+}
+
 /// Reads from a raw socket until it is closed; returns the close code (None when the
 /// connection just dropped). Bounded by [`WAIT`].
 pub fn read_until_closed(

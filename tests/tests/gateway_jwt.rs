@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use syncular_client::native_transport::HostTransport;
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{partition_name, TASKS};
-use syncular_integration_tests::gateway::{grant, post_sync, read_until_closed, setup, Gateway, Peer};
+use syncular_integration_tests::gateway::{grant, post_sync, read_until_closed, read_until_hello, setup, Gateway, Peer};
 use syncular_integration_tests::wire::{pull_header, request, subscription};
 use tungstenite::client::IntoClientRequest;
 
@@ -248,6 +248,9 @@ fn a_socket_whose_scopes_came_from_its_token_is_closed_by_refresh_scopes() {
     let claims = |sub: &str| token(json!({"sub": sub, "tenant": partition, "exp": now() + 300, "scopes": {"project_id": ["p1"]}}), SECRET);
     let mut alice = bearer_ws(&gw, "claims-a", &claims("alice"));
     let mut carol = bearer_ws(&gw, "claims-c", &claims("carol"));
+    // Both sessions joined (a refresh committed before a session joins is not one it missed).
+    read_until_hello(&mut alice);
+    read_until_hello(&mut carol);
     // The host revokes alice: her token's scopes cannot be re-resolved, so her socket closes
     // (fail-closed) and she reconnects with a fresh token; carol's socket stays.
     conn.execute("SELECT syncular.refresh_scopes($1, 'alice')", &[&partition]).unwrap();

@@ -93,6 +93,10 @@ pub async fn run(config: Config) -> Result<(), String> {
     }
     realtime::relay::Relay::start(&hub, Duration::from_secs(config.presence_heartbeat_secs), background.clone());
 
+    // No socket before the first LISTEN: a session joined earlier could miss a host refresh
+    // (and the notification key that verifies payloads comes with that connection).
+    wait_for_listen(&hub).await;
+
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -151,5 +155,19 @@ fn warn_if_fd_limit_is_low(max_connections: u64, pool_size: usize) {
             needed,
             "the open-files limit is below --max-connections + --pool-size + 64: raise `ulimit -n` or lower --max-connections"
         );
+    }
+}
+
+/// Waits until the LISTEN connection is up for the first time (it retries with backoff and logs
+/// why it cannot connect); says so every 5 s meanwhile.
+async fn wait_for_listen(hub: &Hub) {
+    let started = std::time::Instant::now();
+    let mut said = Duration::ZERO;
+    while !hub.is_listening() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if started.elapsed() >= said + Duration::from_secs(5) {
+            said = started.elapsed();
+            tracing::warn!(waited_secs = said.as_secs(), "waiting for the LISTEN connection before accepting connections");
+        }
     }
 }

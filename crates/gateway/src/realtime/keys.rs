@@ -87,9 +87,12 @@ mod tests {
         assert_eq!(k.open("other_channel", &sealed), None, "the channel is bound");
         assert_eq!(NotificationKeys::new(vec![8; 32]).open("syncular_presence", &sealed), None);
         assert_eq!(k.open("syncular_presence", "{\"t\":\"hb\",\"g\":\"forged\"}"), None, "plain JSON is refused");
-        let mut tampered = sealed.clone();
-        tampered.pop();
-        tampered.push('A');
+        // Flip one character in the middle (ciphertext, not the nonce or the tag's padding bits).
+        let mut tampered: Vec<char> = sealed.chars().collect();
+        let mid = tampered.len() / 2;
+        tampered[mid] = if tampered[mid] == 'A' { 'B' } else { 'A' };
+        let tampered: String = tampered.into_iter().collect();
+        assert_ne!(tampered, sealed);
         assert_eq!(k.open("syncular_presence", &tampered), None);
         let plain = "x".repeat(max_plain_for(7999));
         assert!(k.seal("syncular_presence", &plain).len() <= 7999);
