@@ -15,6 +15,7 @@ use syncular_protocol::row_codec::{ColumnType, RowValue};
 use syncular_protocol::schema_ir::TableSchema;
 
 use crate::store::app_table_ddl;
+use crate::store::capture::guard::EngineWrite;
 
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
@@ -232,6 +233,7 @@ pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     args.push(DatumWithOid::from(w.version));
     args.push(DatumWithOid::from(w.scopes_json));
     args.push(DatumWithOid::from(w.payload));
+    let _engine_write = EngineWrite::begin();
     Spi::connect_mut(|client| {
         plan_cache::execute(client, &sql, None, &args)?;
         Ok(())
@@ -245,6 +247,7 @@ pub fn delete_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         "DELETE FROM {} WHERE _sync_partition = $1 AND _sync_row_id = $2 RETURNING 1",
         t.qualified_name
     );
+    let _engine_write = EngineWrite::begin();
     Spi::connect_mut(|client| {
         let table = plan_cache::execute(
             client,

@@ -1,0 +1,147 @@
+//! The set-based log statements of one captured statement (issue 9): its
+//! changes, their commit→scope index entries, the row-scope index and the
+//! tombstones, all read from the statement's transition table in a handful
+//! of statements whatever the row count (a 100,000-row `COPY` is not
+//! 100,000 round trips). The commit header, the `commitSeq` and the NOTIFY
+//! come from the same store functions a pushed commit uses.
+//!
+//! The transition table is registered with SPI by the caller
+//! ([`with_transition_tables`]) under the names the capture triggers declare:
+//! [`NEW_TABLE`] (INSERT, UPDATE) and [`OLD_TABLE`] (DELETE). Each has the app
+//! table's columns, so `_sync_row_id`, `_sync_version`, `_sync_scopes` and
+//! `_sync_payload` are the values the row trigger computed.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
+use pgrx::spi::{Spi, SpiClient};
+
+use crate::store::{StoreError, StoreResult};
+
+/// Transition table of inserted / updated rows (`REFERENCING NEW TABLE AS`).
+pub const NEW_TABLE: &str = "syncular_new_rows";
+/// Transition table of deleted rows (`REFERENCING OLD TABLE AS`).
+pub const OLD_TABLE: &str = "syncular_old_rows";
+
+/// What a captured statement did to its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapturedOp {
+    /// Rows inserted (new row ids: scope entries added, tombstones cleared).
+    Insert,
+    /// Rows updated (scopes are immutable, so no index change).
+    Update,
+    /// Rows deleted (scope entries removed, tombstones written).
+    Delete,
+}
+
+/// Runs `f` with an SPI connection on which the firing trigger's transition
+/// tables are visible by name. Errors: SPI failures.
+///
+/// # Safety
+/// `trigger_data` must be the `TriggerData` of the trigger call in progress.
+pub unsafe fn with_transition_tables<T>(
+    trigger_data: *mut pg_sys::TriggerData,
+    f: impl FnOnce(&mut SpiClient<'_>) -> StoreResult<T>,
+) -> StoreResult<T> {
+    Spi::connect_mut(|client| {
+        // SAFETY: called inside SPI_connect (Spi::connect_mut), with the live trigger data.
+        let rc = unsafe { pg_sys::SPI_register_trigger_data(trigger_data) };
+        if rc < 0 {
+            return Err(StoreError::new("register_trigger_data", format!("SPI_register_trigger_data returned {rc}")));
+        }
+        f(client)
+    })
+}
+
+fn run(client: &mut SpiClient<'_>, statement: &'static str, sql: &str, args: &[DatumWithOid<'_>]) -> StoreResult<()> {
+    client.update(sql, None, args).map(|_| ()).map_err(StoreError::spi(statement))
+}
+
+/// Writes the log rows of one captured statement as commit `commit_seq` of
+/// `partition`, table `tbl`: one change per transition-table row in its order
+/// (`idx` from 0), the distinct `(tbl, var, value)` change-scope entries, and
+/// per `op` the row-scope entries and tombstones. Errors: SPI failures.
+pub fn write_statement_log(
+    client: &mut SpiClient<'_>,
+    partition: &str,
+    commit_seq: i64,
+    tbl: &str,
+    op: CapturedOp,
+) -> StoreResult<()> {
+    let args = [DatumWithOid::from(partition), DatumWithOid::from(commit_seq), DatumWithOid::from(tbl)];
+    let source = if op == CapturedOp::Delete { OLD_TABLE } else { NEW_TABLE };
+    let change_select = if op == CapturedOp::Delete {
+        format!(
+            "SELECT $1, $2, (row_number() OVER () - 1)::int4, $3, t._sync_row_id, 2::int2, NULL::int8, t._sync_scopes, NULL::bytea \
+             FROM {OLD_TABLE} t"
+        )
+    } else {
+        format!(
+            "SELECT $1, $2, (row_number() OVER () - 1)::int4, $3, t._sync_row_id, 1::int2, t._sync_version, t._sync_scopes, t._sync_payload \
+             FROM {NEW_TABLE} t"
+        )
+    };
+    run(
+        client,
+        "capture_changes",
+        &format!(
+            "INSERT INTO syncular.sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload) {change_select}"
+        ),
+        &args,
+    )?;
+    run(
+        client,
+        "capture_change_scopes",
+        &format!(
+            "INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq) \
+             SELECT DISTINCT $1, $3, s.key, s.value, $2::int8 FROM {source} t, pg_catalog.jsonb_each_text(t._sync_scopes) s \
+             ON CONFLICT DO NOTHING"
+        ),
+        &args,
+    )?;
+    match op {
+        CapturedOp::Insert => {
+            run(
+                client,
+                "capture_row_scopes",
+                &format!(
+                    "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
+                     SELECT $1, $3, s.key, s.value, t._sync_row_id FROM {NEW_TABLE} t, pg_catalog.jsonb_each_text(t._sync_scopes) s \
+                     ON CONFLICT DO NOTHING"
+                ),
+                &args,
+            )?;
+            run(
+                client,
+                "capture_clear_tombstones",
+                &format!(
+                    "DELETE FROM syncular.sync_tombstones d USING {NEW_TABLE} t \
+                     WHERE d.partition = $1 AND d.tbl = $3 AND d.row_id = t._sync_row_id"
+                ),
+                &args,
+            )?;
+        }
+        CapturedOp::Update => {}
+        CapturedOp::Delete => {
+            run(
+                client,
+                "capture_delete_row_scopes",
+                &format!(
+                    "DELETE FROM syncular.sync_row_scopes r USING {OLD_TABLE} t \
+                     WHERE r.partition = $1 AND r.tbl = $3 AND r.row_id = t._sync_row_id"
+                ),
+                &args,
+            )?;
+            run(
+                client,
+                "capture_tombstones",
+                &format!(
+                    "INSERT INTO syncular.sync_tombstones (partition, tbl, row_id, commit_seq) \
+                     SELECT $1, $3, t._sync_row_id, $2 FROM {OLD_TABLE} t \
+                     ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq"
+                ),
+                &args,
+            )?;
+        }
+    }
+    Ok(())
+}
