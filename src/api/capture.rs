@@ -37,7 +37,8 @@ type TriggerResult<'a> = Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, In
 
 /// Attribute numbers (1-based) of one app table, for its current schema.
 struct Attnos {
-    schema: *const crate::engine::schema::RegisteredSchema,
+    /// The schema these were read for (held, so its address is never reused).
+    schema: Rc<crate::engine::schema::RegisteredSchema>,
     projection: Vec<NonZeroUsize>,
     partition: NonZeroUsize,
     row_id: NonZeroUsize,
@@ -65,8 +66,7 @@ fn ir_table(trigger: &PgTrigger<'_>) -> String {
 
 fn attnos(trigger: &PgTrigger<'_>, t: &CaptureTable) -> Rc<Attnos> {
     let key = u32::from(relid(trigger));
-    let schema_ptr = Rc::as_ptr(&t.schema);
-    if let Some(hit) = ATTNOS.with(|m| m.borrow().get(&key).filter(|a| a.schema == schema_ptr).cloned()) {
+    if let Some(hit) = ATTNOS.with(|m| m.borrow().get(&key).filter(|a| Rc::ptr_eq(&a.schema, &t.schema)).cloned()) {
         return hit;
     }
     let rel = trigger.relation().unwrap_or_else(|e| raise(EngineError::internal(format!("capture trigger: {e}"))));
@@ -79,7 +79,7 @@ fn attnos(trigger: &PgTrigger<'_>, t: &CaptureTable) -> Rc<Attnos> {
     };
     let projection = t.registered().table.columns.iter().map(|c| find(&c.name)).collect();
     let a = Rc::new(Attnos {
-        schema: schema_ptr,
+        schema: Rc::clone(&t.schema),
         projection,
         partition: find(PARTITION_COLUMN),
         row_id: find(ROW_ID_COLUMN),
