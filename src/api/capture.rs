@@ -153,11 +153,24 @@ fn read_row(tuple: &Tuple, t: &CaptureTable, a: &Attnos) -> Row {
             ColumnType::Integer => tuple.get::<i64>(attno).map(RowValue::Integer),
             ColumnType::Float => tuple.get::<f64>(attno).map(RowValue::Float),
             ColumnType::Boolean => tuple.get::<bool>(attno).map(RowValue::Boolean),
-            ColumnType::Json => tuple.get::<JsonB>(attno).map(|j| RowValue::Json(j.0.to_string())),
+            ColumnType::Json => tuple.datum(attno).map(|d| RowValue::Json(jsonb_text(d))),
             ColumnType::Bytes => tuple.get::<Vec<u8>>(attno).map(RowValue::Bytes),
             ColumnType::Crdt => tuple.get::<Vec<u8>>(attno).map(RowValue::Crdt),
         })
         .collect()
+}
+
+/// A `jsonb` value's text (`jsonb_out`): numbers keep every digit, which a
+/// round trip through an `f64` would not.
+fn jsonb_text(datum: pg_sys::Datum) -> String {
+    // SAFETY: `datum` is a jsonb value; jsonb_out returns a palloc'd C string.
+    unsafe {
+        let out = pgrx::fcinfo::direct_function_call_as_datum(|f| pg_sys::jsonb_out(f), &[Some(datum)]);
+        match out {
+            Some(p) => std::ffi::CStr::from_ptr(p.cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned(),
+            None => raise(EngineError::internal("jsonb_out returned NULL")),
+        }
+    }
 }
 
 fn storage(tuple: &Tuple, a: &Attnos) -> RowStorage {
