@@ -10,7 +10,7 @@
 //! ([`crate::store::capture::guard`]) they do nothing. Errors (raised, the
 //! statement fails and changes nothing): `syncular.partition_required`
 //! (55000), `syncular.write_refused` (0A000), `syncular.invalid_row` (22000),
-//! `sync.crdt_merge_failed` (55000), `syncular.no_schema` (55000),
+//! `sync.crdt_merge_failed` (XX000), `syncular.no_schema` (55000),
 //! `syncular.internal` (XX000, a trigger attached to a table it does not
 //! belong to).
 
@@ -160,14 +160,14 @@ fn read_row(tuple: &Tuple, t: &CaptureTable, a: &Attnos) -> Row {
         .collect()
 }
 
-/// A `jsonb` value's text (`jsonb_out`): numbers keep every digit, which a
-/// round trip through an `f64` would not.
+/// A `jsonb` value's text (`jsonb_out`, compacted as a client sends JSON):
+/// numbers keep every digit, which a round trip through an `f64` would not.
 fn jsonb_text(datum: pg_sys::Datum) -> String {
     // SAFETY: `datum` is a jsonb value; jsonb_out returns a palloc'd C string.
     unsafe {
         let out = pgrx::fcinfo::direct_function_call_as_datum(|f| pg_sys::jsonb_out(f), &[Some(datum)]);
         match out {
-            Some(p) => std::ffi::CStr::from_ptr(p.cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned(),
+            Some(p) => syncular_protocol::json_compact::compact(&std::ffi::CStr::from_ptr(p.cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy()),
             None => raise(EngineError::internal("jsonb_out returned NULL")),
         }
     }
