@@ -35,6 +35,4 @@ mod realtime_open;
 mod realtime_deltas;
 mod realtime_ack;
 mod realtime_gateway_calls;
-pub mod capture_support;
-mod capture_writes;
-mod capture_refusals;
+mod capture;

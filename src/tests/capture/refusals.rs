@@ -9,7 +9,7 @@ mod tests {
     use pgrx::prelude::*;
     use serde_json::Value;
 
-    use crate::tests::capture_support::*;
+    use crate::tests::capture::support::*;
     use crate::tests::support::{run, text};
     use crate::tests::sync_support::setup_tasks;
 
