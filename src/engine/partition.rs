@@ -48,6 +48,13 @@ pub fn ensure_registered(partition: &str, now_ms: i64) -> EngineResult<()> {
     Ok(())
 }
 
+/// Locks the counter row of `partition` when it exists (`SELECT … FOR
+/// UPDATE`, held to the end of the transaction); false when it does not.
+/// Errors: store failures.
+pub fn lock_existing(partition: &str) -> EngineResult<bool> {
+    Ok(partitions::lock_partition(partition)?.is_some())
+}
+
 /// Locks the counter row of `partition` (`SELECT … FOR UPDATE`, held to the
 /// end of the transaction; created first when missing): the per-partition
 /// commit serialization point (§6.3, DESIGN §4). Errors: store failures.

@@ -63,6 +63,12 @@ impl CaptureTable {
     pub fn name(&self) -> &str {
         self.registered().name()
     }
+
+    /// Names this table's layout for the plan cache of its log statements:
+    /// table and schema version.
+    pub fn plan_key(&self) -> String {
+        format!("capture {} v{}", self.name(), self.schema.version)
+    }
 }
 
 thread_local! {
@@ -94,13 +100,19 @@ pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
     let index = schema.tables.iter().position(|t| t.name() == tbl).ok_or_else(|| {
         EngineError::internal(format!("capture trigger for {tbl:?}, which the registered schema does not declare"))
     })?;
-    if triggers::table_oid(&schema.app_schema, tbl)? != Some(relid) {
+    // The relation check once per table and loaded schema (a bump loads a new one).
+    let key = u32::from(relid);
+    let checked = CONTEXT.with(|c| c.borrow().get(&key).is_some_and(|t| Rc::ptr_eq(&t.schema, &schema) && t.index == index));
+    if !checked && triggers::table_oid(&schema.app_schema, tbl)? != Some(relid) {
         return Err(EngineError::internal(format!(
             "capture trigger for {tbl:?} fired on another table: capture triggers belong to the registered app tables only"
         )));
     }
-    partition::ensure_registered(&partition, clock::now_ms()?)?;
-    partition::lock(&partition)?;
+    // Registry row first when the partition is new (the push's order: registry, then counter lock).
+    if !partition::lock_existing(&partition)? {
+        partition::ensure_registered(&partition, clock::now_ms()?)?;
+        partition::lock(&partition)?;
+    }
     let t = Rc::new(CaptureTable { schema, index, partition });
     CONTEXT.with(|c| c.borrow_mut().insert(u32::from(relid), t));
     Ok(())

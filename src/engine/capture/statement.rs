@@ -48,7 +48,7 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
     let now_ms = clock::now_ms()?;
     let actor = actor_id()?;
     let client_id = format!("sql:{actor}");
-    let client_commit_id = commits::generate_commit_id()?;
+    let client_commit_id = uuid::Uuid::new_v4().to_string();
     let commit_seq = partitions::allocate_commit_seq(partition)?;
     commits::insert_commit(&NewCommit {
         partition,
@@ -59,6 +59,7 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
         created_at_ms: now_ms,
     })?;
     // SAFETY: forwarded from the caller.
-    unsafe { log::with_transition_tables(trigger_data, |c| log::write_statement_log(c, partition, commit_seq, tbl, op)) }?;
+    let plan_key = t.plan_key();
+    unsafe { log::with_transition_tables(trigger_data, |c| log::write_statement_log(c, &plan_key, partition, commit_seq, tbl, op)) }?;
     notify::notify_commit(partition, commit_seq)
 }

@@ -15,6 +15,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
 use pgrx::spi::{Spi, SpiClient};
 
+use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// Transition table of inserted / updated rows (`REFERENCING NEW TABLE AS`).
@@ -52,16 +53,24 @@ pub unsafe fn with_transition_tables<T>(
     })
 }
 
-fn run(client: &mut SpiClient<'_>, statement: &'static str, sql: &str, args: &[DatumWithOid<'_>]) -> StoreResult<()> {
-    client.update(sql, None, args).map(|_| ()).map_err(StoreError::spi(statement))
+/// Runs one log statement through the backend's kept plans
+/// ([`plan_cache`]). A plan over a transition table is bound to that table's
+/// column numbers, so `plan_key` (naming the app table and schema version)
+/// prefixes the SQL text: each app table and layout gets its own plans.
+fn run(client: &mut SpiClient<'_>, plan_key: &str, statement: &'static str, sql: &str, args: &[DatumWithOid<'_>]) -> StoreResult<()> {
+    plan_cache::execute(client, &format!("/* {plan_key} */ {sql}"), None, args)
+        .map(|_| ())
+        .map_err(StoreError::spi(statement))
 }
 
 /// Writes the log rows of one captured statement as commit `commit_seq` of
 /// `partition`, table `tbl`: one change per transition-table row in its order
 /// (`idx` from 0), the distinct `(tbl, var, value)` change-scope entries, and
-/// per `op` the row-scope entries and tombstones. Errors: SPI failures.
+/// per `op` the row-scope entries and tombstones. `plan_key` identifies the
+/// app table's layout (see [`run`]; no `*/` in it). Errors: SPI failures.
 pub fn write_statement_log(
     client: &mut SpiClient<'_>,
+    plan_key: &str,
     partition: &str,
     commit_seq: i64,
     tbl: &str,
@@ -82,6 +91,7 @@ pub fn write_statement_log(
     };
     run(
         client,
+        plan_key,
         "capture_changes",
         &format!(
             "INSERT INTO syncular.sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload) {change_select}"
@@ -90,6 +100,7 @@ pub fn write_statement_log(
     )?;
     run(
         client,
+        plan_key,
         "capture_change_scopes",
         &format!(
             "INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq) \
@@ -102,6 +113,7 @@ pub fn write_statement_log(
         CapturedOp::Insert => {
             run(
                 client,
+                plan_key,
                 "capture_row_scopes",
                 &format!(
                     "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
@@ -112,6 +124,7 @@ pub fn write_statement_log(
             )?;
             run(
                 client,
+                plan_key,
                 "capture_clear_tombstones",
                 &format!(
                     "DELETE FROM syncular.sync_tombstones d USING {NEW_TABLE} t \
@@ -124,6 +137,7 @@ pub fn write_statement_log(
         CapturedOp::Delete => {
             run(
                 client,
+                plan_key,
                 "capture_delete_row_scopes",
                 &format!(
                     "DELETE FROM syncular.sync_row_scopes r USING {OLD_TABLE} t \
@@ -133,6 +147,7 @@ pub fn write_statement_log(
             )?;
             run(
                 client,
+                plan_key,
                 "capture_tombstones",
                 &format!(
                     "INSERT INTO syncular.sync_tombstones (partition, tbl, row_id, commit_seq) \
