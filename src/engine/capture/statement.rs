@@ -60,6 +60,17 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
     })?;
     // SAFETY: forwarded from the caller.
     let plan_key = t.plan_key();
-    unsafe { log::with_transition_tables(trigger_data, |c| log::write_statement_log(c, &plan_key, partition, commit_seq, tbl, op)) }?;
+    // One entry per variable (patterns may share one), as the stored scopes.
+    let mut scope_columns: Vec<(String, String)> = Vec::new();
+    for s in &t.registered().table.scopes {
+        if scope_columns.iter().all(|(v, _)| *v != s.variable) {
+            scope_columns.push((s.variable.clone(), s.column.clone()));
+        }
+    }
+    unsafe {
+        log::with_transition_tables(trigger_data, |c| {
+            log::write_statement_log(c, &plan_key, partition, commit_seq, tbl, op, &scope_columns)
+        })
+    }?;
     notify::notify_commit(partition, commit_seq)
 }

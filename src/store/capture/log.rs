@@ -13,7 +13,7 @@
 
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
-use pgrx::spi::{Spi, SpiClient};
+use pgrx::spi::{quote_identifier, quote_literal, Spi, SpiClient};
 
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
@@ -67,7 +67,12 @@ fn run(client: &mut SpiClient<'_>, plan_key: &str, statement: &'static str, sql:
 /// `partition`, table `tbl`: one change per transition-table row in its order
 /// (`idx` from 0), the distinct `(tbl, var, value)` change-scope entries, and
 /// per `op` the row-scope entries and tombstones. `plan_key` identifies the
-/// app table's layout (see [`run`]; no `*/` in it). Errors: SPI failures.
+/// app table's layout (see [`run`]; no `*/` in it); `scope_columns` are its
+/// `(variable, column)` pairs, read straight from the typed columns (the row
+/// trigger checked they are non-empty strings). A new row's scope entries
+/// are inserted without `ON CONFLICT`: deletes remove a row's entries, so a
+/// conflict means the index was edited behind the engine's back — the
+/// statement fails rather than guess. Errors: SPI failures.
 pub fn write_statement_log(
     client: &mut SpiClient<'_>,
     plan_key: &str,
@@ -75,8 +80,16 @@ pub fn write_statement_log(
     commit_seq: i64,
     tbl: &str,
     op: CapturedOp,
+    scope_columns: &[(String, String)],
 ) -> StoreResult<()> {
     let args = [DatumWithOid::from(partition), DatumWithOid::from(commit_seq), DatumWithOid::from(tbl)];
+    // `t` → its scope entries `s(key, value)`, one per declared variable.
+    let scopes = scope_columns
+        .iter()
+        .map(|(var, column)| format!("({}, t.{}::text)", quote_literal(var), quote_identifier(column)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let scopes = format!("CROSS JOIN LATERAL (VALUES {scopes}) AS s(key, value)");
     let source = if op == CapturedOp::Delete { OLD_TABLE } else { NEW_TABLE };
     let change_select = if op == CapturedOp::Delete {
         format!(
@@ -98,30 +111,40 @@ pub fn write_statement_log(
         ),
         &args,
     )?;
+    if scope_columns.is_empty() {
+        return write_row_index(client, plan_key, op, &args);
+    }
     run(
         client,
         plan_key,
         "capture_change_scopes",
         &format!(
             "INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq) \
-             SELECT DISTINCT $1, $3, s.key, s.value, $2::int8 FROM {source} t, pg_catalog.jsonb_each_text(t._sync_scopes) s \
+             SELECT DISTINCT $1, $3, s.key, s.value, $2::int8 FROM {source} t {scopes} \
              ON CONFLICT DO NOTHING"
         ),
         &args,
     )?;
+    if op == CapturedOp::Insert {
+        run(
+            client,
+            plan_key,
+            "capture_row_scopes",
+            &format!(
+                "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
+                 SELECT $1, $3, s.key, s.value, t._sync_row_id FROM {NEW_TABLE} t {scopes}"
+            ),
+            &args,
+        )?;
+    }
+    write_row_index(client, plan_key, op, &args)
+}
+
+/// The tombstones (insert: cleared; delete: written) and, for a delete, the
+/// removal of the rows' scope entries.
+fn write_row_index(client: &mut SpiClient<'_>, plan_key: &str, op: CapturedOp, args: &[DatumWithOid<'_>]) -> StoreResult<()> {
     match op {
         CapturedOp::Insert => {
-            run(
-                client,
-                plan_key,
-                "capture_row_scopes",
-                &format!(
-                    "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
-                     SELECT $1, $3, s.key, s.value, t._sync_row_id FROM {NEW_TABLE} t, pg_catalog.jsonb_each_text(t._sync_scopes) s \
-                     ON CONFLICT DO NOTHING"
-                ),
-                &args,
-            )?;
             run(
                 client,
                 plan_key,
@@ -130,7 +153,7 @@ pub fn write_statement_log(
                     "DELETE FROM syncular.sync_tombstones d USING {NEW_TABLE} t \
                      WHERE d.partition = $1 AND d.tbl = $3 AND d.row_id = t._sync_row_id"
                 ),
-                &args,
+                args,
             )?;
         }
         CapturedOp::Update => {}
@@ -143,7 +166,7 @@ pub fn write_statement_log(
                     "DELETE FROM syncular.sync_row_scopes r USING {OLD_TABLE} t \
                      WHERE r.partition = $1 AND r.tbl = $3 AND r.row_id = t._sync_row_id"
                 ),
-                &args,
+                args,
             )?;
             run(
                 client,
@@ -154,7 +177,7 @@ pub fn write_statement_log(
                      SELECT $1, $3, t._sync_row_id, $2 FROM {OLD_TABLE} t \
                      ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq"
                 ),
-                &args,
+                args,
             )?;
         }
     }
