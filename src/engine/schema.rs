@@ -639,7 +639,16 @@ fn register_higher(
 
 /// (Re)creates the capture triggers of every app table (plain SQL writes
 /// become commits: [`crate::engine::capture`]).
+/// Under a library newer than the catalog (before `ALTER EXTENSION syncular
+/// UPDATE`) the trigger functions do not exist yet: a WARNING says so and the
+/// update installs the triggers.
 fn install_capture(app_schema: &str, schema: &Schema) -> EngineResult<()> {
+    if !crate::store::capture::triggers::functions_installed()? {
+        pgrx::warning!(
+            "syncular: plain SQL writes to the app tables are not captured until ALTER EXTENSION syncular UPDATE installs the capture triggers"
+        );
+        return Ok(());
+    }
     for t in &schema.tables {
         crate::store::capture::triggers::install(app_schema, &t.name)?;
     }

@@ -30,6 +30,20 @@ pub const TRIGGER_NAMES: [&str; 6] = [
     "syncular_capture_truncate",
 ];
 
+/// Whether the capture trigger functions exist: not while the catalog is
+/// still at 0.1.0 under a newer library (before `ALTER EXTENSION syncular
+/// UPDATE`). Errors: SPI failures.
+pub fn functions_installed() -> StoreResult<bool> {
+    Spi::get_one::<bool>(
+        "SELECT pg_catalog.to_regprocedure('syncular.capture_row()') IS NOT NULL \
+            AND pg_catalog.to_regprocedure('syncular.capture_statement()') IS NOT NULL \
+            AND pg_catalog.to_regprocedure('syncular.capture_statement_start()') IS NOT NULL \
+            AND pg_catalog.to_regprocedure('syncular.capture_truncate()') IS NOT NULL",
+    )
+    .map(|b| b.unwrap_or(false))
+    .map_err(StoreError::spi("capture_functions_installed"))
+}
+
 /// (Re)creates the capture triggers on app table `table` of `app_schema`
 /// (idempotent: existing ones are dropped first). Errors: SPI failures.
 pub fn install(app_schema: &str, table: &str) -> StoreResult<()> {
