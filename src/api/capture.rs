@@ -45,6 +45,8 @@ struct Attnos {
     version: NonZeroUsize,
     scopes: NonZeroUsize,
     payload: NonZeroUsize,
+    /// Every attribute above with the type it must have.
+    types: Vec<(NonZeroUsize, pg_sys::Oid)>,
 }
 
 thread_local! {
@@ -64,29 +66,61 @@ fn ir_table(trigger: &PgTrigger<'_>) -> String {
         .unwrap_or_else(|| raise(EngineError::internal("capture trigger created without its table argument")))
 }
 
+/// The Postgres type a column of wire type `ty` has in an app table
+/// ([`crate::store::app_table_ddl::projection_type`]).
+fn projection_oid(ty: ColumnType) -> pg_sys::Oid {
+    match ty {
+        ColumnType::String | ColumnType::BlobRef => pg_sys::TEXTOID,
+        ColumnType::Integer => pg_sys::INT8OID,
+        ColumnType::Float => pg_sys::FLOAT8OID,
+        ColumnType::Boolean => pg_sys::BOOLOID,
+        ColumnType::Json => pg_sys::JSONBOID,
+        ColumnType::Bytes | ColumnType::Crdt => pg_sys::BYTEAOID,
+    }
+}
+
+/// Whether every attribute in `a` still has the type it was read with (an
+/// `ALTER TABLE … TYPE` since would make the readers misinterpret datums).
+fn types_match(desc: &PgTupleDesc<'_>, a: &Attnos) -> bool {
+    a.types.iter().all(|(attno, oid)| desc.get(attno.get() - 1).is_some_and(|att| !att.is_dropped() && att.atttypid == *oid))
+}
+
 fn attnos(trigger: &PgTrigger<'_>, t: &CaptureTable) -> Rc<Attnos> {
     let key = u32::from(relid(trigger));
-    if let Some(hit) = ATTNOS.with(|m| m.borrow().get(&key).filter(|a| Rc::ptr_eq(&a.schema, &t.schema)).cloned()) {
-        return hit;
-    }
     let rel = trigger.relation().unwrap_or_else(|e| raise(EngineError::internal(format!("capture trigger: {e}"))));
     let desc = rel.tuple_desc();
-    let find = |name: &str| -> NonZeroUsize {
-        desc.iter()
-            .position(|a| !a.is_dropped() && a.name() == name)
-            .and_then(|i| NonZeroUsize::new(i + 1))
-            .unwrap_or_else(|| raise(EngineError::internal(format!("app table {} has no column {name:?}", t.registered().qualified_name))))
+    if let Some(hit) = ATTNOS.with(|m| m.borrow().get(&key).filter(|a| Rc::ptr_eq(&a.schema, &t.schema)).cloned()) {
+        if types_match(&desc, &hit) {
+            return hit;
+        }
+    }
+    let table = &t.registered().qualified_name;
+    let find = |name: &str, oid: pg_sys::Oid| -> NonZeroUsize {
+        let (i, att) = desc
+            .iter()
+            .enumerate()
+            .find(|(_, a)| !a.is_dropped() && a.name() == name)
+            .unwrap_or_else(|| raise(EngineError::internal(format!("app table {table} has no column {name:?}"))));
+        if att.atttypid != oid {
+            raise(EngineError::internal(format!(
+                "app table {table}: column {name:?} no longer has the type register_schema gave it (altered by hand?)"
+            )));
+        }
+        NonZeroUsize::new(i + 1).unwrap_or(NonZeroUsize::MIN)
     };
-    let projection = t.registered().table.columns.iter().map(|c| find(&c.name)).collect();
-    let a = Rc::new(Attnos {
-        schema: Rc::clone(&t.schema),
-        projection,
-        partition: find(PARTITION_COLUMN),
-        row_id: find(ROW_ID_COLUMN),
-        version: find(VERSION_COLUMN),
-        scopes: find(SCOPES_COLUMN),
-        payload: find(PAYLOAD_COLUMN),
-    });
+    let mut types = Vec::new();
+    let mut typed = |name: &str, oid: pg_sys::Oid| {
+        let attno = find(name, oid);
+        types.push((attno, oid));
+        attno
+    };
+    let projection = t.registered().table.columns.iter().map(|c| typed(&c.name, projection_oid(c.ty))).collect();
+    let partition = typed(PARTITION_COLUMN, pg_sys::TEXTOID);
+    let row_id = typed(ROW_ID_COLUMN, pg_sys::TEXTOID);
+    let version = typed(VERSION_COLUMN, pg_sys::INT8OID);
+    let scopes = typed(SCOPES_COLUMN, pg_sys::JSONBOID);
+    let payload = typed(PAYLOAD_COLUMN, pg_sys::BYTEAOID);
+    let a = Rc::new(Attnos { schema: Rc::clone(&t.schema), projection, partition, row_id, version, scopes, payload, types });
     ATTNOS.with(|m| m.borrow_mut().insert(key, Rc::clone(&a)));
     a
 }
