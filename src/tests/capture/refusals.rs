@@ -165,6 +165,23 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_column_retyped_by_hand_is_an_error_not_a_misread_value() {
+        const P: &str = "cap-r-retyped";
+        seeded(P);
+        // The capture has read this table (its column numbers and types are cached).
+        write_ok(&format!("UPDATE public.tasks SET title = 'warm' WHERE _sync_partition = '{P}' AND id = 't1'"));
+        run("ALTER TABLE public.tasks ALTER COLUMN n TYPE text");
+        let before = fingerprint();
+        refused(
+            &format!("UPDATE public.tasks SET title = 'after' WHERE _sync_partition = '{P}' AND id = 't1'"),
+            "XX000",
+            "syncular.internal",
+            "column \"n\" no longer has the type register_schema gave it",
+        );
+        assert_eq!(fingerprint(), before, "nothing written");
+    }
+
+    #[pg_test]
     fn values_clients_cannot_hold_are_invalid_rows() {
         const P: &str = "cap-r-invalid";
         seeded(P);
