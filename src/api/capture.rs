@@ -32,6 +32,7 @@ use crate::engine::error::EngineError;
 use crate::store::app_table_ddl::{PARTITION_COLUMN, PAYLOAD_COLUMN, ROW_ID_COLUMN, SCOPES_COLUMN, VERSION_COLUMN};
 use crate::store::capture::guard::engine_writing;
 use crate::store::capture::log::CapturedOp;
+use crate::store::capture::triggers::ROW_TRIGGER_NAME;
 
 type TriggerResult<'a> = Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, Infallible>;
 
@@ -246,14 +247,41 @@ fn unchanged<'a>(tuple: &Tuple) -> PgHeapTuple<'a, AllocatedByPostgres> {
     unsafe { PgHeapTuple::from_heap_tuple(PgTupleDesc::from_pg_unchecked(tuple.desc), tuple.ptr) }
 }
 
+/// The name of an enabled BEFORE ROW trigger on the table that runs after the
+/// capture's row trigger (Postgres runs them in name order), if any: what it
+/// changes would be stored but not in the payload clients get.
+fn before_row_trigger_after_capture(trigger: &PgTrigger<'_>) -> Option<String> {
+    const ROW: i16 = 1 << 0;
+    const BEFORE: i16 = 1 << 1;
+    let td = trigger.trigger_data();
+    // SAFETY: the firing trigger's relation and its relcache trigger descriptor.
+    unsafe {
+        let desc = (*td.tg_relation).trigdesc;
+        if desc.is_null() {
+            return None;
+        }
+        let n = usize::try_from((*desc).numtriggers).unwrap_or(0);
+        std::slice::from_raw_parts((*desc).triggers, n).iter().find_map(|t| {
+            let name = std::ffi::CStr::from_ptr(t.tgname).to_string_lossy();
+            let enabled = t.tgenabled as u8 != b'D';
+            (enabled && t.tgtype & ROW != 0 && t.tgtype & BEFORE != 0 && *name > *ROW_TRIGGER_NAME)
+                .then(|| name.into_owned())
+        })
+    }
+}
+
 /// `syncular.capture_statement_start()` — BEFORE INSERT OR UPDATE OR DELETE,
 /// per statement: takes the partition from `syncular.partition` and locks its
 /// counter row (the same order as a push: partition first, then rows).
 #[pg_trigger(sql = "CREATE FUNCTION capture_statement_start() RETURNS trigger LANGUAGE c SECURITY DEFINER \
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_start_wrapper';")]
 fn capture_statement_start<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
-    if !engine_writing() {
-        capture::statement_start(relid(trigger), &ir_table(trigger)).or_raise();
+    let tbl = ir_table(trigger);
+    if !engine_writing(&tbl) {
+        if let Some(name) = before_row_trigger_after_capture(trigger) {
+            raise(capture::trigger_after_capture(&tbl, &name));
+        }
+        capture::statement_start(relid(trigger), &tbl).or_raise();
     }
     Ok(None)
 }
@@ -275,10 +303,11 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
         Ok(PgTriggerOperation::Delete) => (tuple(td.tg_trigtuple), None),
         _ => raise(EngineError::internal("capture_row fired for an unexpected event")),
     };
-    if engine_writing() {
+    let tbl = ir_table(trigger);
+    if engine_writing(&tbl) {
         return Ok(new.or(old).map(|t| unchanged(&t)));
     }
-    let t = capture::context(relid(trigger), &ir_table(trigger)).or_raise();
+    let t = capture::context(relid(trigger), &tbl).or_raise();
     let a = attnos(trigger, &t);
     match (old, new) {
         (None, Some(new)) => {
@@ -307,7 +336,17 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
             .filter(|&(_, attno)| !old.same(&new, attno))
             .map(|(name, _)| name)
             .collect();
-            let computed = capture::update_row(&t, &old_row, &new_row, &storage(&old, &a), &changed).or_raise();
+            // A value only the payload holds (json or text Postgres cannot store projects as
+            // NULL) survives an update of other columns: read the stored payload when some
+            // column is NULL before and after.
+            let old_payload = old_row
+                .iter()
+                .zip(&new_row)
+                .any(|(o, n)| o.is_none() && n.is_none())
+                .then(|| old.get::<Vec<u8>>(a.payload))
+                .flatten();
+            let computed =
+                capture::update_row(&t, &old_row, new_row, &storage(&old, &a), &changed, old_payload.as_deref()).or_raise();
             let values = [(a.version, computed.version.into_datum()), (a.payload, computed.payload.into_datum())];
             Ok(Some(replace(&new, &values)))
         }
@@ -325,7 +364,8 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
 #[pg_trigger(sql = "CREATE FUNCTION capture_statement() RETURNS trigger LANGUAGE c SECURITY DEFINER \
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_wrapper';")]
 fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
-    if engine_writing() {
+    let tbl = ir_table(trigger);
+    if engine_writing(&tbl) {
         return Ok(None);
     }
     let td = trigger.trigger_data();
@@ -343,7 +383,7 @@ fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     if rows > 0 {
         let data = std::ptr::from_ref(td).cast_mut();
         // SAFETY: the TriggerData of this firing trigger.
-        unsafe { capture::statement_end(relid(trigger), &ir_table(trigger), op, data) }.or_raise();
+        unsafe { capture::statement_end(relid(trigger), &tbl, op, data) }.or_raise();
     }
     Ok(None)
 }

@@ -693,7 +693,7 @@ fn check_append_only(tbl: &str, old: &TableLayout, new: &TableSchema) -> EngineR
 /// layout is `syncular.internal` (the bump is refused and rolled back).
 fn rewrite_payloads(app_schema: &str, table: &TableSchema, old: &TableLayout) -> EngineResult<u64> {
     // The engine's own rewrite: not a plain SQL write to capture.
-    let _engine_write = crate::store::capture::guard::EngineWrite::begin();
+    let _engine_write = crate::store::capture::guard::EngineWrite::begin(&table.name, None);
     let mut after = (String::new(), String::new());
     let mut count = 0u64;
     loop {

@@ -21,8 +21,9 @@
 //!   (set-based from the transition table), and the commit NOTIFY.
 //!
 //! The engine's own app-table writes (pushes, `syncular.commit`, schema
-//! rewrites) hold [`crate::store::capture::guard::EngineWrite`] and are not
-//! captured again. Captured commits write no `sync_push_results` record
+//! rewrites) hold [`crate::store::capture::guard::EngineWrite`] for the table
+//! they write and are not captured again; what they cause on other app
+//! tables (a foreign-key cascade) is captured in the engine's partition. Captured commits write no `sync_push_results` record
 //! (nothing replays them) and no `sync_clients` record.
 
 pub mod row;
@@ -37,7 +38,8 @@ use pgrx::pg_sys;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::schema::{require_registered_schema, RegisteredSchema, RegisteredTable};
 use crate::engine::{clock, partition};
-use crate::store::capture::triggers;
+use crate::engine::request::MAX_PARTITION_BYTES;
+use crate::store::capture::{guard, triggers};
 
 pub use row::{delete_row, insert_row, update_row, Inserted, RowStorage, Updated};
 pub use statement::statement_end;
@@ -65,9 +67,9 @@ impl CaptureTable {
     }
 
     /// Names this table's layout for the plan cache of its log statements:
-    /// table and schema version.
-    pub fn plan_key(&self) -> String {
-        format!("capture {} v{}", self.name(), self.schema.version)
+    /// relation and schema version (digits only: it goes into SQL text).
+    pub fn plan_key(&self, relid: pg_sys::Oid) -> String {
+        format!("capture relid {} v{}", u32::from(relid), self.schema.version)
     }
 }
 
@@ -76,16 +78,42 @@ thread_local! {
     static CONTEXT: RefCell<HashMap<u32, Rc<CaptureTable>>> = RefCell::new(HashMap::new());
 }
 
-/// `syncular.partition`, or `syncular.partition_required`.
+/// The partition of a captured write: the engine's, when an engine write
+/// (a push) caused it — a foreign-key cascade onto another app table —, else
+/// `syncular.partition`. Errors: `syncular.partition_required`,
+/// `syncular.invalid_argument` (longer than the sync functions accept).
 fn required_partition(tbl: &str) -> EngineResult<String> {
-    crate::settings::partition().ok_or_else(|| {
-        EngineError::host(
-            HostCode::PartitionRequired,
+    let partition = match guard::engine_partition() {
+        Some(p) => p,
+        None => crate::settings::partition().ok_or_else(|| {
+            EngineError::host(
+                HostCode::PartitionRequired,
+                format!(
+                    "a plain SQL write to synced table {tbl:?} needs its partition: SET syncular.partition = '<partition>' (or SET LOCAL) first"
+                ),
+            )
+        })?,
+    };
+    if partition.len() > MAX_PARTITION_BYTES {
+        return Err(EngineError::host(
+            HostCode::InvalidArgument,
             format!(
-                "a plain SQL write to synced table {tbl:?} needs its partition: SET syncular.partition = '<partition>' (or SET LOCAL) first"
+                "syncular.partition is {} bytes long; at most {MAX_PARTITION_BYTES} bytes are accepted (as by syncular.sync)",
+                partition.len()
             ),
-        )
-    })
+        ));
+    }
+    Ok(partition)
+}
+
+/// The refusal of a statement during which the partition setting changed.
+pub fn partition_changed(tbl: &str, started: &str, now: &str) -> EngineError {
+    EngineError::host(
+        HostCode::WriteRefused,
+        format!(
+            "syncular.partition changed while a statement on synced table {tbl:?} ran (from {started:?} to {now:?}): a statement writes one partition"
+        ),
+    )
 }
 
 /// Before the first row of a captured statement on `relid` (IR table
@@ -119,19 +147,33 @@ pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
 }
 
 /// The context of the statement in progress on `relid` (set up by
-/// [`statement_start`], which this runs again when the partition setting or
-/// the table differs). Errors: as [`statement_start`].
+/// [`statement_start`]). Errors: as [`statement_start`]; `syncular.write_refused`
+/// when the partition setting changed since the statement started.
 pub fn context(relid: pg_sys::Oid, tbl: &str) -> EngineResult<Rc<CaptureTable>> {
     let partition = required_partition(tbl)?;
     let key = u32::from(relid);
-    let hit = CONTEXT.with(|c| c.borrow().get(&key).filter(|t| t.partition == partition && t.name() == tbl).cloned());
+    let hit = CONTEXT.with(|c| c.borrow().get(&key).filter(|t| t.name() == tbl).cloned());
     if let Some(t) = hit {
+        if t.partition != partition {
+            return Err(partition_changed(tbl, &t.partition, &partition));
+        }
         return Ok(t);
     }
     statement_start(relid, tbl)?;
     CONTEXT
         .with(|c| c.borrow().get(&key).cloned())
         .ok_or_else(|| EngineError::internal("capture context vanished"))
+}
+
+/// The refusal of a write to app table `tbl` that has a BEFORE ROW trigger
+/// `name` running after the capture's (what it changes would not reach clients).
+pub fn trigger_after_capture(tbl: &str, name: &str) -> EngineError {
+    EngineError::host(
+        HostCode::WriteRefused,
+        format!(
+            "BEFORE ROW trigger {name:?} on synced table {tbl:?} runs after the capture (triggers run in name order): what it changes would be stored but never reach clients — rename it to sort before \"zz_syncular_capture_row\""
+        ),
+    )
 }
 
 /// The refusal of a `TRUNCATE` of app table `tbl`.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use syncular_protocol::row_codec::{encode_row, ColumnType, Row};
+use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row};
 use syncular_protocol::ErrorCode;
 
 use super::CaptureTable;
@@ -145,10 +145,20 @@ pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResu
 
 /// The computed columns of a row updated from `old` to `new` (typed values),
 /// `stored` its storage columns and `changed` the storage columns the
-/// statement itself changed. Errors: `syncular.write_refused` (a computed
+/// statement itself changed. `old_payload` (the stored payload, when some
+/// column is NULL in both `old` and `new`) supplies the values only the
+/// payload holds — a `json` or `string` value Postgres cannot store projects
+/// as NULL — so updating other columns keeps them. Errors: `syncular.write_refused` (a computed
 /// column written, a scope or primary-key column changed — §3.4 rule 5 —, a
 /// row of another partition), `syncular.invalid_row`, `sync.crdt_merge_failed`.
-pub fn update_row(t: &CaptureTable, old: &Row, new: &Row, stored: &RowStorage, changed: &[&str]) -> EngineResult<Updated> {
+pub fn update_row(
+    t: &CaptureTable,
+    old: &Row,
+    mut new: Row,
+    stored: &RowStorage,
+    changed: &[&str],
+    old_payload: Option<&[u8]>,
+) -> EngineResult<Updated> {
     let tbl = t.name();
     check_partition(t, stored, "UPDATE")?;
     if let Some(column) = changed.first() {
@@ -173,7 +183,16 @@ pub fn update_row(t: &CaptureTable, old: &Row, new: &Row, stored: &RowStorage, c
             )));
         }
     }
-    let payload = encode(t, new)?;
+    if let Some(bytes) = old_payload {
+        let before = decode_row(table.layout(), bytes)
+            .map_err(|e| EngineError::internal(format!("stored payload of a row of {tbl:?} does not decode: {}", e.message)))?;
+        for ((slot, was), kept) in new.iter_mut().zip(old).zip(before) {
+            if slot.is_none() && was.is_none() {
+                *slot = kept;
+            }
+        }
+    }
+    let payload = encode(t, &new)?;
     let version = stored.version.unwrap_or(0).checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
     Ok(Updated { version, payload })
 }

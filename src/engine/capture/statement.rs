@@ -45,6 +45,13 @@ pub fn actor_id() -> EngineResult<String> {
 pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigger_data: *mut pg_sys::TriggerData) -> EngineResult<()> {
     let t = context(relid, tbl)?;
     let partition = t.partition.as_str();
+    let plan_key = t.plan_key(relid);
+    // Every row in the statement's partition (a nested statement could have changed the setting).
+    // SAFETY: forwarded from the caller.
+    let outside = unsafe { log::with_transition_tables(trigger_data, |c| log::rows_outside_partition(c, &plan_key, partition, op)) }?;
+    if outside > 0 {
+        return Err(super::partition_changed(tbl, partition, "another partition for some of its rows"));
+    }
     let now_ms = clock::now_ms()?;
     let actor = actor_id()?;
     let client_id = format!("sql:{actor}");
@@ -59,7 +66,6 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
         created_at_ms: now_ms,
     })?;
     // SAFETY: forwarded from the caller.
-    let plan_key = t.plan_key();
     // One entry per variable (patterns may share one), as the stored scopes.
     let mut scope_columns: Vec<(String, String)> = Vec::new();
     for s in &t.registered().table.scopes {

@@ -63,6 +63,22 @@ fn run(client: &mut SpiClient<'_>, plan_key: &str, statement: &'static str, sql:
         .map_err(StoreError::spi(statement))
 }
 
+/// How many rows of the statement's transition table (`op`'s) are not in
+/// `partition` — 0 unless the partition setting changed mid-statement (a
+/// nested statement). Errors: SPI failures.
+pub fn rows_outside_partition(client: &mut SpiClient<'_>, plan_key: &str, partition: &str, op: CapturedOp) -> StoreResult<i64> {
+    let source = if op == CapturedOp::Delete { OLD_TABLE } else { NEW_TABLE };
+    plan_cache::execute(
+        client,
+        &format!("/* {plan_key} */ SELECT count(*) FROM {source} t WHERE t._sync_partition IS DISTINCT FROM $1"),
+        Some(1),
+        &[DatumWithOid::from(partition)],
+    )
+    .and_then(|t| t.first().get_one::<i64>())
+    .map(Option::unwrap_or_default)
+    .map_err(StoreError::spi("capture_rows_outside_partition"))
+}
+
 /// Writes the log rows of one captured statement as commit `commit_seq` of
 /// `partition`, table `tbl`: one change per transition-table row in its order
 /// (`idx` from 0), the distinct `(tbl, var, value)` change-scope entries, and

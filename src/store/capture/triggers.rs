@@ -20,6 +20,9 @@ use crate::store::app_table_ddl::qualified_name;
 use crate::store::capture::log::{NEW_TABLE, OLD_TABLE};
 use crate::store::{StoreError, StoreResult};
 
+/// The capture's BEFORE ROW trigger; it must run last of its kind.
+pub const ROW_TRIGGER_NAME: &str = "zz_syncular_capture_row";
+
 /// Names of every capture trigger, for drop and install.
 pub const TRIGGER_NAMES: [&str; 6] = [
     "syncular_capture_lock",

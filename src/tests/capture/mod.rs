@@ -4,4 +4,5 @@
 
 pub mod support;
 mod refusals;
+mod guards;
 mod writes;
