@@ -18,7 +18,12 @@ DECLARE
   admin CONSTANT text[] := ARRAY[
     'register_schema',
     'set_scope_resolver',
-    '_set_scope_resolver_oid'
+    '_set_scope_resolver_oid',
+    'install_capture_triggers',
+    'capture_statement_start',
+    'capture_row',
+    'capture_statement',
+    'capture_truncate'
   ];
   fn record;
 BEGIN

@@ -158,3 +158,34 @@ BEGIN
   END LOOP;
 END
 $syncular_privileges$;
+
+-- Plain SQL writes become commits (README "Writing with plain SQL"): the
+-- capture trigger functions and the admin function installing them.
+CREATE FUNCTION syncular.capture_statement_start() RETURNS trigger LANGUAGE c SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_start_wrapper';
+CREATE FUNCTION syncular.capture_row() RETURNS trigger LANGUAGE c SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_row_wrapper';
+CREATE FUNCTION syncular.capture_statement() RETURNS trigger LANGUAGE c SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_wrapper';
+CREATE FUNCTION syncular.capture_truncate() RETURNS trigger LANGUAGE c SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_truncate_wrapper';
+CREATE FUNCTION syncular."install_capture_triggers"() RETURNS INT
+STRICT VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'install_capture_triggers_wrapper';
+
+-- Admin functions: EXECUTE stays with the owner (sql/privileges.sql `admin`).
+REVOKE ALL ON FUNCTION syncular.capture_statement_start() FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.capture_row() FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.capture_statement() FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.capture_truncate() FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.install_capture_triggers() FROM PUBLIC;
+
+-- App tables registered under 0.1.0 get their capture triggers now.
+DO $syncular_capture$
+BEGIN
+  IF EXISTS (SELECT 1 FROM syncular.sync_schema_versions) THEN
+    PERFORM syncular.install_capture_triggers();
+  END IF;
+END
+$syncular_capture$;

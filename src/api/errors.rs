@@ -20,6 +20,9 @@
 //! | `syncular.schema_refused`, `syncular.no_schema` | 55000 | object_not_in_prerequisite_state |
 //! | `syncular.invalid_resolver`, `syncular.invalid_argument` | 22023 | invalid_parameter_value |
 //! | `syncular.resolver_malformed` | 39000 | external_routine_invocation_exception |
+//! | `syncular.partition_required` | 55000 | object_not_in_prerequisite_state |
+//! | `syncular.write_refused` | 0A000 | feature_not_supported |
+//! | `syncular.invalid_row` | 22000 | data_exception |
 //! | `syncular.internal` | XX000 | internal_error |
 //!
 //! Every ERROR also carries the §10.1 object as JSON in its DETAIL
@@ -59,6 +62,9 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
         }
         HostCode::ResolverMalformed => PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION,
+        HostCode::PartitionRequired => PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        HostCode::WriteRefused => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        HostCode::InvalidRow => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
         HostCode::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     }
 }

@@ -6,3 +6,4 @@ pub mod errors;
 pub mod schema;
 pub mod realtime;
 pub mod sync;
+pub mod capture;

@@ -36,6 +36,17 @@ pub enum HostCode {
     /// or a malformed `allowed_scopes` map given to `syncular.sync` & co.
     /// SQLSTATE 22023 (`invalid_parameter_value`).
     InvalidArgument,
+    /// A plain SQL write to an app table with no `syncular.partition` set
+    /// (README "Writing with plain SQL"). SQLSTATE 55000.
+    PartitionRequired,
+    /// A plain SQL write the capture refuses: a computed `_sync_*` column
+    /// written, a scope or primary-key column changed by an UPDATE, a row of
+    /// another partition, a TRUNCATE. SQLSTATE 0A000 (`feature_not_supported`).
+    WriteRefused,
+    /// A plain SQL write whose values the row codec cannot carry (a NULL in
+    /// a non-nullable IR column, an integer beyond ±(2^53−1), a NULL primary
+    /// key or scope column). SQLSTATE 22000 (`data_exception`).
+    InvalidRow,
     /// An invariant of the extension's own storage broke (a bug or a
     /// hand-edited catalog). SQLSTATE XX000 (`internal_error`).
     Internal,
@@ -51,6 +62,9 @@ impl HostCode {
             HostCode::InvalidResolver => "syncular.invalid_resolver",
             HostCode::ResolverMalformed => "syncular.resolver_malformed",
             HostCode::InvalidArgument => "syncular.invalid_argument",
+            HostCode::PartitionRequired => "syncular.partition_required",
+            HostCode::WriteRefused => "syncular.write_refused",
+            HostCode::InvalidRow => "syncular.invalid_row",
             HostCode::Internal => "syncular.internal",
         }
     }
@@ -62,7 +76,12 @@ impl HostCode {
     /// operator's.
     pub fn metadata(self) -> (Category, bool, RecommendedAction) {
         match self {
-            HostCode::InvalidArgument | HostCode::InvalidSchema | HostCode::SchemaRefused => {
+            HostCode::InvalidArgument
+            | HostCode::InvalidSchema
+            | HostCode::SchemaRefused
+            | HostCode::PartitionRequired
+            | HostCode::WriteRefused
+            | HostCode::InvalidRow => {
                 (Category::InvalidRequest, false, RecommendedAction::FixRequest)
             }
             HostCode::NoSchema => (Category::Internal, true, RecommendedAction::RetryLater),

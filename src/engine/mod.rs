@@ -24,3 +24,4 @@ pub mod scope_match;
 pub mod subscriptions;
 pub mod server_commit;
 pub mod realtime;
+pub mod capture;

@@ -36,6 +36,38 @@ pub fn touch(partition: &str, now_ms: i64) -> EngineResult<RegistryRow> {
     }
 }
 
+/// Creates the registry row (and counter row) of `partition` when it does
+/// not exist yet — [`touch`] without the last-seen refresh, for captured
+/// plain SQL writes (no client authenticated). Errors: store failures.
+pub fn ensure_registered(partition: &str, now_ms: i64) -> EngineResult<()> {
+    if partitions::select_partition_registry(partition)?.is_none()
+        && partitions::insert_partition_registry(partition, now_ms)?.is_some()
+    {
+        partitions::insert_partition_counter(partition)?;
+    }
+    Ok(())
+}
+
+/// Locks the counter row of `partition` when it exists (`SELECT … FOR
+/// UPDATE`, held to the end of the transaction); false when it does not.
+/// Errors: store failures.
+pub fn lock_existing(partition: &str) -> EngineResult<bool> {
+    Ok(partitions::lock_partition(partition)?.is_some())
+}
+
+/// Locks the counter row of `partition` (`SELECT … FOR UPDATE`, held to the
+/// end of the transaction; created first when missing): the per-partition
+/// commit serialization point (§6.3, DESIGN §4). Errors: store failures.
+pub fn lock(partition: &str) -> EngineResult<()> {
+    if partitions::lock_partition(partition)?.is_none() {
+        partitions::insert_partition_counter(partition)?;
+        partitions::lock_partition(partition)?.ok_or_else(|| {
+            EngineError::internal(format!("partition counter row of {partition:?} could not be created"))
+        })?;
+    }
+    Ok(())
+}
+
 /// Refreshes last-seen without ever waiting or failing the request: under
 /// REPEATABLE READ / SERIALIZABLE, locking a registry row a concurrent
 /// request refreshed after this transaction's snapshot raises a

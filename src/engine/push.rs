@@ -80,7 +80,7 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
                 seen.insert(id, known);
                 continue;
             }
-            lock_partition(&ctx.partition)?;
+            crate::engine::partition::lock(&ctx.partition)?;
             locked = true;
         }
         if let Some(known) = lookup(ctx, id)? {
@@ -93,18 +93,6 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
         seen.insert(id, Known::Stored(stored));
     }
     Ok(answers)
-}
-
-fn lock_partition(partition: &str) -> EngineResult<()> {
-    if partitions::lock_partition(partition)?.is_none() {
-        partitions::insert_partition_counter(partition)?;
-        partitions::lock_partition(partition)?.ok_or_else(|| {
-            EngineError::internal(format!(
-                "partition counter row of {partition:?} could not be created"
-            ))
-        })?;
-    }
-    Ok(())
 }
 
 fn lookup(ctx: &SyncContext<'_>, client_commit_id: &str) -> EngineResult<Option<Known>> {

@@ -481,6 +481,7 @@ fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult
             }
         }
     }
+    install_capture(app_schema, schema)?;
     write_marker(schema, ir, app_schema)?;
     Ok(RegisterOutcome::Created)
 }
@@ -533,6 +534,9 @@ fn register_same(
     for t in &schema.tables {
         assert_physical_columns(app_schema, &t.name, &required_columns(t))?;
     }
+    // Idempotent: repairs a dropped capture trigger, equips tables registered
+    // before capture existed.
+    install_capture(app_schema, schema)?;
     Ok(RegisterOutcome::Unchanged)
 }
 
@@ -628,8 +632,27 @@ fn register_higher(
         }
         create_indexes(app_schema, t)?;
     }
+    install_capture(app_schema, schema)?;
     write_marker(schema, ir, app_schema)?;
     Ok(RegisterOutcome::Migrated { rewritten_rows, retired })
+}
+
+/// (Re)creates the capture triggers of every app table (plain SQL writes
+/// become commits: [`crate::engine::capture`]).
+/// Under a library newer than the catalog (before `ALTER EXTENSION syncular
+/// UPDATE`) the trigger functions do not exist yet: a WARNING says so and the
+/// update installs the triggers.
+fn install_capture(app_schema: &str, schema: &Schema) -> EngineResult<()> {
+    if !crate::store::capture::triggers::functions_installed()? {
+        pgrx::warning!(
+            "syncular: plain SQL writes to the app tables are not captured until ALTER EXTENSION syncular UPDATE installs the capture triggers"
+        );
+        return Ok(());
+    }
+    for t in &schema.tables {
+        crate::store::capture::triggers::install(app_schema, &t.name)?;
+    }
+    Ok(())
 }
 
 /// The append-only rule: the stored layout is a prefix (same name, type,
@@ -669,6 +692,8 @@ fn check_append_only(tbl: &str, old: &TableLayout, new: &TableSchema) -> EngineR
 /// number of rows rewritten. A payload that does not decode under the stored
 /// layout is `syncular.internal` (the bump is refused and rolled back).
 fn rewrite_payloads(app_schema: &str, table: &TableSchema, old: &TableLayout) -> EngineResult<u64> {
+    // The engine's own rewrite: not a plain SQL write to capture.
+    let _engine_write = crate::store::capture::guard::EngineWrite::begin(&table.name, None);
     let mut after = (String::new(), String::new());
     let mut count = 0u64;
     loop {

@@ -15,6 +15,7 @@ use syncular_protocol::row_codec::{ColumnType, RowValue};
 use syncular_protocol::schema_ir::TableSchema;
 
 use crate::store::app_table_ddl;
+use crate::store::capture::guard::EngineWrite;
 
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
@@ -23,6 +24,8 @@ use crate::store::{StoreError, StoreResult};
 /// projection columns in layout (IR) order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppTableSql {
+    /// The IR table name (unquoted; the relation's name).
+    pub table: String,
     /// `"schema"."table"`, already quoted.
     pub qualified_name: String,
     /// Projection columns in layout order.
@@ -35,6 +38,7 @@ impl AppTableSql {
     /// created them ([`app_table_ddl::projection_type`]).
     pub fn for_table(qualified_name: &str, table: &TableSchema) -> AppTableSql {
         AppTableSql {
+            table: table.name.clone(),
             qualified_name: qualified_name.to_owned(),
             columns: table
                 .columns
@@ -232,6 +236,7 @@ pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     args.push(DatumWithOid::from(w.version));
     args.push(DatumWithOid::from(w.scopes_json));
     args.push(DatumWithOid::from(w.payload));
+    let _engine_write = EngineWrite::begin(&t.table, Some(w.partition));
     Spi::connect_mut(|client| {
         plan_cache::execute(client, &sql, None, &args)?;
         Ok(())
@@ -245,6 +250,7 @@ pub fn delete_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         "DELETE FROM {} WHERE _sync_partition = $1 AND _sync_row_id = $2 RETURNING 1",
         t.qualified_name
     );
+    let _engine_write = EngineWrite::begin(&t.table, Some(partition));
     Spi::connect_mut(|client| {
         let table = plan_cache::execute(
             client,

@@ -268,7 +268,8 @@ pub struct AppTableGuard {
     pub owner: String,
     /// Whether the owner is `current_user` (the registering admin).
     pub owned_by_current_user: bool,
-    /// Triggers that are not internal (FK triggers are internal).
+    /// Triggers that are not internal (FK triggers are internal) and do not
+    /// call syncular's own capture functions.
     pub user_triggers: i64,
     /// Rewrite rules on the table.
     pub rules: i64,
@@ -287,7 +288,10 @@ pub fn app_table_guard(app_schema: &str, table: &str) -> StoreResult<Option<AppT
             .update(
                 "SELECT c.relkind::text, pg_catalog.pg_get_userbyid(c.relowner)::text, \
                         c.relowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), \
-                        (SELECT count(*) FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal), \
+                        (SELECT count(*) FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal \
+                            AND g.tgfoid NOT IN (SELECT p.oid FROM pg_catalog.pg_proc p \
+                                                  WHERE p.pronamespace = 'syncular'::pg_catalog.regnamespace \
+                                                    AND p.proname IN ('capture_statement_start', 'capture_row', 'capture_statement', 'capture_truncate'))), \
                         (SELECT count(*) FROM pg_catalog.pg_rewrite w WHERE w.ev_class = c.oid), \
                         c.relrowsecurity, \
                         (SELECT count(*) FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid) \

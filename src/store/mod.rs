@@ -32,3 +32,4 @@ pub mod clients;
 pub mod pull_window;
 pub mod plan_cache;
 pub mod realtime;
+pub mod capture;

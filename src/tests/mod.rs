@@ -35,3 +35,4 @@ mod realtime_open;
 mod realtime_deltas;
 mod realtime_ack;
 mod realtime_gateway_calls;
+mod capture;

@@ -7,7 +7,16 @@ mod tests {
 
     use crate::tests::support::*;
 
-    const ADMIN: &[&str] = &["register_schema", "set_scope_resolver", "_set_scope_resolver_oid"];
+    const ADMIN: &[&str] = &[
+        "register_schema",
+        "set_scope_resolver",
+        "_set_scope_resolver_oid",
+        "install_capture_triggers",
+        "capture_statement_start",
+        "capture_row",
+        "capture_statement",
+        "capture_truncate",
+    ];
 
     #[pg_test]
     fn public_cannot_execute_and_the_gateway_can_except_admin() {

@@ -193,6 +193,8 @@ mod tests {
         let layout1 = Schema::from_value(&v1).unwrap().tables[0].layout().clone();
         // 2,500 rows across two partitions: more than two rewrite batches.
         let mut expected = Vec::new();
+        // Raw stored state, not a client-visible write: bypass the capture triggers.
+        run("SET LOCAL session_replication_role = replica");
         for i in 0..2500 {
             let partition = if i % 2 == 0 { "pa" } else { "pb" };
             let row = vec![
@@ -214,6 +216,7 @@ mod tests {
             .unwrap();
             expected.push((partition.to_string(), format!("r{i:05}"), row));
         }
+        run("RESET session_replication_role");
         let v2 = items(
             2,
             vec![
@@ -276,7 +279,10 @@ mod tests {
     #[pg_test]
     fn adopts_an_app_table_left_by_drop_extension() {
         register(&items(1, vec![])).unwrap();
-        run("INSERT INTO public.items VALUES ('p', 'r1', 'r1', 'w1', NULL, 1, '{}', '\\x00')");
+        // Raw stored state, not a client-visible write: bypass the capture triggers.
+        run("SET LOCAL session_replication_role = replica; \
+             INSERT INTO public.items VALUES ('p', 'r1', 'r1', 'w1', NULL, 1, '{}', '\\x00'); \
+             RESET session_replication_role");
         // Simulate DROP EXTENSION + CREATE EXTENSION: the marker is gone, the table stays.
         run("DELETE FROM syncular.sync_schema_tables; DELETE FROM syncular.sync_schema_versions");
         assert_eq!(register(&items(1, vec![])).unwrap(), "created");

@@ -8,9 +8,12 @@ mod tests {
     use crate::tests::support::*;
 
     fn insert(partition: &str, row_id: &str, code: &str) -> Result<(), crate::store::subtransaction::SubtransactionError> {
+        // Raw stored state, not a client-visible write: bypass the capture triggers.
         try_run(&format!(
-            "INSERT INTO public.tasks(_sync_partition, _sync_row_id, id, project_id, done, code, _sync_version, _sync_scopes, _sync_payload) \
-             VALUES ('{partition}', '{row_id}', '{row_id}', 'p1', false, '{code}', 1, '{{\"project_id\":\"p1\"}}', '\\x00')"
+            "SET LOCAL session_replication_role = replica; \
+             INSERT INTO public.tasks(_sync_partition, _sync_row_id, id, project_id, done, code, _sync_version, _sync_scopes, _sync_payload) \
+             VALUES ('{partition}', '{row_id}', '{row_id}', 'p1', false, '{code}', 1, '{{\"project_id\":\"p1\"}}', '\\x00'); \
+             RESET session_replication_role"
         ))
     }
 

@@ -32,6 +32,7 @@ pub fn connect_to(dsn: &str) -> Client {
     Client::connect(dsn, NoTls).unwrap_or_else(|e| panic!("cannot connect to {dsn}: {e}"))
 }
 
+pub mod capture;
 pub mod clients;
 pub mod fixtures;
 pub mod gateway;

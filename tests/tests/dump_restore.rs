@@ -60,9 +60,12 @@ fn seed(db: &mut Client) {
         INSERT INTO syncular.sync_blob_refs VALUES ('p2', 'notes', 'n1', 'sha256:ab');
         INSERT INTO syncular.sync_reactions VALUES ('p1', 'k1', 'email', 1, '{}', 'c1', 'cc1', 1,
           1700000000000, 1700000000000, 'pending', 0, 5, NULL, NULL, NULL, NULL);
+        -- Raw stored state, not a client-visible write: bypass the capture triggers.
+        SET session_replication_role = replica;
         INSERT INTO public.notes VALUES
           ('p2', 'n1', 'n1', 'w9', 'hello', '{"a": [1, 2]}', 1, '{"ws":"w9"}', '\x00ff'),
           ('p1', 'n2', 'n2', 'w1', 'hello', NULL, 1, '{"ws":"w1"}', '\x0102');
+        RESET session_replication_role;
         "#,
     )
     .unwrap();
@@ -133,14 +136,31 @@ fn dump_and_restore_keep_log_registry_schema_and_app_rows() {
     assert_eq!(version, Some(3));
     let resolver: String = restored.query_one("SELECT resolver::text FROM syncular.sync_scope_resolver", &[]).unwrap().get(0);
     assert_eq!(resolver, "dump_resolver(text,text)");
+    // The capture triggers came back (created after the data was loaded).
+    let triggers: String = restored
+        .query_one(
+            "SELECT string_agg(tgname::text, ',' ORDER BY tgname) FROM pg_catalog.pg_trigger \
+              WHERE tgrelid = 'public.notes'::regclass AND NOT tgisinternal",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        triggers,
+        "syncular_capture_delete,syncular_capture_insert,syncular_capture_lock,syncular_capture_truncate,\
+         syncular_capture_update,zz_syncular_capture_row"
+    );
     // The restored schema is live: re-registering the same IR is a no-op, and the
     // partition-leading unique index came back.
     restored.execute("SELECT syncular.register_schema($1::text::jsonb)", &[&IR]).unwrap();
     let versions: i64 = restored.query_one("SELECT count(*) FROM syncular.sync_schema_versions", &[]).unwrap().get(0);
     assert_eq!(versions, 1);
+    // Raw stored state (capture bypassed); RESET after, whatever the outcome.
     let dup = restored.batch_execute(
-        "INSERT INTO public.notes VALUES ('p1', 'n3', 'n3', 'w1', 'hello', NULL, 1, '{\"ws\":\"w1\"}', '\\x00')",
+        "SET session_replication_role = replica; \
+         INSERT INTO public.notes VALUES ('p1', 'n3', 'n3', 'w1', 'hello', NULL, 1, '{\"ws\":\"w1\"}', '\\x00')",
     );
+    restored.batch_execute("RESET session_replication_role").unwrap();
     assert_eq!(dup.unwrap_err().code().map(|c| c.code().to_string()), Some("23505".into()));
     drop(restored);
     let _ = std::fs::remove_file(&dump);

@@ -29,3 +29,4 @@ pub mod canonical_json;
 pub mod scope_digest;
 pub mod scopes;
 pub mod json_text;
+pub mod json_compact;

@@ -1,0 +1,197 @@
+//! Plain SQL writes become commits (issue 9; SPEC §6.10 server-authored
+//! commits; README "Writing with plain SQL").
+//!
+//! `INSERT`, `UPDATE`, `DELETE` and `COPY … FROM` on an app table, by any role
+//! allowed to write it, are captured by the table's triggers
+//! ([`crate::store::capture::triggers`]) in the writer's own transaction:
+//! - per statement, before any row: the partition comes from
+//!   `syncular.partition` (unset → `syncular.partition_required`), its
+//!   registry row exists and its counter row is locked — the push's order
+//!   (partition, then rows), so SQL writers and pushes never deadlock on it;
+//! - per row ([`row`]): the row-codec payload is encoded from the typed
+//!   columns (the bytes a client would push for those values), the row id
+//!   from the primary key, the stored scopes from the scope columns, the
+//!   version 1 or the stored one + 1; what clients could not hold, and writes
+//!   of computed or immutable columns, fail the statement;
+//! - per statement, after the rows ([`statement`]): one commit per statement
+//!   and event (an `INSERT … ON CONFLICT DO UPDATE` that both inserts and
+//!   updates writes two) — the next dense `commitSeq`, the header (client id
+//!   `sql:<actor>`, actor `syncular.actor_id` or the current role), the
+//!   changes and their scope index, the row-scope index and tombstones
+//!   (set-based from the transition table), and the commit NOTIFY.
+//!
+//! The engine's own app-table writes (pushes, `syncular.commit`, schema
+//! rewrites) hold [`crate::store::capture::guard::EngineWrite`] for the table
+//! they write and are not captured again; what they cause on other app
+//! tables (a foreign-key cascade) is captured in the engine's partition. Captured commits write no `sync_push_results` record
+//! (nothing replays them) and no `sync_clients` record.
+
+pub mod row;
+pub mod statement;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use pgrx::pg_sys;
+
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::schema::{require_registered_schema, RegisteredSchema, RegisteredTable};
+use crate::engine::{clock, partition};
+use crate::engine::request::MAX_PARTITION_BYTES;
+use crate::store::capture::{guard, triggers};
+
+pub use row::{delete_row, insert_row, update_row, Inserted, RowStorage, Updated};
+pub use statement::statement_end;
+
+/// One app table being written by a captured statement.
+#[derive(Debug)]
+pub struct CaptureTable {
+    /// The registered schema the statement writes under.
+    pub schema: Rc<RegisteredSchema>,
+    /// Position of the table in `schema.tables`.
+    pub index: usize,
+    /// `syncular.partition` of the statement.
+    pub partition: String,
+}
+
+impl CaptureTable {
+    /// The registered table.
+    pub fn registered(&self) -> &RegisteredTable {
+        &self.schema.tables[self.index]
+    }
+
+    /// The IR table name (`tbl`).
+    pub fn name(&self) -> &str {
+        self.registered().name()
+    }
+
+    /// Names this table's layout for the plan cache of its log statements:
+    /// relation and schema version (digits only: it goes into SQL text).
+    pub fn plan_key(&self, relid: pg_sys::Oid) -> String {
+        format!("capture relid {} v{}", u32::from(relid), self.schema.version)
+    }
+}
+
+thread_local! {
+    /// relid → the table context of the statement in progress on it.
+    static CONTEXT: RefCell<HashMap<u32, Rc<CaptureTable>>> = RefCell::new(HashMap::new());
+}
+
+/// The partition of a captured write: the engine's, when an engine write
+/// (a push) caused it — a foreign-key cascade onto another app table —, else
+/// `syncular.partition`. Errors: `syncular.partition_required`,
+/// `syncular.invalid_argument` (longer than the sync functions accept).
+fn required_partition(tbl: &str) -> EngineResult<String> {
+    let partition = match guard::engine_partition() {
+        Some(p) => p,
+        None => crate::settings::partition().ok_or_else(|| {
+            EngineError::host(
+                HostCode::PartitionRequired,
+                format!(
+                    "a plain SQL write to synced table {tbl:?} needs its partition: SET syncular.partition = '<partition>' (or SET LOCAL) first"
+                ),
+            )
+        })?,
+    };
+    if partition.len() > MAX_PARTITION_BYTES {
+        return Err(EngineError::host(
+            HostCode::InvalidArgument,
+            format!(
+                "syncular.partition is {} bytes long; at most {MAX_PARTITION_BYTES} bytes are accepted (as by syncular.sync)",
+                partition.len()
+            ),
+        ));
+    }
+    Ok(partition)
+}
+
+/// The refusal of a statement during which the partition setting changed.
+pub fn partition_changed(tbl: &str, started: &str, now: &str) -> EngineError {
+    EngineError::host(
+        HostCode::WriteRefused,
+        format!(
+            "syncular.partition changed while a statement on synced table {tbl:?} ran (from {started:?} to {now:?}): a statement writes one partition"
+        ),
+    )
+}
+
+/// Before the first row of a captured statement on `relid` (IR table
+/// `tbl`): resolves the partition and the registered table, creates the
+/// partition's registry row on first sight and locks its counter row to the
+/// end of the transaction. Errors: `syncular.partition_required`,
+/// `syncular.no_schema`, `syncular.internal` (a trigger on a table that is
+/// not this registered app table), store failures.
+pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
+    let partition = required_partition(tbl)?;
+    let schema = require_registered_schema()?;
+    let index = schema.tables.iter().position(|t| t.name() == tbl).ok_or_else(|| {
+        EngineError::internal(format!("capture trigger for {tbl:?}, which the registered schema does not declare"))
+    })?;
+    // The relation check once per table and loaded schema (a bump loads a new one).
+    let key = u32::from(relid);
+    let checked = CONTEXT.with(|c| c.borrow().get(&key).is_some_and(|t| Rc::ptr_eq(&t.schema, &schema) && t.index == index));
+    if !checked && triggers::table_oid(&schema.app_schema, tbl)? != Some(relid) {
+        return Err(EngineError::internal(format!(
+            "capture trigger for {tbl:?} fired on another table: capture triggers belong to the registered app tables only"
+        )));
+    }
+    // Registry row first when the partition is new (the push's order: registry, then counter lock).
+    if !partition::lock_existing(&partition)? {
+        partition::ensure_registered(&partition, clock::now_ms()?)?;
+        partition::lock(&partition)?;
+    }
+    let t = Rc::new(CaptureTable { schema, index, partition });
+    CONTEXT.with(|c| c.borrow_mut().insert(u32::from(relid), t));
+    Ok(())
+}
+
+/// The context of the statement in progress on `relid` (set up by
+/// [`statement_start`]). Errors: as [`statement_start`]; `syncular.write_refused`
+/// when the partition setting changed since the statement started.
+pub fn context(relid: pg_sys::Oid, tbl: &str) -> EngineResult<Rc<CaptureTable>> {
+    let partition = required_partition(tbl)?;
+    let key = u32::from(relid);
+    let hit = CONTEXT.with(|c| c.borrow().get(&key).filter(|t| t.name() == tbl).cloned());
+    if let Some(t) = hit {
+        if t.partition != partition {
+            return Err(partition_changed(tbl, &t.partition, &partition));
+        }
+        return Ok(t);
+    }
+    statement_start(relid, tbl)?;
+    CONTEXT
+        .with(|c| c.borrow().get(&key).cloned())
+        .ok_or_else(|| EngineError::internal("capture context vanished"))
+}
+
+/// The refusal of a write to app table `tbl` that has a BEFORE ROW trigger
+/// `name` running after the capture's (what it changes would not reach clients).
+pub fn trigger_after_capture(tbl: &str, name: &str) -> EngineError {
+    EngineError::host(
+        HostCode::WriteRefused,
+        format!(
+            "BEFORE ROW trigger {name:?} on synced table {tbl:?} runs after the capture (triggers run in name order): what it changes would be stored but never reach clients — rename it to sort before \"zz_syncular_capture_row\""
+        ),
+    )
+}
+
+/// The refusal of a `TRUNCATE` of app table `tbl`.
+pub fn truncate_refused(tbl: &str) -> EngineError {
+    EngineError::host(
+        HostCode::WriteRefused,
+        format!(
+            "TRUNCATE of synced table {tbl:?} cannot be expressed as commits: DELETE the rows of one partition instead (SET syncular.partition = '…'; DELETE FROM … WHERE _sync_partition = current_setting('syncular.partition'))"
+        ),
+    )
+}
+
+/// (Re)installs the capture triggers on every app table of the registered
+/// schema; returns how many tables. Errors: `syncular.no_schema`, store failures.
+pub fn install_all() -> EngineResult<i32> {
+    let schema = require_registered_schema()?;
+    for t in &schema.tables {
+        triggers::install(&schema.app_schema, t.name())?;
+    }
+    Ok(i32::try_from(schema.tables.len()).unwrap_or(i32::MAX))
+}

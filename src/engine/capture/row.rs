@@ -1,0 +1,204 @@
+//! The per-row half of the capture (module docs of [`super`]): what a plain
+//! SQL write stores in the computed columns, and what it may not do.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row};
+use syncular_protocol::ErrorCode;
+
+use super::CaptureTable;
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::store::app_table_ddl::{PARTITION_COLUMN, ROW_ID_COLUMN};
+
+/// The storage columns of a row as the statement gave them (insert) or as
+/// they are stored (update, delete).
+#[derive(Debug, Clone, Default)]
+pub struct RowStorage {
+    /// `_sync_partition`.
+    pub partition: Option<String>,
+    /// `_sync_row_id`.
+    pub row_id: Option<String>,
+    /// `_sync_version`.
+    pub version: Option<i64>,
+    /// `_sync_scopes` is not NULL.
+    pub scopes_set: bool,
+    /// `_sync_payload` is not NULL.
+    pub payload_set: bool,
+}
+
+/// The computed columns of an inserted row.
+#[derive(Debug, Clone)]
+pub struct Inserted {
+    /// `_sync_row_id`: the rendered primary key (§2.2).
+    pub row_id: String,
+    /// `_sync_version`: 1.
+    pub version: i64,
+    /// `_sync_scopes`: `{"variable": "value", …}`.
+    pub scopes: Value,
+    /// `_sync_payload`: the row-codec payload of the typed columns.
+    pub payload: Vec<u8>,
+}
+
+/// The computed columns of an updated row.
+#[derive(Debug, Clone)]
+pub struct Updated {
+    /// `_sync_version`: the stored one + 1.
+    pub version: i64,
+    /// `_sync_payload` re-encoded from the new typed columns.
+    pub payload: Vec<u8>,
+}
+
+fn refused(message: String) -> EngineError {
+    EngineError::host(HostCode::WriteRefused, message)
+}
+
+fn invalid_row(message: String) -> EngineError {
+    EngineError::host(HostCode::InvalidRow, message)
+}
+
+/// Refuses a row of another partition than `syncular.partition`.
+fn check_partition(t: &CaptureTable, stored: &RowStorage, verb: &str) -> EngineResult<()> {
+    match stored.partition.as_deref() {
+        Some(p) if p == t.partition => Ok(()),
+        other => Err(refused(format!(
+            "{verb} of synced table {:?} touches a row of partition {:?} while syncular.partition is {:?}: a statement writes one partition (add WHERE {PARTITION_COLUMN} = current_setting('syncular.partition'))",
+            t.name(),
+            other.unwrap_or(""),
+            t.partition
+        ))),
+    }
+}
+
+/// Encodes `row` (the bytes a client would push), refusing `crdt` values
+/// (no merger yet, as a push: `sync.crdt_merge_failed`) and values the codec
+/// cannot carry (`syncular.invalid_row`).
+fn encode(t: &CaptureTable, row: &Row) -> EngineResult<Vec<u8>> {
+    let table = &t.registered().table;
+    for (col, value) in table.layout().columns.iter().zip(row) {
+        if col.ty == ColumnType::Crdt && value.is_some() {
+            return Err(EngineError::protocol(
+                ErrorCode::CrdtMergeFailed,
+                format!("column {:?} of table {:?} is a crdt column and this server has no merger for it (§5.10.6)", col.name, t.name()),
+            ));
+        }
+    }
+    encode_row(table.layout(), row)
+        .map_err(|e| invalid_row(format!("a row of synced table {:?} cannot be encoded for clients: {}", t.name(), e.message)))
+}
+
+/// Stored scopes of `row`: every declared variable's column value, which
+/// must be a non-empty string (§3.1).
+fn scopes_of(t: &CaptureTable, row: &Row) -> EngineResult<BTreeMap<String, String>> {
+    let table = &t.registered().table;
+    let mut out = BTreeMap::new();
+    for (variable, value) in table.stored_scopes(row) {
+        match value.filter(|v| !v.is_empty()) {
+            Some(v) => {
+                out.insert(variable.to_owned(), v.to_owned());
+            }
+            None => {
+                let column = table.scope(variable).map_or(variable, |s| s.column.as_str());
+                return Err(invalid_row(format!(
+                    "a row of synced table {:?} needs scope column {column:?} (variable {variable:?}): it is NULL or empty",
+                    t.name()
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The computed columns of a row inserted with typed values `row` and the
+/// storage columns `given` (which must be absent, or equal to what would be
+/// computed for the partition and row id). Errors: `syncular.write_refused`
+/// (computed columns written, another partition, a mismatching row id),
+/// `syncular.invalid_row`, `sync.crdt_merge_failed`.
+pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResult<Inserted> {
+    let tbl = t.name();
+    if given.version.is_some() || given.scopes_set || given.payload_set {
+        return Err(refused(format!(
+            "INSERT into synced table {tbl:?} writes _sync_version, _sync_scopes or _sync_payload: they are computed from the typed columns — leave them out"
+        )));
+    }
+    if given.partition.is_some() {
+        check_partition(t, given, "INSERT")?;
+    }
+    let payload = encode(t, row)?;
+    let table = &t.registered().table;
+    let row_id = table.row_id(row).ok_or_else(|| {
+        invalid_row(format!("a row of synced table {tbl:?} needs its primary key column {:?}: it is NULL", table.primary_key))
+    })?;
+    if let Some(given_id) = given.row_id.as_deref().filter(|g| *g != row_id) {
+        return Err(refused(format!(
+            "INSERT into synced table {tbl:?} writes {ROW_ID_COLUMN} {given_id:?}, but it is derived from the primary key ({row_id:?}) — leave it out"
+        )));
+    }
+    let scopes = scopes_of(t, row)?;
+    Ok(Inserted {
+        row_id,
+        version: 1,
+        scopes: Value::Object(scopes.into_iter().map(|(k, v)| (k, Value::String(v))).collect()),
+        payload,
+    })
+}
+
+/// The computed columns of a row updated from `old` to `new` (typed values),
+/// `stored` its storage columns and `changed` the storage columns the
+/// statement itself changed. `old_payload` (the stored payload, when some
+/// column is NULL in both `old` and `new`) supplies the values only the
+/// payload holds — a `json` or `string` value Postgres cannot store projects
+/// as NULL — so updating other columns keeps them. Errors: `syncular.write_refused` (a computed
+/// column written, a scope or primary-key column changed — §3.4 rule 5 —, a
+/// row of another partition), `syncular.invalid_row`, `sync.crdt_merge_failed`.
+pub fn update_row(
+    t: &CaptureTable,
+    old: &Row,
+    mut new: Row,
+    stored: &RowStorage,
+    changed: &[&str],
+    old_payload: Option<&[u8]>,
+) -> EngineResult<Updated> {
+    let tbl = t.name();
+    check_partition(t, stored, "UPDATE")?;
+    if let Some(column) = changed.first() {
+        return Err(refused(format!(
+            "UPDATE of synced table {tbl:?} writes {column}: the _sync_* columns are computed from the typed columns"
+        )));
+    }
+    let table = &t.registered().table;
+    let columns = &table.layout().columns;
+    if old.get(table.primary_key_index) != new.get(table.primary_key_index) {
+        return Err(refused(format!(
+            "UPDATE of synced table {tbl:?} changes primary key column {:?}: a row's id is immutable — DELETE it and INSERT the new one",
+            table.primary_key
+        )));
+    }
+    for scope in &table.scopes {
+        let i = scope.column_index;
+        if old.get(i) != new.get(i) {
+            return Err(refused(format!(
+                "UPDATE of synced table {tbl:?} changes scope column {:?}: scope columns are immutable (§3.4 rule 5) — DELETE the row and INSERT it with the new scope to move it",
+                columns[i].name
+            )));
+        }
+    }
+    if let Some(bytes) = old_payload {
+        let before = decode_row(table.layout(), bytes)
+            .map_err(|e| EngineError::internal(format!("stored payload of a row of {tbl:?} does not decode: {}", e.message)))?;
+        for ((slot, was), kept) in new.iter_mut().zip(old).zip(before) {
+            if slot.is_none() && was.is_none() {
+                *slot = kept;
+            }
+        }
+    }
+    let payload = encode(t, &new)?;
+    let version = stored.version.unwrap_or(0).checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
+    Ok(Updated { version, payload })
+}
+
+/// Checks a deleted row (stored columns `stored`). Errors:
+/// `syncular.write_refused` (a row of another partition).
+pub fn delete_row(t: &CaptureTable, stored: &RowStorage) -> EngineResult<()> {
+    check_partition(t, stored, "DELETE")
+}

@@ -1,0 +1,8 @@
+//! `#[pg_test]`s of plain SQL writes becoming commits (README "Writing with
+//! plain SQL"): what is captured ([`writes`]) and what is refused
+//! ([`refusals`]); shared helpers in [`support`].
+
+pub mod support;
+mod refusals;
+mod guards;
+mod writes;
