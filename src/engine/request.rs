@@ -30,13 +30,20 @@ pub const MAX_PARTITION_BYTES: usize = 4096;
 /// Checks the caller's identity arguments: a partition of at most
 /// [`MAX_PARTITION_BYTES`]. Errors: `syncular.invalid_argument`.
 pub fn check_caller(caller: &Caller<'_>) -> EngineResult<()> {
-    if caller.partition.len() > MAX_PARTITION_BYTES {
+    check_partition(caller.partition)
+}
+
+/// Refuses a partition longer than [`MAX_PARTITION_BYTES`] with
+/// `syncular.invalid_argument` (22023) — for the sync functions and for
+/// captured plain SQL writes alike.
+pub fn check_partition(partition: &str) -> EngineResult<()> {
+    if partition.len() > MAX_PARTITION_BYTES {
         return Err(EngineError::host(
             HostCode::InvalidArgument,
             format!(
                 "partition is {} bytes long; at most {MAX_PARTITION_BYTES} bytes are accepted \
                  (the commit NOTIFY payload must stay under 8000 bytes)",
-                caller.partition.len()
+                partition.len()
             ),
         ));
     }

@@ -33,6 +33,12 @@ pub fn connect_to(dsn: &str) -> Client {
 }
 
 pub mod capture;
+/// The environment variable `name` as a number, `default` when unset or unparsable
+/// (benchmark knobs).
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 pub mod clients;
 pub mod fixtures;
 pub mod gateway;

@@ -38,7 +38,7 @@ use pgrx::pg_sys;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::schema::{require_registered_schema, RegisteredSchema, RegisteredTable};
 use crate::engine::{clock, partition};
-use crate::engine::request::MAX_PARTITION_BYTES;
+use crate::engine::request::check_partition;
 use crate::store::capture::{guard, triggers};
 
 pub use row::{delete_row, insert_row, update_row, Inserted, RowStorage, Updated};
@@ -94,15 +94,7 @@ fn required_partition(tbl: &str) -> EngineResult<String> {
             )
         })?,
     };
-    if partition.len() > MAX_PARTITION_BYTES {
-        return Err(EngineError::host(
-            HostCode::InvalidArgument,
-            format!(
-                "syncular.partition is {} bytes long; at most {MAX_PARTITION_BYTES} bytes are accepted (as by syncular.sync)",
-                partition.len()
-            ),
-        ));
-    }
+    check_partition(&partition)?;
     Ok(partition)
 }
 

@@ -58,24 +58,37 @@ pub fn notifications() -> u64 {
 /// partition counters and registry, plus the notifications this backend
 /// queued.
 pub fn fingerprint() -> (String, u64) {
-    let sql = "SELECT concat_ws(E'\\n', \
-        (SELECT string_agg(t::text, ',' ORDER BY t._sync_partition, t._sync_row_id) FROM public.tasks t), \
+    fingerprint_of(&["public.tasks"])
+}
+
+/// [`fingerprint`] over the app tables `tables` (qualified names).
+pub fn fingerprint_of(tables: &[&str]) -> (String, u64) {
+    let apps: String = tables
+        .iter()
+        .map(|t| format!("(SELECT string_agg(t::text, ',' ORDER BY t._sync_partition, t._sync_row_id) FROM {t} t), "))
+        .collect();
+    let sql = format!("SELECT concat_ws(E'\\n', {apps}\
         (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_commits x), \
         (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_changes x), \
         (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_change_scopes x), \
         (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_row_scopes x), \
         (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_tombstones x), \
         (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_partitions x), \
-        (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_partition_registry x))";
-    (text(sql).unwrap_or_default(), notifications())
+        (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM syncular.sync_partition_registry x))");
+    (text(&sql).unwrap_or_default(), notifications())
 }
 
 /// Asserts `result` failed with `sqlstate` / `code` (message starting with
 /// it, containing `fragment`) and changed nothing (see [`fingerprint`]).
 pub fn refused(sql: &str, sqlstate: &str, code: &str, fragment: &str) {
-    let before = fingerprint();
+    refused_in(&["public.tasks"], sql, sqlstate, code, fragment);
+}
+
+/// [`refused`] with [`fingerprint_of`] the app tables `tables`.
+pub fn refused_in(tables: &[&str], sql: &str, sqlstate: &str, code: &str, fragment: &str) {
+    let before = fingerprint_of(tables);
     crate::tests::support::expect_error(write(sql), sqlstate, code, fragment);
-    assert_eq!(fingerprint(), before, "{sql} changed something although it failed");
+    assert_eq!(fingerprint_of(tables), before, "{sql} changed something although it failed");
 }
 
 /// The codec layout of `tasks` (`support::tasks_ir(1)`).

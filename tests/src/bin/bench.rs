@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use postgres::Client;
 use ssp2::model::PushStatus;
-use syncular_integration_tests::connect_to;
+use syncular_integration_tests::{connect_to, env_usize};
 use syncular_integration_tests::fixtures::{allow_all_projects, partition_name, register_schema};
 use syncular_integration_tests::transport::SYNC_SQL;
 use syncular_integration_tests::wire::{
@@ -37,13 +37,6 @@ const PLAIN_UPSERT: &str = "INSERT INTO public.bench_plain AS t (partition, id, 
     VALUES ($1, $2, $3, $4, false, NULL, $5)
     ON CONFLICT (partition, id) DO UPDATE
        SET title = EXCLUDED.title, payload = EXCLUDED.payload, version = t.version + 1";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() -> ExitCode {
     match run() {

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use postgres::Client;
 use syncular_integration_tests::capture::set_partition;
-use syncular_integration_tests::connect_to;
+use syncular_integration_tests::{connect_to, env_usize};
 use syncular_integration_tests::fixtures::{partition_name, register_schema};
 
 const GOAL: f64 = 0.30;
@@ -45,13 +45,6 @@ const CAPTURE_UPDATE: &str =
     "UPDATE public.tasks SET title = $1 WHERE _sync_partition = $2 AND _sync_row_id = $3";
 const PLAIN_UPDATE: &str =
     "UPDATE public.bench_capture_plain SET title = $1 WHERE partition = $2 AND id = $3";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() -> ExitCode {
     match run() {
