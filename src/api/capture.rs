@@ -58,13 +58,17 @@ fn relid(trigger: &PgTrigger<'_>) -> pg_sys::Oid {
     trigger.relid().unwrap_or_else(|e| raise(EngineError::internal(format!("capture trigger: {e}"))))
 }
 
-/// The IR table name the trigger was created with (its one argument).
-fn ir_table(trigger: &PgTrigger<'_>) -> String {
-    trigger
-        .extra_args()
-        .ok()
-        .and_then(|a| a.into_iter().next())
-        .unwrap_or_else(|| raise(EngineError::internal("capture trigger created without its table argument")))
+/// The IR table name the trigger was created with (its one argument),
+/// borrowed from the relcache's trigger (no copy per row).
+fn ir_table<'a>(trigger: &PgTrigger<'a>) -> &'a str {
+    let t = trigger.trigger();
+    if t.tgnargs < 1 || t.tgargs.is_null() {
+        raise(EngineError::internal("capture trigger created without its table argument"));
+    }
+    // SAFETY: tgargs holds tgnargs NUL-terminated strings for the trigger's lifetime.
+    unsafe { std::ffi::CStr::from_ptr(*t.tgargs) }
+        .to_str()
+        .unwrap_or_else(|_| raise(EngineError::internal("capture trigger argument is not UTF-8")))
 }
 
 /// The Postgres type a column of wire type `ty` has in an app table
@@ -277,11 +281,11 @@ fn before_row_trigger_after_capture(trigger: &PgTrigger<'_>) -> Option<String> {
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_start_wrapper';")]
 fn capture_statement_start<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     let tbl = ir_table(trigger);
-    if !engine_writing(&tbl) {
+    if !engine_writing(tbl) {
         if let Some(name) = before_row_trigger_after_capture(trigger) {
-            raise(capture::trigger_after_capture(&tbl, &name));
+            raise(capture::trigger_after_capture(tbl, &name));
         }
-        capture::statement_start(relid(trigger), &tbl).or_raise();
+        capture::statement_start(relid(trigger), tbl).or_raise();
     }
     Ok(None)
 }
@@ -304,10 +308,10 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
         _ => raise(EngineError::internal("capture_row fired for an unexpected event")),
     };
     let tbl = ir_table(trigger);
-    if engine_writing(&tbl) {
+    if engine_writing(tbl) {
         return Ok(new.or(old).map(|t| unchanged(&t)));
     }
-    let t = capture::context(relid(trigger), &tbl).or_raise();
+    let t = capture::context(relid(trigger), tbl).or_raise();
     let a = attnos(trigger, &t);
     match (old, new) {
         (None, Some(new)) => {
@@ -365,7 +369,7 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_wrapper';")]
 fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     let tbl = ir_table(trigger);
-    if engine_writing(&tbl) {
+    if engine_writing(tbl) {
         return Ok(None);
     }
     let td = trigger.trigger_data();
@@ -383,7 +387,7 @@ fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     if rows > 0 {
         let data = std::ptr::from_ref(td).cast_mut();
         // SAFETY: the TriggerData of this firing trigger.
-        unsafe { capture::statement_end(relid(trigger), &tbl, op, data) }.or_raise();
+        unsafe { capture::statement_end(relid(trigger), tbl, op, data) }.or_raise();
     }
     Ok(None)
 }
@@ -393,7 +397,7 @@ fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
 #[pg_trigger(sql = "CREATE FUNCTION capture_truncate() RETURNS trigger LANGUAGE c SECURITY DEFINER \
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_truncate_wrapper';")]
 fn capture_truncate<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
-    raise(capture::truncate_refused(&ir_table(trigger)))
+    raise(capture::truncate_refused(ir_table(trigger)))
 }
 
 /// `syncular.install_capture_triggers() returns integer` — (re)creates the
