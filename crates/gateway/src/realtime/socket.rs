@@ -24,6 +24,7 @@ use syncular_protocol::realtime::{parse_control, ControlMessage, Hello, WakeReas
 
 use super::deltas::ScopesEpoch;
 use super::hub::{initial_state, Hub, Slot};
+use super::limits::ActorSlot;
 use super::presence;
 use super::round;
 use super::session::{close_code, now_ms, run_writer, Session, SessionInit};
@@ -77,8 +78,7 @@ pub async fn upgrade(
         .max_message_size(s.ws_max_message_bytes)
         .max_frame_size(s.ws_max_message_bytes)
         .on_upgrade(move |socket| async move {
-            serve(hub, identity, client_id, opened, epoch, slot, socket).await;
-            drop(actor_slot);
+            serve(hub, identity, client_id, opened, epoch, (slot, actor_slot), socket).await;
         })
         .into_response()
 }
@@ -143,7 +143,18 @@ fn same_state(a: &Opened, b: &Opened) -> bool {
         && a.registrations == b.registrations
 }
 
-async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Opened, epoch: ScopesEpoch, slot: Slot, socket: WebSocket) {
+/// `slots`: the hub's slot and the `--max-sessions-per-actor` place; the actor's place is
+/// given back before the session leaves the hub (and `sessions_open`), so a client that saw the
+/// session gone can open a new one at once.
+async fn serve(
+    hub: Arc<Hub>,
+    identity: Identity,
+    client_id: String,
+    opened: Opened,
+    epoch: ScopesEpoch,
+    (slot, actor_slot): (Slot, ActorSlot),
+    socket: WebSocket,
+) {
     let (sink, stream) = socket.split();
     let expires_at_ms = identity.expires_at_ms;
     let init = SessionInit {
@@ -180,6 +191,7 @@ async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Ope
     tracing::debug!(session = session.id, registrations = ?opened.registrations.as_array().map(Vec::len), "realtime session open");
     read_loop(&hub, &session, stream).await;
     session.closed.cancel();
+    drop(actor_slot);
     hub.remove(&session);
     let _ = writer.await;
     tracing::debug!(session = session.id, "realtime session closed");
