@@ -28,6 +28,7 @@ static MAX_OPERATIONS: GucSetting<i32> = GucSetting::<i32>::new(500);
 /// 1 GB varlena limit even with the one-commit/one-row overshoot.
 pub const MAX_RESPONSE_BUDGET_BYTES: i32 = 256 * 1024 * 1024;
 static RESPONSE_BUDGET_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4 * 1024 * 1024);
+static ACTIVITY_REFRESH_MS: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 static PARTITION: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static ACTOR_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
@@ -59,6 +60,16 @@ pub fn init() {
         1024,
         MAX_RESPONSE_BUDGET_BYTES,
         GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"syncular.activity_refresh_ms",
+        c"How often a request refreshes last-seen times, in milliseconds.",
+        c"The partition registry's last_authenticated_at_ms and a client record's updated_at_ms are rewritten at most once per this interval (0: on every request).",
+        &ACTIVITY_REFRESH_MS,
+        0,
+        i32::MAX,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_string_guc(
@@ -120,6 +131,12 @@ pub fn now_ms_override() -> Option<String> {
 /// `syncular.max_operations` (≥ 1).
 pub fn max_operations() -> usize {
     MAX_OPERATIONS.get().max(1) as usize
+}
+
+/// `syncular.activity_refresh_ms` (≥ 0, default 60 000): the least age, in
+/// ms, at which a request rewrites a stored last-seen time.
+pub fn activity_refresh_ms() -> i64 {
+    i64::from(ACTIVITY_REFRESH_MS.get().max(0))
 }
 
 /// `syncular.response_budget_bytes` (1024 ..= 256 MiB).

@@ -34,4 +34,7 @@ pub struct SyncContext<'s> {
     pub response_budget_bytes: usize,
     /// Operation cap per request (GUC `syncular.max_operations`, default 500, §6.1).
     pub max_operations: usize,
+    /// The NOTIFY signing key when the caller already read it (`None`: read
+    /// — or created — at the first notification).
+    pub notification_key: Option<Vec<u8>>,
 }

@@ -53,8 +53,17 @@ thread_local! {
 /// Queues the notification of applied commit `commit_seq` (call only when
 /// the commit emitted at least one change). Errors: store failures.
 pub fn notify_commit(partition: &str, commit_seq: i64) -> EngineResult<()> {
-    let payload = commit_payload(partition, commit_seq)?;
-    notifications::queue_notification(COMMIT_CHANNEL, &payload)?;
+    notify_commit_signed(None, partition, commit_seq)
+}
+
+/// [`notify_commit`] signed with `key` when the caller already read it
+/// (`None`: read or created here). Errors: as [`notify_commit`].
+pub fn notify_commit_signed(key: Option<&[u8]>, partition: &str, commit_seq: i64) -> EngineResult<()> {
+    let payload = match key {
+        Some(key) => notification::commit_payload(key, partition, commit_seq),
+        None => commit_payload(partition, commit_seq)?,
+    };
+    notifications::queue_notification_direct(COMMIT_CHANNEL, &payload)?;
     QUEUED.with(|q| {
         let mut q = q.borrow_mut();
         q.0 += 1;

@@ -18,8 +18,18 @@ use crate::store::subtransaction;
 /// row) or refreshes `last_authenticated_at_ms` to `now_ms`. Returns the
 /// registry row as it stands for this request. Errors: store failures.
 pub fn touch(partition: &str, now_ms: i64) -> EngineResult<RegistryRow> {
-    if let Some(existing) = partitions::select_partition_registry(partition)? {
-        if existing.last_authenticated_at_ms < now_ms {
+    touch_read(partition, partitions::select_partition_registry(partition)?, now_ms)
+}
+
+/// [`touch`] with the registry row already read by the caller (`existing`,
+/// `None` when absent). The last-seen time is rewritten only once it is at
+/// least `syncular.activity_refresh_ms` old, so a busy partition's registry
+/// row is not rewritten by every request. Errors: store failures.
+pub fn touch_read(partition: &str, existing: Option<RegistryRow>, now_ms: i64) -> EngineResult<RegistryRow> {
+    if let Some(existing) = existing {
+        if existing.last_authenticated_at_ms < now_ms
+            && now_ms - existing.last_authenticated_at_ms >= crate::settings::activity_refresh_ms()
+        {
             refresh_last_seen(partition, now_ms)?;
         }
         return Ok(existing);
@@ -44,26 +54,6 @@ pub fn ensure_registered(partition: &str, now_ms: i64) -> EngineResult<()> {
         && partitions::insert_partition_registry(partition, now_ms)?.is_some()
     {
         partitions::insert_partition_counter(partition)?;
-    }
-    Ok(())
-}
-
-/// Locks the counter row of `partition` when it exists (`SELECT … FOR
-/// UPDATE`, held to the end of the transaction); false when it does not.
-/// Errors: store failures.
-pub fn lock_existing(partition: &str) -> EngineResult<bool> {
-    Ok(partitions::lock_partition(partition)?.is_some())
-}
-
-/// Locks the counter row of `partition` (`SELECT … FOR UPDATE`, held to the
-/// end of the transaction; created first when missing): the per-partition
-/// commit serialization point (§6.3, DESIGN §4). Errors: store failures.
-pub fn lock(partition: &str) -> EngineResult<()> {
-    if partitions::lock_partition(partition)?.is_none() {
-        partitions::insert_partition_counter(partition)?;
-        partitions::lock_partition(partition)?.ok_or_else(|| {
-            EngineError::internal(format!("partition counter row of {partition:?} could not be created"))
-        })?;
     }
     Ok(())
 }

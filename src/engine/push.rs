@@ -1,29 +1,35 @@
 //! The push half of a sync round (SPEC §6, §2.3, §6.4, §2.1): every
 //! `PUSH_COMMIT` of the request, sequentially in frame order.
 //!
+//! First, one statement takes the request's advisory locks in ascending
+//! key order ([`crate::store::push_locks`]): one per distinct
+//! `clientCommitId` — simultaneous deliveries of one commit serialize there
+//! and the later one replays — and one per row bucket the operations name,
+//! so two requests writing the same rows in different orders queue instead
+//! of deadlocking.
+//!
 //! Per commit:
 //! 1. a `clientCommitId` already seen in this request replays the outcome
-//!    recorded for its first occurrence (`cached` / `rejected`, §6.3);
-//! 2. optimistic idempotency lookup — a stored outcome replays without
-//!    taking the partition lock (`applied` → `cached`; an unreadable record
+//!    of its first occurrence (`cached` / `rejected`, §6.3);
+//! 2. a stored outcome replays (`applied` → `cached`; an unreadable record
 //!    → `sync.idempotency_cache_miss`, never persisted);
-//! 3. otherwise the partition counter row is locked (`SELECT … FOR UPDATE`,
-//!    once per request, held to the caller's transaction end) and the key is
-//!    re-checked under the lock;
-//! 4. the operations run inside the commit's own subtransaction
-//!    ([`crate::engine::push_savepoint`]). Applied: the next dense
-//!    `commitSeq` is allocated from the counter row, the commit header, its
-//!    changes, their scope-index entries, tombstones and the `applied`
-//!    outcome are written, and — when the commit emitted changes — the
-//!    commit notification is queued; then the subtransaction is released.
-//!    Rejected (a terminating result record, or a class-23 constraint error
-//!    / class-22 data error raised by an app-table write): the
-//!    subtransaction is rolled back — nothing of the commit survives — and
-//!    only the `rejected` outcome is persisted. Any other error fails the
-//!    whole request.
+//! 3. otherwise the operations run inside the commit's own subtransaction
+//!    ([`crate::engine::push_savepoint`]) — app rows and row-scope index,
+//!    overlapping with other pushers of the partition. Applied: its header,
+//!    changes, scope-index entries and outcome are staged. Rejected (a
+//!    terminating result record, or a class-23 constraint error / class-22
+//!    data error raised by an app-table write): the subtransaction is rolled
+//!    back — nothing of the commit survives — and only the `rejected`
+//!    outcome is staged. Any other error fails the whole request.
+//!
+//! Last, one statement ([`crate::store::push_log`]) allocates the dense
+//! `commitSeq`s of the applied commits from the partition's counter row
+//! (locked from there to the caller's transaction end: the only
+//! partition-wide critical section) and writes every staged row and
+//! outcome; each applied commit with changes queues its notification.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::PushCommit;
@@ -36,9 +42,8 @@ use crate::engine::notify;
 use crate::engine::push_apply::{apply_operation, scopes_json, StagedChange};
 use crate::engine::push_result::{cache_miss, StoredOpResult, StoredPushResult, StoredStatus};
 use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, SavepointOutcome};
-use crate::store::changes::{self, NewChange};
-use crate::store::commits::{self, NewCommit};
-use crate::store::{partitions, push_results, tombstones};
+use crate::store::push_log::{self, LogAuthor, LogChange, RequestLog};
+use crate::store::{push_locks, push_results};
 
 /// The answer to one `PUSH_COMMIT`: its `PUSH_RESULT` and, for a rejection
 /// with §6.3.1 recovery metadata, its `PUSH_RESULT_DETAILS`.
@@ -59,40 +64,120 @@ enum Known {
     CacheMiss,
 }
 
+/// How one `PUSH_COMMIT` of the request is answered.
+enum Slot {
+    /// Its key was already stored before this request (replayed).
+    Stored(Known),
+    /// New: applied or rejected by this request (index into the outcomes).
+    New(usize),
+    /// The key of an earlier frame of this request (slot index): replays its outcome.
+    Again(usize),
+}
+
+/// A new commit's outcome before the log statement ran.
+enum Outcome {
+    /// Applied at `position` (1-based among the request's applied commits).
+    Applied { position: i32, operations: usize, changes: usize },
+    /// Rejected: the stored record.
+    Rejected(StoredPushResult),
+}
+
 /// Runs the push half for `commits` in frame order. Request-level errors
 /// (store failures, unexpected Postgres errors) fail the whole request.
+///
+/// Order: the request's idempotency and row locks in one statement
+/// ([`push_locks`]); per commit the stored-outcome lookup and, for a new one,
+/// its operations in its own subtransaction; then one statement writes the
+/// whole request's log and outcomes, allocating the `commitSeq`s
+/// ([`push_log`]) — the partition's counter row is taken there, last.
 pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<CommitAnswer>> {
-    let mut answers = Vec::with_capacity(commits.len());
-    let mut seen: HashMap<&str, Known> = HashMap::new();
-    let mut locked = false;
+    if commits.is_empty() {
+        return Ok(Vec::new());
+    }
+    lock(ctx, commits)?;
+    let mut slots: Vec<Slot> = Vec::with_capacity(commits.len());
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut log = LogBuilder::default();
     for commit in commits {
         let id = commit.client_commit_id.as_str();
-        if let Some(known) = seen.get(id) {
-            answers.push(replay(known, id)?);
+        if let Some(&at) = first.get(id) {
+            slots.push(Slot::Again(at));
             continue;
         }
-        // Optimistic lookup without the lock (a replay-only request never
-        // queues behind pushes); once this request holds the lock one
-        // lookup is the locked re-check.
-        if !locked {
-            if let Some(known) = lookup(ctx, id)? {
-                answers.push(replay(&known, id)?);
-                seen.insert(id, known);
-                continue;
-            }
-            crate::engine::partition::lock(&ctx.partition)?;
-            locked = true;
-        }
+        first.insert(id, slots.len());
         if let Some(known) = lookup(ctx, id)? {
-            answers.push(replay(&known, id)?);
-            seen.insert(id, known);
+            slots.push(Slot::Stored(known));
             continue;
         }
-        let stored = apply_commit(ctx, commit)?;
-        answers.push(answer(&stored, id, false)?);
-        seen.insert(id, Known::Stored(stored));
+        let outcome = apply_commit(ctx, commit, &mut log)?;
+        slots.push(Slot::New(outcomes.len()));
+        outcomes.push(outcome);
+    }
+    let author = LogAuthor {
+        partition: &ctx.partition,
+        client_id: &ctx.client_id,
+        actor_id: &ctx.actor_id,
+        created_at_ms: ctx.now_ms,
+    };
+    let base = push_log::write_request_log(&author, log.finish())?.unwrap_or(0);
+    let stored: Vec<StoredPushResult> = outcomes
+        .iter()
+        .map(|o| match o {
+            Outcome::Applied { position, operations, .. } => applied(ctx, base + i64::from(*position), *operations),
+            Outcome::Rejected(r) => r.clone(),
+        })
+        .collect();
+    for (o, s) in outcomes.iter().zip(&stored) {
+        if let (Outcome::Applied { changes, .. }, Some(seq)) = (o, s.commit_seq) {
+            if *changes > 0 {
+                notify::notify_commit_signed(ctx.notification_key.as_deref(), &ctx.partition, seq)?;
+            }
+        }
+    }
+    let mut answers = Vec::with_capacity(commits.len());
+    for (commit, slot) in commits.iter().zip(&slots) {
+        let id = commit.client_commit_id.as_str();
+        let answer = match slot {
+            Slot::Stored(known) => replay(known, id)?,
+            Slot::New(i) => answer(&stored[*i], id, false)?,
+            Slot::Again(at) => match &slots[*at] {
+                Slot::Stored(known) => replay(known, id)?,
+                Slot::New(i) => answer(&stored[*i], id, true)?,
+                Slot::Again(_) => return Err(EngineError::internal("a repeated commit points at a repeat")),
+            },
+        };
+        answers.push(answer);
     }
     Ok(answers)
+}
+
+/// The request's locks, before any lookup or write: one per distinct
+/// `clientCommitId` (a duplicate delivery waits for the first, then replays
+/// its stored outcome) and one per row bucket its operations name (pushes
+/// touching the same rows queue here, in one order, instead of deadlocking
+/// on the rows).
+fn lock(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<()> {
+    let p = ctx.partition.as_str();
+    let mut keys = Vec::with_capacity(commits.len() * 2);
+    for c in commits {
+        keys.push(push_locks::idempotency_key(p, &ctx.client_id, &c.client_commit_id));
+        keys.extend(c.operations.iter().map(|op| push_locks::row_key(p, &op.table, &op.row_id)));
+    }
+    Ok(push_locks::lock_keys(keys)?)
+}
+
+/// The `applied` record of a commit with `operations` operations at `commit_seq`.
+fn applied(ctx: &SyncContext<'_>, commit_seq: i64, operations: usize) -> StoredPushResult {
+    StoredPushResult {
+        status: StoredStatus::Applied,
+        commit_seq: Some(commit_seq),
+        recorded_at_ms: ctx.now_ms,
+        results: (0..operations)
+            .map(|i| StoredOpResult::Applied { op_index: i32::try_from(i).unwrap_or(i32::MAX) })
+            .collect(),
+        details: vec![],
+    }
 }
 
 fn lookup(ctx: &SyncContext<'_>, client_commit_id: &str) -> EngineResult<Option<Known>> {
@@ -141,11 +226,11 @@ impl From<EngineError> for Stop {
     }
 }
 
-/// Applies one new commit in its own subtransaction and persists its
-/// outcome; returns the persisted outcome.
-fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit) -> EngineResult<StoredPushResult> {
+/// Applies one new commit in its own subtransaction and stages its log
+/// rows and outcome in `log` (written by [`run`] after the last commit).
+fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder) -> EngineResult<Outcome> {
     let writing: Cell<Option<i32>> = Cell::new(None);
-    let outcome = push_savepoint::run(|| -> Result<StoredPushResult, Stop> {
+    let outcome = push_savepoint::run(|| -> Result<Vec<StagedChange>, Stop> {
         let mut staged: Vec<StagedChange> = Vec::new();
         for (i, op) in commit.operations.iter().enumerate() {
             let op_index =
@@ -156,10 +241,13 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit) -> EngineResult<Stor
                 Err(record) => return Err(Stop::Rejected(record)),
             }
         }
-        Ok(record_applied(ctx, commit, &staged)?)
+        Ok(staged)
     });
     let rejected = match outcome {
-        SavepointOutcome::Released(stored) => return Ok(stored),
+        SavepointOutcome::Released(staged) => {
+            let position = log.applied(ctx, commit, &staged)?;
+            return Ok(Outcome::Applied { position, operations: commit.operations.len(), changes: staged.len() });
+        }
         SavepointOutcome::RolledBack(Stop::Fatal(e)) => return Err(e),
         SavepointOutcome::RolledBack(Stop::Rejected(record)) => record,
         SavepointOutcome::Raised(caught) => {
@@ -186,89 +274,78 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit) -> EngineResult<Stor
         results: vec![rejected],
         details: vec![],
     };
-    push_results::insert_push_result(
-        &ctx.partition,
-        &ctx.client_id,
-        &commit.client_commit_id,
-        &stored.to_json(),
-    )?;
-    Ok(stored)
+    log.log.outcomes.push((commit.client_commit_id.clone(), 0, stored.to_json()));
+    Ok(Outcome::Rejected(stored))
 }
 
-/// Writes the log of an applied commit (inside its subtransaction) and its
-/// `applied` outcome; queues the notification when it has changes.
-fn record_applied(
-    ctx: &SyncContext<'_>,
-    commit: &PushCommit,
-    staged: &[StagedChange],
-) -> EngineResult<StoredPushResult> {
-    let partition = ctx.partition.as_str();
-    let commit_seq = partitions::allocate_commit_seq(partition)?;
-    commits::insert_commit(&NewCommit {
-        partition,
-        commit_seq,
-        client_id: &ctx.client_id,
-        client_commit_id: &commit.client_commit_id,
-        actor_id: &ctx.actor_id,
-        created_at_ms: ctx.now_ms,
-    })?;
-    let mut rows = Vec::with_capacity(staged.len());
-    let mut index_entries = Vec::new();
-    for (idx, change) in staged.iter().enumerate() {
-        rows.push(NewChange {
-            idx: i32::try_from(idx).map_err(|_| EngineError::internal("change index overflow"))?,
-            table: change.table.clone(),
-            row_id: change.row_id.clone(),
-            op: i16::from(change.op.byte()),
-            row_version: change.row_version,
-            scopes_json: scopes_json(&change.scopes),
-            payload: change.payload.clone(),
-        });
-        for (var, value) in &change.scopes {
-            index_entries.push((change.table.clone(), var.clone(), value.clone()));
+/// The request's log, staged commit by commit.
+#[derive(Default)]
+struct LogBuilder {
+    log: RequestLog,
+    /// The fate of every row the request's applied commits changed.
+    rows: BTreeMap<(String, String), RowFate>,
+}
+
+/// What the request's changes leave of a row's tombstone.
+#[derive(Debug, Clone, Copy)]
+struct RowFate {
+    /// Position of the commit of the row's last change.
+    last_commit: i32,
+    /// The last change deletes the row.
+    deleted: bool,
+    /// Some change of the request inserted the row (absent before it).
+    inserted: bool,
+}
+
+impl LogBuilder {
+    /// Stages an applied commit's header, changes, scope index and outcome;
+    /// returns its position (1-based) among the request's applied commits.
+    fn applied(&mut self, ctx: &SyncContext<'_>, commit: &PushCommit, staged: &[StagedChange]) -> EngineResult<i32> {
+        self.log.applied.push(commit.client_commit_id.clone());
+        let position = i32::try_from(self.log.applied.len()).map_err(|_| EngineError::internal("commit position overflow"))?;
+        let mut scope_entries: BTreeSet<(i32, String, String, String)> = BTreeSet::new();
+        for (idx, change) in staged.iter().enumerate() {
+            self.log.changes.push(LogChange {
+                commit: position,
+                idx: i32::try_from(idx).map_err(|_| EngineError::internal("change index overflow"))?,
+                table: change.table.clone(),
+                row_id: change.row_id.clone(),
+                op: i16::from(change.op.byte()),
+                row_version: change.row_version,
+                scopes_json: scopes_json(&change.scopes),
+                payload: change.payload.clone(),
+            });
+            for (var, value) in &change.scopes {
+                scope_entries.insert((position, change.table.clone(), var.clone(), value.clone()));
+            }
+            let fate = self
+                .rows
+                .entry((change.table.clone(), change.row_id.clone()))
+                .or_insert(RowFate { last_commit: position, deleted: false, inserted: false });
+            fate.last_commit = position;
+            fate.deleted = change.op == Op::Delete;
+            fate.inserted |= change.inserted;
         }
+        self.log.change_scopes.extend(scope_entries);
+        // Placeholder commitSeq: the log statement sets the allocated one.
+        let outcome = applied(ctx, 0, commit.operations.len()).to_json();
+        self.log.outcomes.push((commit.client_commit_id.clone(), position, outcome));
+        Ok(position)
     }
-    // Tombstones follow each row's final state in this commit: deleted → the
-    // tombstone points at this commit; (re-)inserted → any tombstone goes.
-    for (i, change) in staged.iter().enumerate() {
-        let key = (&change.table, &change.row_id);
-        if staged[i + 1..]
-            .iter()
-            .any(|later| (&later.table, &later.row_id) == key)
-        {
-            continue;
+
+    /// The complete log. Tombstones follow each row's final state in the
+    /// request: deleted → the tombstone points at the deleting commit;
+    /// (re-)inserted → it goes.
+    fn finish(&mut self) -> &RequestLog {
+        self.log.tombstones.clear();
+        self.log.cleared_tombstones.clear();
+        for ((table, row_id), fate) in &self.rows {
+            if fate.deleted {
+                self.log.tombstones.push((fate.last_commit, table.clone(), row_id.clone()));
+            } else if fate.inserted {
+                self.log.cleared_tombstones.push((table.clone(), row_id.clone()));
+            }
         }
-        let inserted = staged[..=i]
-            .iter()
-            .any(|c| (&c.table, &c.row_id) == key && c.inserted);
-        if change.op == Op::Delete {
-            tombstones::upsert_tombstone(partition, &change.table, &change.row_id, commit_seq)?;
-        } else if inserted {
-            tombstones::delete_tombstone(partition, &change.table, &change.row_id)?;
-        }
+        &self.log
     }
-    changes::insert_changes(partition, commit_seq, &rows)?;
-    changes::insert_change_scopes(partition, commit_seq, &index_entries)?;
-    let results = (0..commit.operations.len())
-        .map(|i| StoredOpResult::Applied {
-            op_index: i32::try_from(i).unwrap_or(i32::MAX),
-        })
-        .collect();
-    let stored = StoredPushResult {
-        status: StoredStatus::Applied,
-        commit_seq: Some(commit_seq),
-        recorded_at_ms: ctx.now_ms,
-        results,
-        details: vec![],
-    };
-    push_results::insert_push_result(
-        partition,
-        &ctx.client_id,
-        &commit.client_commit_id,
-        &stored.to_json(),
-    )?;
-    if !staged.is_empty() {
-        notify::notify_commit(partition, commit_seq)?;
-    }
-    Ok(stored)
 }

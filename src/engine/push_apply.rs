@@ -333,7 +333,7 @@ impl Target<'_> {
                 },
             )
         })?;
-        row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)?;
+        // The row was absent: no entries of it to replace (a leftover one is kept, ON CONFLICT).
         row_scopes::insert_row_scopes(partition, &self.table.name, &self.op.row_id, &entries)?;
         Ok(self.change(Op::Upsert, Some(1), scopes, Some(payload.to_vec()), true))
     }

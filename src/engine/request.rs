@@ -21,6 +21,7 @@ use crate::engine::resolver::{self, Allowed};
 use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, pull, push, subscriptions};
 use crate::store::clients_write;
+use crate::store::request_context::{self, ClientRow};
 
 /// Longest partition name accepted, in bytes: its commit NOTIFY payload
 /// (`base64url(partition) + ":" + commitSeq`) must stay under Postgres's
@@ -171,6 +172,32 @@ pub fn bind_client_id(
     Ok(())
 }
 
+/// [`bind_client_id`] with the client's record already read by the caller
+/// (`existing`, `None` when absent): nothing is written when the record is
+/// bound to `actor_id`, has this `wire_version` and was written less than
+/// `syncular.activity_refresh_ms` ago. Errors: as [`bind_client_id`].
+pub fn bind_client_read(
+    partition: &str,
+    client_id: &str,
+    actor_id: &str,
+    wire_version: u16,
+    now_ms: i64,
+    existing: Option<&ClientRow>,
+) -> EngineResult<()> {
+    check_client_id(client_id)?;
+    if let Some(row) = existing {
+        if row.actor_id != actor_id {
+            return Err(client_bound_elsewhere());
+        }
+        let fresh = now_ms.saturating_sub(row.updated_at_ms) < crate::settings::activity_refresh_ms()
+            && row.updated_at_ms <= now_ms;
+        if row.wire_version == i32::from(wire_version) && fresh {
+            return Ok(());
+        }
+    }
+    bind_client_id(partition, client_id, actor_id, wire_version, now_ms)
+}
+
 /// `sync.invalid_client_id` for a `clientId` bound to another actor (§1.5).
 pub fn client_bound_elsewhere() -> EngineError {
     EngineError::protocol(
@@ -222,8 +249,11 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     check_connection_client_id(caller, &req.header.client_id)?;
     let wire = req.wire_version;
     let now_ms = clock::now_ms()?;
+    // A clientId Postgres cannot hold (NUL) is refused at binding, after the gates.
+    let lookup_id = Some(req.header.client_id.as_str()).filter(|c| !c.contains('\0'));
+    let context = request_context::read(caller.partition, lookup_id)?;
 
-    let registry = partition::touch(caller.partition, now_ms)?;
+    let registry = partition::touch_read(caller.partition, context.registry, now_ms)?;
     let gate = partition::gate(
         &registry,
         wire,
@@ -231,7 +261,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         req.commits.len(),
     )?;
 
-    let schema = crate::engine::schema::require_registered_schema()?;
+    let schema = crate::engine::schema::require_registered_schema_at(context.schema_key)?;
     let served = schema.version;
     if req.header.schema_version != served {
         let reset = partition::reset_required(&registry, wire, req.header.log_epoch.as_deref());
@@ -256,7 +286,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     }
 
     let client_id = req.header.client_id.as_str();
-    bind_client_id(caller.partition, client_id, caller.actor_id, wire, now_ms)?;
+    bind_client_read(caller.partition, client_id, caller.actor_id, wire, now_ms, context.client.as_ref())?;
 
     let max_operations = crate::settings::max_operations();
     let total_ops: usize = req.commits.iter().map(|c| c.operations.len()).sum();
@@ -294,6 +324,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         now_ms,
         response_budget_bytes: crate::settings::response_budget_bytes(),
         max_operations,
+        notification_key: context.notification_key.clone(),
     };
 
     let resolved = match &req.pull {

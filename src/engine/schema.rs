@@ -142,7 +142,13 @@ pub fn invalidate_cache() {
 /// backend (new row, new xmin) or a rolled-back one is seen at once.
 /// Errors: `syncular.internal` when the stored IR no longer parses.
 pub fn load_registered_schema() -> EngineResult<Option<Rc<RegisteredSchema>>> {
-    let Some(key) = schema_store::current_version_key()? else {
+    load_registered_schema_at(schema_store::current_version_key()?)
+}
+
+/// [`load_registered_schema`] for a `(version, xmin)` key the caller read
+/// itself (the request context statement). Errors: as [`load_registered_schema`].
+pub fn load_registered_schema_at(key: Option<(i64, String)>) -> EngineResult<Option<Rc<RegisteredSchema>>> {
+    let Some(key) = key else {
         return Ok(None);
     };
     if let Some(hit) = CACHE.with(|c| {
@@ -163,9 +169,16 @@ pub fn load_registered_schema() -> EngineResult<Option<Rc<RegisteredSchema>>> {
 
 /// The current registered schema, or `syncular.no_schema` (55000).
 pub fn require_registered_schema() -> EngineResult<Rc<RegisteredSchema>> {
-    load_registered_schema()?.ok_or_else(|| {
-        EngineError::host(HostCode::NoSchema, "no schema is registered: call syncular.register_schema(ir) first")
-    })
+    load_registered_schema()?.ok_or_else(no_schema)
+}
+
+/// [`require_registered_schema`] for a key the caller read (see [`load_registered_schema_at`]).
+pub fn require_registered_schema_at(key: Option<(i64, String)>) -> EngineResult<Rc<RegisteredSchema>> {
+    load_registered_schema_at(key)?.ok_or_else(no_schema)
+}
+
+fn no_schema() -> EngineError {
+    EngineError::host(HostCode::NoSchema, "no schema is registered: call syncular.register_schema(ir) first")
 }
 
 /// What a registration did.

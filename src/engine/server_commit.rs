@@ -226,6 +226,7 @@ pub fn run(
         now_ms,
         response_budget_bytes: crate::settings::response_budget_bytes(),
         max_operations,
+        notification_key: None,
     };
     let commit = PushCommit {
         client_commit_id: client_commit_id.clone(),

@@ -11,8 +11,9 @@ use crate::store::{StoreError, StoreResult};
 
 /// Sets `subscriptions` (JSON text of `[{"id","table","scopes"}]`),
 /// `updated_at_ms`, and — when `cursor` is `Some` — `cursor` of the
-/// `(partition, client_id)` record. Returns whether a row was updated
-/// (`false` = the client row does not exist, an engine ordering bug).
+/// `(partition, client_id)` record — written only when one of them changed
+/// or `updated_at_ms` is `syncular.activity_refresh_ms` old. Returns whether
+/// the record exists (`false` = an engine ordering bug).
 /// Errors: SPI failures.
 pub fn record_pull(
     partition: &str,
@@ -23,10 +24,14 @@ pub fn record_pull(
 ) -> StoreResult<bool> {
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let table = client.update(
-            "UPDATE syncular.sync_clients \
-             SET cursor = COALESCE($3, cursor), subscriptions = $4::jsonb, updated_at_ms = $5 \
-             WHERE partition = $1 AND client_id = $2 \
-             RETURNING 1",
+            "WITH u AS ( \
+                 UPDATE syncular.sync_clients \
+                 SET cursor = COALESCE($3, cursor), subscriptions = $4::jsonb, updated_at_ms = $5 \
+                 WHERE partition = $1 AND client_id = $2 \
+                   AND (cursor IS DISTINCT FROM COALESCE($3, cursor) \
+                        OR subscriptions IS DISTINCT FROM $4::jsonb \
+                        OR updated_at_ms > $5 OR updated_at_ms <= $5 - $6)) \
+             SELECT 1 FROM syncular.sync_clients WHERE partition = $1 AND client_id = $2",
             None,
             &[
                 DatumWithOid::from(partition),
@@ -34,6 +39,7 @@ pub fn record_pull(
                 DatumWithOid::from(cursor),
                 DatumWithOid::from(subscriptions_json),
                 DatumWithOid::from(updated_at_ms),
+                DatumWithOid::from(crate::settings::activity_refresh_ms()),
             ],
         )?;
         Ok(!table.is_empty())

@@ -19,14 +19,15 @@ pub mod subtransaction;
 
 pub use error::{StoreError, StoreResult};
 pub mod app_rows;
-pub mod changes;
 pub mod clients_write;
 pub mod commits;
 pub mod notifications;
 pub mod partitions;
+pub mod push_locks;
+pub mod push_log;
 pub mod push_results;
+pub mod request_context;
 pub mod row_scopes;
-pub mod tombstones;
 pub mod bootstrap_page;
 pub mod clients;
 pub mod pull_window;

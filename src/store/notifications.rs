@@ -8,6 +8,27 @@ use pgrx::spi::Spi;
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
+extern "C-unwind" {
+    /// `commands/async.h`: queues a notification for the end of the current
+    /// (sub)transaction — what `pg_notify` calls.
+    fn Async_Notify(channel: *const std::os::raw::c_char, payload: *const std::os::raw::c_char);
+}
+
+/// Queues `NOTIFY channel, payload` without an SQL statement (the hot path:
+/// one per applied commit): delivered at COMMIT, discarded with a rolled-back
+/// (sub)transaction, exactly as `pg_notify`. Errors: a channel or payload
+/// with a NUL byte (`StoreError`); Postgres's own checks (payload of 8000
+/// bytes or more, 22023) raise.
+pub fn queue_notification_direct(channel: &str, payload: &str) -> StoreResult<()> {
+    let channel = std::ffi::CString::new(channel).map_err(|_| StoreError::new("queue_notification", "NUL byte in channel"))?;
+    let payload = std::ffi::CString::new(payload).map_err(|_| StoreError::new("queue_notification", "NUL byte in payload"))?;
+    // SAFETY: two valid NUL-terminated strings that outlive the call (Async_Notify
+    // copies them); the boundary guard turns a Postgres ERROR into a Rust unwind,
+    // and the closure holds nothing that needs dropping.
+    unsafe { pgrx::pg_sys::ffi::pg_guard_ffi_boundary(|| Async_Notify(channel.as_ptr(), payload.as_ptr())) };
+    Ok(())
+}
+
 /// Queues `pg_notify(channel, payload)` in the current (sub)transaction.
 /// Errors: SPI failures (a payload over 8000 bytes is a Postgres ERROR).
 pub fn queue_notification(channel: &str, payload: &str) -> StoreResult<()> {

@@ -111,27 +111,6 @@ pub fn insert_partition_counter(partition: &str) -> StoreResult<()> {
     .map_err(StoreError::spi("insert_partition_counter"))
 }
 
-/// Locks the partition's counter row (`SELECT … FOR UPDATE`) until the end of
-/// the caller's transaction — the per-partition push serialization point
-/// (§6.3). Returns the current `max_commit_seq`, or `None` when the row does
-/// not exist (call [`insert_partition_counter`] first). Must run outside any
-/// per-commit subtransaction so the lock survives a rolled-back commit.
-/// Errors: SPI failures.
-pub fn lock_partition(partition: &str) -> StoreResult<Option<i64>> {
-    Spi::connect_mut(|client| {
-        let table = plan_cache::execute(
-            client,
-            "SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1 FOR UPDATE",
-            Some(1),
-            &[DatumWithOid::from(partition)],
-        )?;
-        if table.is_empty() {
-            return Ok(None);
-        }
-        table.first().get_one::<i64>()
-    })
-    .map_err(StoreError::spi("lock_partition"))
-}
 
 /// Allocates the next dense `commitSeq` of a locked partition:
 /// `max_commit_seq + 1`, stored and returned. Errors: SPI failures, or a

@@ -33,30 +33,3 @@ pub fn select_push_result(
     })
     .map_err(StoreError::spi("select_push_result"))
 }
-
-/// Persists the result JSON of one idempotency key; first writer wins
-/// (`ON CONFLICT DO NOTHING`). Returns whether this call stored it.
-/// Errors: SPI failures.
-pub fn insert_push_result(
-    partition: &str,
-    client_id: &str,
-    client_commit_id: &str,
-    result_json: &str,
-) -> StoreResult<bool> {
-    Spi::connect_mut(|client| {
-        let t = plan_cache::execute(client,
-            "INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
-             VALUES ($1, $2, $3, $4::jsonb) \
-             ON CONFLICT (partition, client_id, client_commit_id) DO NOTHING RETURNING 1",
-            None,
-            &[
-                DatumWithOid::from(partition),
-                DatumWithOid::from(client_id),
-                DatumWithOid::from(client_commit_id),
-                DatumWithOid::from(result_json),
-            ],
-        )?;
-        Ok(!t.is_empty())
-    })
-    .map_err(StoreError::spi("insert_push_result"))
-}

@@ -85,7 +85,19 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM syncular.sync_partition_registry WHERE partition = 'tenant-a' \
                           AND epoch_required = false AND last_authenticated_at_ms = 1000"), 1);
         assert_eq!(count("SELECT count(*) FROM syncular.sync_partitions WHERE partition = 'tenant-a' AND max_commit_seq = 0"), 1);
-        Spi::run("SET LOCAL syncular.now_ms = '5000'").unwrap();
+        // Within syncular.activity_refresh_ms (default 60 s) of the last write, last-seen stays.
+        Spi::run("SET LOCAL syncular.now_ms = '60999'").unwrap();
+        sync(P, "alice", &request(2, "c1", 1, Some(&epoch), vec![], Some(empty_pull())), None);
+        assert_eq!(count("SELECT last_authenticated_at_ms FROM syncular.sync_partition_registry WHERE partition = 'tenant-a'"), 1000);
+        // The client's record is created by that request (the epoch acquisition binds nothing).
+        assert_eq!(count("SELECT updated_at_ms FROM syncular.sync_clients WHERE partition = 'tenant-a' AND client_id = 'c1'"), 60999);
+        Spi::run("SET LOCAL syncular.now_ms = '61000'").unwrap();
+        sync(P, "alice", &request(2, "c1", 1, Some(&epoch), vec![], Some(empty_pull())), None);
+        assert_eq!(count("SELECT last_authenticated_at_ms FROM syncular.sync_partition_registry WHERE partition = 'tenant-a'"), 61000);
+        assert_eq!(count("SELECT updated_at_ms FROM syncular.sync_clients WHERE partition = 'tenant-a' AND client_id = 'c1'"), 60999);
+        // With the interval at 0, every request refreshes.
+        Spi::run("SET LOCAL syncular.activity_refresh_ms = 0").unwrap();
+        Spi::run("SET LOCAL syncular.now_ms = '65000'").unwrap();
         // A pull-only request refreshes last-seen and keeps the epoch.
         let resp = sync(
             P,
@@ -98,7 +110,8 @@ mod tests {
             (e.log_epoch.as_str(), e.reset_required),
             (epoch.as_str(), false)
         );
-        assert_eq!(count("SELECT last_authenticated_at_ms FROM syncular.sync_partition_registry WHERE partition = 'tenant-a'"), 5000);
+        assert_eq!(count("SELECT last_authenticated_at_ms FROM syncular.sync_partition_registry WHERE partition = 'tenant-a'"), 65000);
+        assert_eq!(count("SELECT updated_at_ms FROM syncular.sync_clients WHERE partition = 'tenant-a' AND client_id = 'c1'"), 65000);
         // Another partition gets its own, different epoch.
         let other = acquire_epoch("tenant-b", "alice", "c1");
         assert_ne!(other, epoch);

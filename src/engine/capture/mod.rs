@@ -5,9 +5,13 @@
 //! allowed to write it, are captured by the table's triggers
 //! ([`crate::store::capture::triggers`]) in the writer's own transaction:
 //! - per statement, before any row: the partition comes from
-//!   `syncular.partition` (unset → `syncular.partition_required`), its
-//!   registry row exists and its counter row is locked — the push's order
-//!   (partition, then rows), so SQL writers and pushes never deadlock on it;
+//!   `syncular.partition` (unset → `syncular.partition_required`) and its
+//!   registry row exists; the partition's counter row is taken only at the
+//!   statement's end, by its log write — rows first, then the counter, the
+//!   push's order, so a single-statement write and a push cannot deadlock on
+//!   it (a transaction that writes again after a captured statement holds the
+//!   counter while it locks rows: a push waiting for that counter while
+//!   holding one of those rows is a deadlock Postgres detects, 40P01);
 //! - per row ([`row`]): the row-codec payload is encoded from the typed
 //!   columns (the bytes a client would push for those values), the row id
 //!   from the primary key, the stored scopes from the scope columns, the
@@ -109,9 +113,8 @@ pub fn partition_changed(tbl: &str, started: &str, now: &str) -> EngineError {
 }
 
 /// Before the first row of a captured statement on `relid` (IR table
-/// `tbl`): resolves the partition and the registered table, creates the
-/// partition's registry row on first sight and locks its counter row to the
-/// end of the transaction. Errors: `syncular.partition_required`,
+/// `tbl`): resolves the partition and the registered table and creates the
+/// partition's registry row on first sight. Errors: `syncular.partition_required`,
 /// `syncular.no_schema`, `syncular.internal` (a trigger on a table that is
 /// not this registered app table), store failures.
 pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
@@ -128,11 +131,10 @@ pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
             "capture trigger for {tbl:?} fired on another table: capture triggers belong to the registered app tables only"
         )));
     }
-    // Registry row first when the partition is new (the push's order: registry, then counter lock).
-    if !partition::lock_existing(&partition)? {
-        partition::ensure_registered(&partition, clock::now_ms()?)?;
-        partition::lock(&partition)?;
-    }
+    // The registry (and counter) row exists before any row is written; the
+    // counter row itself is taken only by the commit's log write at the
+    // statement's end — after the rows, as a push takes it.
+    partition::ensure_registered(&partition, clock::now_ms()?)?;
     let t = Rc::new(CaptureTable { schema, index, partition });
     CONTEXT.with(|c| c.borrow_mut().insert(u32::from(relid), t));
     Ok(())

@@ -1,0 +1,194 @@
+//! The log of one push request in one statement (SPEC §2.1, §2.2, §2.3,
+//! §6.4; DESIGN §4): the partition's `commitSeq`s are allocated and every
+//! log row that carries them is written together — commit headers, changes,
+//! their scope index, tombstones and the stored outcomes (`applied` and
+//! `rejected`) of every new commit of the request.
+//!
+//! This statement is where a push takes its partition's counter row (the
+//! `UPDATE` locks it to the end of the caller's transaction): everything
+//! before it — decoding, authorization, app-row and row-scope writes —
+//! overlaps with concurrent pushers; what follows it is the response and the
+//! COMMIT. Commits become visible in `commitSeq` order because the next
+//! allocation waits for this transaction to end.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::plan_cache;
+use crate::store::{StoreError, StoreResult};
+
+/// One change row: `commit` is the 1-based position of its commit among the
+/// request's applied commits (its `commitSeq` is the allocated base + `commit`).
+#[derive(Debug, Clone)]
+pub struct LogChange {
+    /// Position of the commit among the applied commits (1-based).
+    pub commit: i32,
+    /// Position of the change inside its commit (0-based).
+    pub idx: i32,
+    /// IR table name.
+    pub table: String,
+    /// Row id.
+    pub row_id: String,
+    /// `1` upsert, `2` delete.
+    pub op: i16,
+    /// `server_version` after the write (upserts).
+    pub row_version: Option<i64>,
+    /// Stored scopes as JSON text.
+    pub scopes_json: String,
+    /// Row-codec payload (upserts).
+    pub payload: Option<Vec<u8>>,
+}
+
+/// Everything one request logs.
+#[derive(Debug, Clone, Default)]
+pub struct RequestLog {
+    /// `clientCommitId` of each applied commit, in order (position + 1 = `commit`).
+    pub applied: Vec<String>,
+    /// Their changes.
+    pub changes: Vec<LogChange>,
+    /// `(commit, table, variable, value)` scope-index entries, de-duplicated.
+    pub change_scopes: Vec<(i32, String, String, String)>,
+    /// `(commit, table, row_id)`: rows whose last change in the request deletes them.
+    pub tombstones: Vec<(i32, String, String)>,
+    /// `(table, row_id)`: rows the request inserted (absent before): their tombstone goes.
+    pub cleared_tombstones: Vec<(String, String)>,
+    /// `(clientCommitId, commit or 0 for a rejection, outcome JSON)`; an applied
+    /// outcome's `commitSeq` is set from the allocation.
+    pub outcomes: Vec<(String, i32, String)>,
+}
+
+const LOG_SQL: &str = "\
+WITH s AS ( \
+    UPDATE syncular.sync_partitions SET max_commit_seq = max_commit_seq + $5 \
+    WHERE partition = $1 RETURNING max_commit_seq - $5 AS base), \
+c AS ( \
+    INSERT INTO syncular.sync_commits \
+      (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms) \
+    SELECT $1, s.base + u.n, $2, u.id, $3, $4 \
+    FROM s, unnest($6::text[]) WITH ORDINALITY AS u(id, n)), \
+ch AS ( \
+    INSERT INTO syncular.sync_changes \
+      (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload) \
+    SELECT $1, s.base + u.n, u.idx, u.tbl, u.row_id, u.op, u.row_version, u.scopes::jsonb, u.payload \
+    FROM s, unnest($7::int4[], $8::int4[], $9::text[], $10::text[], $11::int2[], $12::int8[], \
+                   $13::text[], $14::bytea[]) \
+      AS u(n, idx, tbl, row_id, op, row_version, scopes, payload)), \
+cs AS ( \
+    INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq) \
+    SELECT $1, u.tbl, u.var, u.value, s.base + u.n \
+    FROM s, unnest($15::int4[], $16::text[], $17::text[], $18::text[]) AS u(n, tbl, var, value) \
+    ON CONFLICT DO NOTHING), \
+ts AS ( \
+    INSERT INTO syncular.sync_tombstones (partition, tbl, row_id, commit_seq) \
+    SELECT $1, u.tbl, u.row_id, s.base + u.n \
+    FROM s, unnest($19::int4[], $20::text[], $21::text[]) AS u(n, tbl, row_id) \
+    ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq), \
+tc AS ( \
+    DELETE FROM syncular.sync_tombstones t \
+    USING unnest($22::text[], $23::text[]) AS u(tbl, row_id) \
+    WHERE t.partition = $1 AND t.tbl = u.tbl AND t.row_id = u.row_id), \
+pr AS ( \
+    INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
+    SELECT $1, $2, u.id, CASE WHEN u.n > 0 \
+        THEN jsonb_set(u.result::jsonb, '{commitSeq}', to_jsonb(s.base + u.n)) \
+        ELSE u.result::jsonb END \
+    FROM s, unnest($24::text[], $25::int4[], $26::text[]) AS u(id, n, result)) \
+SELECT base FROM s";
+
+/// Rejections only: no `commitSeq` is allocated and the counter row is not touched.
+const REJECTED_SQL: &str = "\
+INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
+SELECT $1, $2, u.id, u.result::jsonb FROM unnest($3::text[], $4::text[]) AS u(id, result)";
+
+/// Who wrote the request's commits.
+#[derive(Debug, Clone, Copy)]
+pub struct LogAuthor<'a> {
+    /// Host partition.
+    pub partition: &'a str,
+    /// `REQ_HEADER.clientId` (`sync_commits.client_id`, outcome key).
+    pub client_id: &'a str,
+    /// The authenticated actor.
+    pub actor_id: &'a str,
+    /// Commit time, Unix ms.
+    pub created_at_ms: i64,
+}
+
+fn unzip3<A: Clone, B: Clone, C: Clone>(v: &[(A, B, C)]) -> (Vec<A>, Vec<B>, Vec<C>) {
+    (v.iter().map(|x| x.0.clone()).collect(), v.iter().map(|x| x.1.clone()).collect(), v.iter().map(|x| x.2.clone()).collect())
+}
+
+/// Writes `log` and returns the allocated base: the applied commit at
+/// position `n` (1-based) has `commitSeq = base + n`. `None` when nothing was
+/// applied (only rejections were stored; no sequence allocated). Errors:
+/// SPI failures; a missing counter row (`touch` creates it) is an internal
+/// error; a stored outcome for the same key (only possible when the caller's
+/// snapshot predates a concurrent delivery: REPEATABLE READ) raises 23505.
+pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
+    if log.applied.is_empty() {
+        if !log.outcomes.is_empty() {
+            let ids: Vec<String> = log.outcomes.iter().map(|o| o.0.clone()).collect();
+            let results: Vec<String> = log.outcomes.iter().map(|o| o.2.clone()).collect();
+            Spi::connect_mut(|client| {
+                plan_cache::execute(
+                    client,
+                    REJECTED_SQL,
+                    None,
+                    &[
+                        DatumWithOid::from(author.partition),
+                        DatumWithOid::from(author.client_id),
+                        DatumWithOid::from(ids),
+                        DatumWithOid::from(results),
+                    ],
+                )?;
+                Ok(())
+            })
+            .map_err(StoreError::spi("write_rejections"))?;
+        }
+        return Ok(None);
+    }
+    let n = i64::try_from(log.applied.len()).map_err(|_| StoreError::new("write_request_log", "too many commits"))?;
+    let ch = &log.changes;
+    let (cs_n, cs_rest): (Vec<i32>, Vec<(String, String, String)>) =
+        log.change_scopes.iter().map(|(n, t, v, x)| (*n, (t.clone(), v.clone(), x.clone()))).unzip();
+    let (cs_tbl, cs_var, cs_value) = unzip3(&cs_rest);
+    let (ts_n, ts_tbl, ts_row) = unzip3(&log.tombstones);
+    let (tc_tbl, tc_row): (Vec<String>, Vec<String>) = log.cleared_tombstones.iter().cloned().unzip();
+    let (pr_id, pr_n, pr_result) = unzip3(&log.outcomes);
+    let args = [
+        DatumWithOid::from(author.partition),
+        DatumWithOid::from(author.client_id),
+        DatumWithOid::from(author.actor_id),
+        DatumWithOid::from(author.created_at_ms),
+        DatumWithOid::from(n),
+        DatumWithOid::from(log.applied.clone()),
+        DatumWithOid::from(ch.iter().map(|c| c.commit).collect::<Vec<i32>>()),
+        DatumWithOid::from(ch.iter().map(|c| c.idx).collect::<Vec<i32>>()),
+        DatumWithOid::from(ch.iter().map(|c| c.table.clone()).collect::<Vec<String>>()),
+        DatumWithOid::from(ch.iter().map(|c| c.row_id.clone()).collect::<Vec<String>>()),
+        DatumWithOid::from(ch.iter().map(|c| c.op).collect::<Vec<i16>>()),
+        DatumWithOid::from(ch.iter().map(|c| c.row_version).collect::<Vec<Option<i64>>>()),
+        DatumWithOid::from(ch.iter().map(|c| c.scopes_json.clone()).collect::<Vec<String>>()),
+        DatumWithOid::from(ch.iter().map(|c| c.payload.clone()).collect::<Vec<Option<Vec<u8>>>>()),
+        DatumWithOid::from(cs_n),
+        DatumWithOid::from(cs_tbl),
+        DatumWithOid::from(cs_var),
+        DatumWithOid::from(cs_value),
+        DatumWithOid::from(ts_n),
+        DatumWithOid::from(ts_tbl),
+        DatumWithOid::from(ts_row),
+        DatumWithOid::from(tc_tbl),
+        DatumWithOid::from(tc_row),
+        DatumWithOid::from(pr_id),
+        DatumWithOid::from(pr_n),
+        DatumWithOid::from(pr_result),
+    ];
+    let base = Spi::connect_mut(|client| {
+        let table = plan_cache::execute(client, LOG_SQL, None, &args)?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        table.first().get_one::<i64>()
+    })
+    .map_err(StoreError::spi("write_request_log"))?;
+    base.map(Some).ok_or_else(|| StoreError::new("write_request_log", "partition counter row missing"))
+}

@@ -1,0 +1,73 @@
+//! What a sync request reads before anything else, in one statement (SPEC
+//! §1.5, §1.6, §2.1; DESIGN §4): the current schema version's cache key, the
+//! partition's registry row, the client's record and the NOTIFY signing key.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::partitions::RegistryRow;
+use crate::store::plan_cache;
+use crate::store::{StoreError, StoreResult};
+
+/// The stored client record fields a request checks (§1.5 binding).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientRow {
+    /// The actor the `clientId` is bound to.
+    pub actor_id: String,
+    /// Wire version of its last request.
+    pub wire_version: i32,
+    /// Last write of the record, Unix ms.
+    pub updated_at_ms: i64,
+}
+
+/// One request's starting state.
+#[derive(Debug, Clone)]
+pub struct RequestContextRow {
+    /// `(version, xmin)` of the current schema version row (the schema cache key).
+    pub schema_key: Option<(i64, String)>,
+    /// The partition's registry row, when the partition was seen before.
+    pub registry: Option<RegistryRow>,
+    /// The client's record, when it exists.
+    pub client: Option<ClientRow>,
+    /// The NOTIFY signing key, once created.
+    pub notification_key: Option<Vec<u8>>,
+}
+
+const CONTEXT_SQL: &str = "\
+SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_required, r.last_authenticated_at_ms, \
+       c.actor_id, c.wire_version, c.updated_at_ms, \
+       (SELECT k.key FROM syncular.sync_notification_key k WHERE k.id = 1) \
+FROM (SELECT 1) AS one \
+LEFT JOIN (SELECT s.version, s.xmin FROM syncular.sync_schema_versions s \
+           ORDER BY s.version DESC LIMIT 1) v ON true \
+LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
+LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2";
+
+/// Reads the request context of `client_id` in `partition` (`None`: no
+/// client record is looked up). Errors: SPI failures.
+pub fn read(partition: &str, client_id: Option<&str>) -> StoreResult<RequestContextRow> {
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+        let table = plan_cache::execute(
+            client,
+            CONTEXT_SQL,
+            Some(1),
+            &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
+        )?;
+        let row = table.first();
+        let schema_key = row.get::<i64>(1)?.zip(row.get::<String>(2)?);
+        let registry = match (row.get::<String>(3)?, row.get::<bool>(4)?, row.get::<i64>(5)?) {
+            (Some(log_epoch), Some(epoch_required), Some(last_authenticated_at_ms)) => {
+                Some(RegistryRow { log_epoch, epoch_required, last_authenticated_at_ms })
+            }
+            _ => None,
+        };
+        let client = match (row.get::<String>(6)?, row.get::<i32>(7)?, row.get::<i64>(8)?) {
+            (Some(actor_id), Some(wire_version), Some(updated_at_ms)) => {
+                Some(ClientRow { actor_id, wire_version, updated_at_ms })
+            }
+            _ => None,
+        };
+        Ok(RequestContextRow { schema_key, registry, client, notification_key: row.get::<Vec<u8>>(9)? })
+    })
+    .map_err(StoreError::spi("read_request_context"))
+}
