@@ -183,7 +183,7 @@ pub fn scenario_label(s: usize, preload: usize) -> String {
 }
 
 /// Prints the statements of the extension's single-row commit, per commit.
-pub fn print_breakdown(breakdown: &[(i64, bool, String)], commits: usize) {
+pub fn print_breakdown(breakdown: &[(i64, Option<bool>, String)], commits: usize) {
     println!();
     println!("statements of the extension run (1 connection, last round, {commits} commits): calls per commit, calls");
     for (calls, nested, query) in breakdown {
@@ -191,7 +191,11 @@ pub fn print_breakdown(breakdown: &[(i64, bool, String)], commits: usize) {
         println!(
             "  {:>6.2} {calls:>6}  {:<9} {text}",
             *calls as f64 / commits as f64,
-            if *nested { "nested" } else { "top-level" }
+            match nested {
+                Some(true) => "nested",
+                Some(false) => "top-level",
+                None => "",
+            }
         );
     }
 }

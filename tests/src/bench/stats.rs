@@ -192,21 +192,37 @@ impl Probe {
 
     /// The statements recorded since the last reset, most called first:
     /// `(calls, nested?, query text)` (at most `limit`; nested = run inside
-    /// another statement, e.g. through SPI). Empty without `pg_stat_statements`.
+    /// another statement, e.g. through SPI; `None` before Postgres 14, whose
+    /// `pg_stat_statements` does not say). Empty without `pg_stat_statements`.
     ///
     /// Errors: a Postgres error.
     pub fn statement_breakdown(
         &self,
         admin: &mut Client,
         limit: i64,
-    ) -> Result<Vec<(i64, bool, String)>, String> {
+    ) -> Result<Vec<(i64, Option<bool>, String)>, String> {
         if !self.statements {
             return Ok(Vec::new());
         }
+        let has_toplevel: bool = admin
+            .query_one(
+                &format!(
+                    "SELECT {META} EXISTS (SELECT 1 FROM pg_attribute
+                      WHERE attrelid = 'pg_stat_statements'::regclass AND attname = 'toplevel')"
+                ),
+                &[],
+            )
+            .map_err(pg_err)?
+            .get(0);
+        let nested = if has_toplevel {
+            "NOT toplevel"
+        } else {
+            "NULL::boolean"
+        };
         let rows = admin
             .query(
                 &format!(
-                    "SELECT {META} calls, NOT toplevel, regexp_replace(query, '\\s+', ' ', 'g')
+                    "SELECT {META} calls, {nested}, regexp_replace(query, '\\s+', ' ', 'g')
                        FROM pg_stat_statements
                       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
                         AND query NOT LIKE '%bench:meta%'
