@@ -13,6 +13,7 @@ use ssp2::model::Frame;
 use super::backends::ACTOR;
 use super::median;
 use super::pg_err;
+use super::stats::Probe;
 use crate::connect_to;
 use crate::fixtures::{allow_all_projects, partition_name, TASKS};
 use crate::wire::{commit, delivered, pull_header, subscription, upsert, RawSession, Task};
@@ -89,6 +90,9 @@ pub struct PullTimes {
     pub select_log: Duration,
     /// Response size of the pull, in bytes.
     pub response_bytes: usize,
+    /// Statements one pull executes (top-level and nested; `None` without
+    /// `pg_stat_statements`).
+    pub statements: Option<i64>,
 }
 
 fn next_cursor(frames: &[Frame]) -> Result<i64, String> {
@@ -225,11 +229,19 @@ impl PullFixture {
     }
 
     /// Medians of `reps` pulls and `SELECT`s, alternated, after one untimed
-    /// round of each (the pull is re-checked first).
+    /// round of each (the pull is re-checked first, its statements counted
+    /// through `probe` on `admin`).
     ///
     /// Errors: a failed statement, a wrong window or row count.
-    pub fn measure(&mut self, reps: usize) -> Result<PullTimes, String> {
+    pub fn measure(
+        &mut self,
+        reps: usize,
+        probe: &Probe,
+        admin: &mut Client,
+    ) -> Result<PullTimes, String> {
+        probe.reset_statements(admin)?;
         self.check()?;
+        let statements = probe.statements_since_reset(admin)?;
         let (partition, want) = (self.reader.partition.clone(), self.case.rows());
         let (mut pulls, mut apps, mut logs, mut bytes) = (Vec::new(), Vec::new(), Vec::new(), 0);
         for rep in 0..=reps {
@@ -249,6 +261,7 @@ impl PullFixture {
             select_app: median(apps),
             select_log: median(logs),
             response_bytes: bytes,
+            statements,
         })
     }
 }

@@ -337,24 +337,27 @@ pub fn print_ratios_and_goals(
 pub fn print_pulls(pulls: &[(PullCase, PullTimes, PullTimes)], reps: usize) {
     println!();
     println!(
-        "pull (median of {reps}, ms; client round trip)   {:<16} {:>8} {:>16} {:>16} {:>11}",
-        "log tables", "pull", "SELECT app rows", "SELECT log rows", "response B"
+        "pull (median of {reps}, ms; client round trip)   {:<16} {:>8} {:>16} {:>16} {:>11} {:>6}",
+        "log tables", "pull", "SELECT app rows", "SELECT log rows", "response B", "stmts"
     );
     for (case, before, after) in pulls {
         for (state, t) in [("never analyzed", before), ("after ANALYZE", after)] {
             println!(
-                "  {:<43} {:<16} {:>8.3} {:>16.3} {:>16.3} {:>11}",
+                "  {:<43} {:<16} {:>8.3} {:>16.3} {:>16.3} {:>11} {:>6}",
                 case.label(),
                 state,
                 t.pull.as_secs_f64() * 1000.0,
                 t.select_app.as_secs_f64() * 1000.0,
                 t.select_log.as_secs_f64() * 1000.0,
-                t.response_bytes
+                t.response_bytes,
+                t.statements
+                    .map_or_else(|| "n/a".to_owned(), |n| n.to_string())
             );
         }
     }
     println!("  SELECT app rows = SELECT … FROM public.tasks WHERE _sync_partition = $1 (the window's rows);");
-    println!("  SELECT log rows = SELECT … FROM syncular.sync_changes WHERE partition = $1 AND commit_seq > cursor ORDER BY commit_seq, idx");
+    println!("  SELECT log rows = SELECT … FROM syncular.sync_changes WHERE partition = $1 AND commit_seq > cursor ORDER BY commit_seq, idx;");
+    println!("  stmts = statements one pull runs (pg_stat_statements, top-level + nested)");
 }
 
 /// Prints whether each log table was ever analyzed.

@@ -100,11 +100,7 @@ impl Probe {
     /// Errors: a Postgres error.
     pub fn begin(&self, admin: &mut Client) -> Result<Mark, String> {
         admin.batch_execute("CHECKPOINT").map_err(pg_err)?;
-        if self.statements {
-            admin
-                .query_one(&format!("SELECT {META} pg_stat_statements_reset()"), &[])
-                .map_err(pg_err)?;
-        }
+        self.reset_statements(admin)?;
         let wal = self.stat_wal_counters(admin)?;
         let lsn = admin
             .query_one(
@@ -136,21 +132,7 @@ impl Probe {
             wal_bytes,
             ..Cost::default()
         };
-        if self.statements {
-            cost.statements = Some(
-                admin
-                    .query_one(
-                        &format!(
-                            "SELECT {META} coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
-                              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                                AND query NOT LIKE '%bench:meta%'"
-                        ),
-                        &[],
-                    )
-                    .map_err(pg_err)?
-                    .get(0),
-            );
-        }
+        cost.statements = self.statements_since_reset(admin)?;
         if let (Some((records0, fpi0)), Some((records1, fpi1))) =
             (mark.wal, self.stat_wal_counters(admin)?)
         {
@@ -174,6 +156,40 @@ impl Probe {
             cost.fpi_bytes = row.get(1);
         }
         Ok(cost)
+    }
+
+    /// Resets `pg_stat_statements` (no-op without it).
+    ///
+    /// Errors: a Postgres error.
+    pub fn reset_statements(&self, admin: &mut Client) -> Result<(), String> {
+        if self.statements {
+            admin
+                .query_one(&format!("SELECT {META} pg_stat_statements_reset()"), &[])
+                .map_err(pg_err)?;
+        }
+        Ok(())
+    }
+
+    /// Statements executed in the bench database since the last reset
+    /// (top-level and nested, the harness's own left out; `None` without
+    /// `pg_stat_statements`).
+    ///
+    /// Errors: a Postgres error.
+    pub fn statements_since_reset(&self, admin: &mut Client) -> Result<Option<i64>, String> {
+        if !self.statements {
+            return Ok(None);
+        }
+        let row = admin
+            .query_one(
+                &format!(
+                    "SELECT {META} coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+                      WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                        AND query NOT LIKE '%bench:meta%'"
+                ),
+                &[],
+            )
+            .map_err(pg_err)?;
+        Ok(Some(row.get(0)))
     }
 
     /// `(wal_records, wal_fpi)` of `pg_stat_wal`, when the server has it.

@@ -55,7 +55,7 @@ fn run() -> Result<(), String> {
     let durable =
         show(&mut admin, "fsync") == "on" && show(&mut admin, "synchronous_commit") == "on";
 
-    let pulls = measure_pulls(&dsn, &mut admin, config.pull_reps)?;
+    let pulls = measure_pulls(&dsn, &mut admin, &probe, config.pull_reps)?;
 
     let mut bench = Bench::new(&dsn, config, probe, admin)?;
     let began = Instant::now();
@@ -108,6 +108,7 @@ fn run() -> Result<(), String> {
 fn measure_pulls(
     dsn: &str,
     admin: &mut postgres::Client,
+    probe: &Probe,
     reps: usize,
 ) -> Result<Vec<(PullCase, PullTimes, PullTimes)>, String> {
     println!();
@@ -122,7 +123,7 @@ fn measure_pulls(
     );
     let before: Vec<PullTimes> = fixtures
         .iter_mut()
-        .map(|f| f.measure(reps))
+        .map(|f| f.measure(reps, probe, admin))
         .collect::<Result<_, _>>()?;
     admin
         .batch_execute(&format!("ANALYZE {}", tables.join(", ")))
@@ -130,7 +131,7 @@ fn measure_pulls(
     report::print_analyze_status("after ANALYZE", &pull::analyze_status(admin, &tables)?);
     let after: Vec<PullTimes> = fixtures
         .iter_mut()
-        .map(|f| f.measure(reps))
+        .map(|f| f.measure(reps, probe, admin))
         .collect::<Result<_, _>>()?;
     Ok(fixtures
         .iter()
