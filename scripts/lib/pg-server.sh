@@ -7,7 +7,9 @@
 #   pgs_start NAME MAJOR [PORT]    initdb + pg_ctl start as `postgres` on a private port and socket dir,
 #                                  create database `syncular` with the extension; sets PGS_DSN, PGS_DIR,
 #                                  PGS_PORT, PGS_BIN. fsync=off unless PGS_DURABLE=1 (Postgres's
-#                                  defaults: fsync=on, synchronous_commit=on — for benchmarks)
+#                                  defaults: fsync=on, synchronous_commit=on — for benchmarks);
+#                                  PGS_SERVER_OPTS: extra server options appended to the command line
+#                                  (e.g. "-c shared_preload_libraries=pg_stat_statements")
 #   pgs_psql [psql args…]          psql as postgres against the running server (database `syncular`)
 #   pgs_stop                       stop the server and delete its directory
 #   pgs_lock / pgs_unlock          take / release the machine-wide lock /tmp/syncular-pg.lock (fd 9)
@@ -72,7 +74,7 @@ pgs_start() {
     local durability="-c fsync=off"
     [ "${PGS_DURABLE:-0}" = 1 ] && durability=""
     pgs_as_pg "$PGS_BIN/pg_ctl" -D "$PGS_DIR/data" -l "$PGS_DIR/server.log" -w \
-        -o "-p $port -k $PGS_DIR -c listen_addresses='' $durability -c max_connections=100" start \
+        -o "-p $port -k $PGS_DIR -c listen_addresses='' $durability -c max_connections=100 ${PGS_SERVER_OPTS:-}" start \
         9>&- >/dev/null || { cat "$PGS_DIR/server.log" >&2; return 1; }
     PGS_DSN="host=$PGS_DIR port=$port user=postgres dbname=syncular"
     export PGS_DSN PGS_DIR PGS_PORT PGS_BIN

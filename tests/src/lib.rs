@@ -32,6 +32,7 @@ pub fn connect_to(dsn: &str) -> Client {
     Client::connect(dsn, NoTls).unwrap_or_else(|e| panic!("cannot connect to {dsn}: {e}"))
 }
 
+pub mod bench;
 pub mod capture;
 /// The environment variable `name` as a number, `default` when unset or unparsable
 /// (benchmark knobs).
