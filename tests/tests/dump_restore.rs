@@ -147,7 +147,7 @@ fn dump_and_restore_keep_log_registry_schema_and_app_rows() {
         .get(0);
     assert_eq!(
         triggers,
-        "syncular_capture_delete,syncular_capture_insert,syncular_capture_lock,syncular_capture_truncate,\
+        "syncular_capture_delete,syncular_capture_insert,syncular_capture_start,syncular_capture_truncate,\
          syncular_capture_update,zz_syncular_capture_row"
     );
     // The restored schema is live: re-registering the same IR is a no-op, and the

@@ -3,7 +3,7 @@
 //!
 //! | trigger | when | function |
 //! |---|---|---|
-//! | `syncular_capture_lock` | BEFORE INSERT OR UPDATE OR DELETE, per statement | `syncular.capture_statement_start()` — partition from `syncular.partition`, counter row locked |
+//! | `syncular_capture_start` | BEFORE INSERT OR UPDATE OR DELETE, per statement | `syncular.capture_statement_start()` — partition from `syncular.partition`, its registry row created on first sight (the counter row is taken by the log write at the statement's end) |
 //! | `zz_syncular_capture_row` | BEFORE INSERT OR UPDATE OR DELETE, per row | `syncular.capture_row()` — computes `_sync_*`, refuses what clients could not hold |
 //! | `syncular_capture_insert` / `_update` / `_delete` | AFTER …, per statement, with the transition table | `syncular.capture_statement()` — one commit per statement and event |
 //! | `syncular_capture_truncate` | BEFORE TRUNCATE | `syncular.capture_truncate()` — refused |
@@ -25,7 +25,7 @@ pub const ROW_TRIGGER_NAME: &str = "zz_syncular_capture_row";
 
 /// Names of every capture trigger, for drop and install.
 pub const TRIGGER_NAMES: [&str; 6] = [
-    "syncular_capture_lock",
+    "syncular_capture_start",
     "zz_syncular_capture_row",
     "syncular_capture_insert",
     "syncular_capture_update",
@@ -67,7 +67,7 @@ pub fn install(app_schema: &str, table: &str) -> StoreResult<()> {
     let mut sql: Vec<String> =
         existing.iter().map(|name| format!("DROP TRIGGER {} ON {t}", quote_identifier(name))).collect();
     let create = format!(
-        "CREATE TRIGGER syncular_capture_lock BEFORE INSERT OR UPDATE OR DELETE ON {t} \
+        "CREATE TRIGGER syncular_capture_start BEFORE INSERT OR UPDATE OR DELETE ON {t} \
            FOR EACH STATEMENT EXECUTE FUNCTION syncular.capture_statement_start({arg});\n\
          CREATE TRIGGER zz_syncular_capture_row BEFORE INSERT OR UPDATE OR DELETE ON {t} \
            FOR EACH ROW EXECUTE FUNCTION syncular.capture_row({arg});\n\

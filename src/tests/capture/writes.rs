@@ -696,7 +696,7 @@ mod tests {
             )
             .unwrap_or_default()
         };
-        let all = "syncular_capture_delete,syncular_capture_insert,syncular_capture_lock,syncular_capture_truncate,syncular_capture_update,zz_syncular_capture_row";
+        let all = "syncular_capture_delete,syncular_capture_insert,syncular_capture_start,syncular_capture_truncate,syncular_capture_update,zz_syncular_capture_row";
         assert_eq!(triggers(), all);
         run("DROP TRIGGER zz_syncular_capture_row ON public.tasks");
         run("DROP TRIGGER syncular_capture_insert ON public.tasks");
@@ -715,7 +715,7 @@ mod tests {
         write_ok("INSERT INTO public.tasks (id, project_id, done) VALUES ('t1', 'p1', false)");
         assert_eq!(commits(P), 1);
         // Re-registering the same IR repairs too.
-        run("DROP TRIGGER syncular_capture_lock ON public.tasks");
+        run("DROP TRIGGER syncular_capture_start ON public.tasks");
         assert_eq!(register(&tasks_ir(1)).unwrap(), "unchanged");
         assert_eq!(triggers(), all);
     }
