@@ -249,7 +249,7 @@ fn incremental_section<W: Write>(
     };
     let written = bytes_written(writer);
     let result = run_window(&req, budget, written, |commit| {
-        writer.commit(&commit.frame(&sub.table)).map_err(encoder)?;
+        writer.commit(commit.frame()).map_err(encoder)?;
         Ok(bytes_written(writer))
     })?;
     outcome.commits += result.commits;

@@ -4,6 +4,13 @@
 //! `limitCommits` changes without ever splitting a commit, read through the
 //! `sync_change_scopes` inverted index ([`crate::store::pull_window`]).
 //!
+//! A page is: the next candidate commits (up to the changes still wanted
+//! plus one, so a page usually covers the whole response), their
+//! `sync_commits` metadata, and their changes of the table — at most the
+//! changes still wanted plus one rows; when that cut lands inside a commit,
+//! the page ends before it and the next page starts at it (a commit larger
+//! than the whole limit is read alone, in full, when it goes first).
+//!
 //! `nextCursor` (§4.5): `max(cursor, maxCommitSeq)` when the window was
 //! exhausted (the cursor advances over quiet stretches); otherwise — the
 //! change limit or the byte budget cut it — `max(cursor, last delivered
@@ -18,63 +25,37 @@ use syncular_protocol::scopes::ScopeMap;
 use crate::engine::budget::Budget;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::scope_match::{candidate_key, matches, parse_stored_scopes};
-use crate::store::pull_window::{read_window_page, WindowPageQuery, WindowRow};
+use crate::store::pull_window::{
+    read_commit_metas, read_window_candidates, read_window_changes, CandidateQuery, CommitMeta,
+    SeqRuns, WindowChange as StoredChange,
+};
 
-/// Candidate commits read per store call (bounds SPI memory; a window page
-/// holds at most this many commits' changes for the table).
-const WINDOW_BATCH_MAX: i64 = 256;
+/// Most candidate commits read per page: one more than the largest
+/// `limitCommits` (§4.2), so one page proves exhaustion of a full window.
+const WINDOW_BATCH_MAX: i64 = 1001;
 
-/// One change of a delivered commit (§4.5 change record; `tableIndex` is
-/// always 0: a subscription's commit frames name only its table).
-#[derive(Debug, Clone, PartialEq)]
-pub struct WindowChange {
-    /// Primary key of the row.
-    pub row_id: String,
-    /// Upsert or delete.
-    pub op: Op,
-    /// Present for upserts.
-    pub row_version: Option<i64>,
-    /// Stored scopes (§3.1), canonical key order.
-    pub scopes: StoredScopes,
-    /// Present for upserts: the verbatim row-codec payload.
-    pub row: Option<Vec<u8>>,
-}
-
-/// One commit to deliver as a `COMMIT` frame.
+/// One commit to deliver: its §4.5 `COMMIT` frame with a one-table
+/// dictionary (`tableIndex` 0 for every change), holding the changes of the
+/// subscription's table that match the effective scopes, in `idx` order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowCommit {
-    /// The commit's `commitSeq`.
-    pub commit_seq: i64,
-    /// Server commit time (ms since the Unix epoch).
-    pub created_at_ms: i64,
-    /// The pushing actor.
-    pub actor_id: String,
-    /// Its changes of the subscription's table that match the effective scopes, in `idx` order.
-    pub changes: Vec<WindowChange>,
+    frame: Commit,
 }
 
 impl WindowCommit {
-    /// The §4.5 `COMMIT` frame of this commit: a one-table dictionary
-    /// (`tableIndex` 0 for every change).
-    pub fn frame(&self, table: &str) -> Commit {
-        Commit {
-            commit_seq: self.commit_seq,
-            created_at_ms: self.created_at_ms,
-            actor_id: self.actor_id.clone(),
-            tables: vec![table.to_owned()],
-            changes: self
-                .changes
-                .iter()
-                .map(|c| Change {
-                    table_index: 0,
-                    row_id: c.row_id.clone(),
-                    op: c.op,
-                    row_version: c.row_version,
-                    scopes: c.scopes.clone(),
-                    row: c.row.clone(),
-                })
-                .collect(),
-        }
+    /// The commit's `commitSeq`.
+    pub fn commit_seq(&self) -> i64 {
+        self.frame.commit_seq
+    }
+
+    /// Its matching changes.
+    pub fn changes(&self) -> &[Change] {
+        &self.frame.changes
+    }
+
+    /// The `COMMIT` frame to write.
+    pub fn frame(&self) -> &Commit {
+        &self.frame
     }
 }
 
@@ -127,25 +108,49 @@ pub fn run_window(
     let mut after = req.cursor;
     let mut truncated = false;
     'scan: loop {
-        let wanted = limit.saturating_sub(out.changes) as i64 + 1;
+        let remaining = limit.saturating_sub(out.changes);
+        let wanted = remaining as i64 + 1;
         let batch = wanted.clamp(16, WINDOW_BATCH_MAX);
-        let rows = read_window_page(&WindowPageQuery {
+        let candidates = read_window_candidates(&CandidateQuery {
             partition: req.partition,
             table: req.table,
             variable,
             values,
             after_seq: after,
             through_seq: req.max_commit_seq,
-            candidate_limit: batch,
+            limit: batch,
         })?;
-        let groups = group_commits(rows, req.effective)?;
-        let exhausted = (groups.len() as i64) < batch;
-        for (seq, commit) in groups {
-            after = seq;
+        let (Some(&first), Some(&last)) = (candidates.first(), candidates.last()) else { break };
+        let runs = SeqRuns::of(&candidates);
+        let metas = read_commit_metas(req.partition, &runs)?;
+        let mut changes = read_window_changes(req.partition, req.table, &runs, Some(wanted))?;
+        // Commits of this page whose changes are all in `changes`.
+        let mut complete_through = last;
+        if changes.len() as i64 >= wanted {
+            let cut = changes.last().map(|c| c.commit_seq).unwrap_or(first);
+            if cut > first {
+                // The row limit cut a later commit: this page ends before it.
+                let keep = changes.partition_point(|c| c.commit_seq < cut);
+                changes.truncate(keep);
+                complete_through = cut - 1;
+            } else if out.changes > 0 && matching_changes(&changes, req.effective)? > remaining {
+                // The first commit alone has more matching changes than may
+                // still be delivered: the window is cut before it.
+                truncated = true;
+                break 'scan;
+            } else {
+                // The first commit is larger than the row limit: read it
+                // whole (it goes alone when nothing was delivered yet).
+                changes = read_window_changes(req.partition, req.table, &SeqRuns::of(&[first]), None)?;
+                complete_through = first;
+            }
+        }
+        let page = candidates.iter().copied().take_while(|&seq| seq <= complete_through);
+        for (seq, commit) in fold_commits(page, metas, changes, req.table, req.effective)? {
             let Some(commit) = commit else { continue };
             // Commits are never split: stop before a commit that would pass
             // the limit, unless nothing was delivered yet (then it goes alone).
-            if out.changes > 0 && out.changes + commit.changes.len() > limit {
+            if out.changes > 0 && out.changes + commit.changes().len() > limit {
                 truncated = true;
                 break 'scan;
             }
@@ -157,10 +162,13 @@ pub fn run_window(
             written = emit_commit(&commit)?;
             budget.note_delivered();
             out.commits += 1;
-            out.changes += commit.changes.len();
+            out.changes += commit.changes().len();
             last_delivered = seq;
         }
-        if exhausted {
+        // Every candidate up to `complete_through` was handled (delivered,
+        // or without a matching change): the next page starts after it.
+        after = complete_through;
+        if (candidates.len() as i64) < batch && complete_through == last {
             break;
         }
     }
@@ -175,57 +183,97 @@ pub fn run_window(
     Ok(out)
 }
 
-/// Folds page rows (ordered by `commit_seq`, `idx`) into one entry per
-/// candidate commit: `None` when it has no metadata (vanished) or no change
-/// matching the effective scopes, else the commit with its matching changes.
-fn group_commits(
-    rows: Vec<WindowRow>,
+/// How many of `changes` match the effective scopes.
+fn matching_changes(changes: &[StoredChange], effective: &ScopeMap) -> EngineResult<usize> {
+    let mut scopes = ScopeCache::default();
+    let mut n = 0;
+    for change in changes {
+        if scopes.parse(&change.scopes_json, effective)?.1 {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Parsed stored scopes of the last change seen: consecutive changes
+/// usually carry the same scopes (one row's commits, one workspace's
+/// writes), so each distinct JSON text is parsed and matched once.
+#[derive(Default)]
+struct ScopeCache {
+    json: String,
+    parsed: StoredScopes,
+    matches: bool,
+}
+
+impl ScopeCache {
+    /// `(stored scopes, whether they match effective)` of `json`.
+    fn parse(&mut self, json: &str, effective: &ScopeMap) -> EngineResult<(&StoredScopes, bool)> {
+        if self.json.is_empty() || self.json != json {
+            self.parsed = parse_stored_scopes(json)?;
+            self.matches = matches(&self.parsed, effective);
+            json.clone_into(&mut self.json);
+        }
+        Ok((&self.parsed, self.matches))
+    }
+}
+
+/// Folds one page into one entry per candidate commit, ascending: `None`
+/// when it has no metadata (vanished) or no change matching the effective
+/// scopes, else the commit with its matching changes in `idx` order.
+/// `metas` and `changes` are ascending by `commit_seq` (changes by
+/// `(commit_seq, idx)`); rows of other commits are ignored.
+fn fold_commits(
+    candidates: impl Iterator<Item = i64>,
+    metas: Vec<CommitMeta>,
+    changes: Vec<StoredChange>,
+    table: &str,
     effective: &ScopeMap,
 ) -> EngineResult<Vec<(i64, Option<WindowCommit>)>> {
-    let mut out: Vec<(i64, Option<WindowCommit>)> = Vec::new();
-    for row in rows {
-        let start_new = out.last().map(|(seq, _)| *seq != row.commit_seq).unwrap_or(true);
-        if start_new {
-            let commit = row.meta.as_ref().map(|m| WindowCommit {
-                commit_seq: row.commit_seq,
-                created_at_ms: m.created_at_ms,
-                actor_id: m.actor_id.clone(),
-                changes: Vec::new(),
-            });
-            out.push((row.commit_seq, commit));
-        }
-        let Some((_, Some(commit))) = out.last_mut() else { continue };
-        let Some(change) = row.change else { continue };
-        let scopes = parse_stored_scopes(&change.scopes_json)?;
-        if !matches(&scopes, effective) {
-            continue;
-        }
-        let op = match change.op {
-            1 => Op::Upsert,
-            2 => Op::Delete,
-            other => {
-                return Err(EngineError::internal(format!(
-                    "sync_changes op {other} at commit {} is neither 1 (upsert) nor 2 (delete)",
-                    row.commit_seq
-                )))
-            }
-        };
-        let (row_version, payload) = match op {
-            Op::Upsert => (change.row_version, change.payload),
-            Op::Delete => (None, None),
-        };
-        commit.changes.push(WindowChange {
-            row_id: change.row_id,
-            op,
-            row_version,
-            scopes,
-            row: payload,
+    let mut metas = metas.into_iter().peekable();
+    let mut changes = changes.into_iter().peekable();
+    let mut scopes = ScopeCache::default();
+    let mut out = Vec::new();
+    for seq in candidates {
+        while metas.next_if(|m| m.commit_seq < seq).is_some() {}
+        let meta = metas.next_if(|m| m.commit_seq == seq);
+        while changes.next_if(|c| c.commit_seq < seq).is_some() {}
+        let mut frame = meta.map(|m| Commit {
+            commit_seq: seq,
+            created_at_ms: m.created_at_ms,
+            actor_id: m.actor_id,
+            tables: vec![table.to_owned()],
+            changes: Vec::new(),
         });
-    }
-    for entry in out.iter_mut() {
-        if entry.1.as_ref().is_some_and(|c| c.changes.is_empty()) {
-            entry.1 = None;
+        while let Some(change) = changes.next_if(|c| c.commit_seq == seq) {
+            let Some(frame) = frame.as_mut() else { continue };
+            let (stored, matching) = scopes.parse(&change.scopes_json, effective)?;
+            if !matching {
+                continue;
+            }
+            let op = match change.op {
+                1 => Op::Upsert,
+                2 => Op::Delete,
+                other => {
+                    return Err(EngineError::internal(format!(
+                        "sync_changes op {other} at commit {seq} is neither 1 (upsert) nor 2 (delete)"
+                    )))
+                }
+            };
+            let (row_version, row) = match op {
+                Op::Upsert => (change.row_version, change.payload),
+                Op::Delete => (None, None),
+            };
+            frame.changes.push(Change {
+                table_index: 0,
+                row_id: change.row_id,
+                op,
+                row_version,
+                scopes: stored.clone(),
+                row,
+            });
         }
+        let commit = frame.filter(|f| !f.changes.is_empty()).map(|frame| WindowCommit { frame });
+        out.push((seq, commit));
     }
     Ok(out)
 }

@@ -3,10 +3,15 @@
 //! §4.6) and the subscription list the pull carried (omission is
 //! unregistration). The row itself is created by the request entry's client
 //! binding (`store::clients_write`) before any pull runs.
+//!
+//! The update and the existence check are primary-key lookups; they run through
+//! [`crate::store::pinned_plan`] (one generic plan per backend, never a
+//! sequential scan kept from when `sync_clients` was small).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
+use crate::store::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// Sets `subscriptions` (JSON text of `[{"id","table","scopes"}]`),
@@ -23,7 +28,8 @@ pub fn record_pull(
     updated_at_ms: i64,
 ) -> StoreResult<bool> {
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
-        let table = client.update(
+        let table = pinned_plan::execute(
+            client,
             "WITH u AS ( \
                  UPDATE syncular.sync_clients \
                  SET cursor = COALESCE($3, cursor), subscriptions = $4::jsonb, updated_at_ms = $5 \

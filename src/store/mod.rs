@@ -32,5 +32,7 @@ pub mod bootstrap_page;
 pub mod clients;
 pub mod pull_window;
 pub mod plan_cache;
+pub mod pinned_plan;
+pub mod spi_rows;
 pub mod realtime;
 pub mod capture;

@@ -10,11 +10,15 @@
 //! overlaps with concurrent pushers; what follows it is the response and the
 //! COMMIT. Commits become visible in `commitSeq` order because the next
 //! allocation waits for this transaction to end.
+//!
+//! Both statements run through [`crate::store::pinned_plan`]: an index walk
+//! on every table they probe (`sync_partitions`, `sync_tombstones`) however
+//! small the table was when the backend planned them.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
+use crate::store::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// One change row: `commit` is the 1-based position of its commit among the
@@ -129,7 +133,7 @@ pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResul
             let ids: Vec<String> = log.outcomes.iter().map(|o| o.0.clone()).collect();
             let results: Vec<String> = log.outcomes.iter().map(|o| o.2.clone()).collect();
             Spi::connect_mut(|client| {
-                plan_cache::execute(
+                pinned_plan::execute(
                     client,
                     REJECTED_SQL,
                     None,
@@ -183,7 +187,7 @@ pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResul
         DatumWithOid::from(pr_result),
     ];
     let base = Spi::connect_mut(|client| {
-        let table = plan_cache::execute(client, LOG_SQL, None, &args)?;
+        let table = pinned_plan::execute(client, LOG_SQL, None, &args)?;
         if table.is_empty() {
             return Ok(None);
         }

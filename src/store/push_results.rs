@@ -4,7 +4,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
+use crate::store::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// Reads the persisted result JSON text of one idempotency key, or `None`.
@@ -15,7 +15,7 @@ pub fn select_push_result(
     client_commit_id: &str,
 ) -> StoreResult<Option<String>> {
     Spi::connect_mut(|client| {
-        let t = plan_cache::execute(
+        let t = pinned_plan::execute(
             client,
             "SELECT result::text FROM syncular.sync_push_results \
              WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",

@@ -1,12 +1,14 @@
 //! What a sync request reads before anything else, in one statement (SPEC
 //! §1.5, §1.6, §2.1; DESIGN §4): the current schema version's cache key, the
-//! partition's registry row, the client's record and the NOTIFY signing key.
+//! partition's registry row, the client's record and the NOTIFY signing key
+//! — primary-key probes, run through [`crate::store::pinned_plan`] so no
+//! sequential scan planned while a table was tiny is kept.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
 use crate::store::partitions::RegistryRow;
-use crate::store::plan_cache;
+use crate::store::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// The stored client record fields a request checks (§1.5 binding).
@@ -47,7 +49,7 @@ LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2";
 /// client record is looked up). Errors: SPI failures.
 pub fn read(partition: &str, client_id: Option<&str>) -> StoreResult<RequestContextRow> {
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
-        let table = plan_cache::execute(
+        let table = pinned_plan::execute(
             client,
             CONTEXT_SQL,
             Some(1),

@@ -26,6 +26,7 @@ pub mod sync_support;
 mod sync_pull_bootstrap;
 mod sync_pull_budget;
 mod sync_pull_explain;
+mod sync_pull_window_pages;
 mod sync_pull_scopes;
 mod sync_push_access;
 mod sync_push_model;

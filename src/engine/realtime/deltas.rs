@@ -230,7 +230,7 @@ fn encode(partition: &str, regs: &[Registration], g: &Group, through: i64, max_b
                 writer.sub_start(&sub_start(reg)?).map_err(encoder)?;
                 started = true;
             }
-            writer.commit(&commit.frame(&reg.table)).map_err(encoder)?;
+            writer.commit(commit.frame()).map_err(encoder)?;
             Ok(bytes_written(&writer))
         })?;
         if outcome.deferred || bytes_written(&writer) > max_bytes {

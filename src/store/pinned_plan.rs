@@ -1,0 +1,173 @@
+//! Plans that do not depend on table statistics, for the pull path's reads
+//! (SPEC §4.5 windows, §4.7 bootstrap pages, the per-request bounds and
+//! client record).
+//!
+//! A pull must cost the same before autovacuum has analyzed the log tables
+//! as after, and the same when the statistics describe other partitions than
+//! the one being read. Two things make a plan shape independent of the
+//! statistics here:
+//!
+//! 1. **The SQL** (the calling modules' job, see their docs): every statement
+//!    names the partition, bounds the key range of the index it must walk
+//!    and asks for that index's order, so any other index needs at least a
+//!    filter and a sort on top of the same walk and does not win — not even
+//!    an exact cost tie, which the planner otherwise resolves towards the
+//!    newest index (that is how `sync_commits_by_time` used to win
+//!    per-commit equality probes once the statistics knew nothing about the
+//!    partition).
+//! 2. **The planner settings** ([`execute`], this module): each statement is
+//!    run through this backend's kept plan ([`crate::store::plan_cache`]) under
+//!    `plan_cache_mode = force_generic_plan`, `enable_seqscan = off`,
+//!    `enable_bitmapscan = off`, set with a GUC nest level around the one
+//!    execution and restored right after it — exactly what a function's
+//!    `SET` clause does; nothing leaks into the caller's session. The plan is
+//!    built (and rebuilt after an invalidation: DDL, `ANALYZE`, `VACUUM`) only
+//!    under these settings, so it is one generic plan per backend whose
+//!    estimates never look at the parameters' values (a partition is
+//!    estimated as rows ÷ distinct partitions, whichever it is), and it is an
+//!    index walk wherever an index applies — never a sequential scan that was
+//!    cheapest while a table was still tiny and then kept while the table
+//!    grew (a kept plan is not re-planned when rows are only added).
+//!
+//! [`explain`] shows that same plan (`PREPARE` + `EXPLAIN EXECUTE` under the
+//! same settings); `src/tests/sync_pull_explain.rs` asserts its shape on
+//! never-analyzed tables, on tables analyzed without the partition, and on
+//! analyzed ones.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
+use pgrx::spi::{Spi, SpiClient, SpiResult, SpiTupleTable};
+
+use crate::store::plan_cache;
+
+/// The planner settings a pinned statement is planned (and run) under.
+const PINNED_SETTINGS: [(&CStr, &CStr); 3] = [
+    (c"plan_cache_mode", c"force_generic_plan"),
+    (c"enable_seqscan", c"off"),
+    (c"enable_bitmapscan", c"off"),
+];
+
+/// Runs `f` with [`PINNED_SETTINGS`] in effect, restoring the previous values
+/// when it returns. When `f` raises a Postgres ERROR, the (sub)transaction
+/// abort that handles the ERROR pops the settings, as for a function's `SET`
+/// clause.
+fn with_pinned_settings<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: plain calls into the GUC machinery from the backend's main
+    // thread; the nest level is closed below (or by the abort of an ERROR).
+    let level = unsafe { pg_sys::NewGUCNestLevel() };
+    for (name, value) in PINNED_SETTINGS {
+        // SAFETY: NUL-terminated static names and values of USERSET settings;
+        // an invalid setting would raise an ERROR (elevel 0 = ERROR here).
+        unsafe {
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
+    }
+    let out = f();
+    // SAFETY: closes the level opened above (commit = keep nothing of it).
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    out
+}
+
+/// Runs `sql` with `args` (read-write mode, see [`crate::store`]) through this
+/// backend's kept generic plan for it, planned under the pinned settings.
+/// `limit` as in `SpiClient::update`. Errors: SPI failures; Postgres ERRORs
+/// unwind.
+pub fn execute<'conn>(
+    client: &mut SpiClient<'conn>,
+    sql: &str,
+    limit: Option<std::os::raw::c_long>,
+    args: &[DatumWithOid<'_>],
+) -> SpiResult<SpiTupleTable<'conn>> {
+    with_pinned_settings(|| plan_cache::execute(client, sql, limit, args))
+}
+
+/// `args` as SQL literals with explicit casts (`'…'::type`, `NULL::type`),
+/// through each type's output function.
+fn literal_args(args: &[DatumWithOid<'_>]) -> Vec<(String, String)> {
+    args.iter()
+        .map(|a| {
+            // SAFETY: `format_type_be` returns a palloc'd C string for any
+            // type Oid (or raises an ERROR for an unknown one).
+            let type_name = unsafe { CStr::from_ptr(pg_sys::format_type_be(a.oid())) }
+                .to_string_lossy()
+                .into_owned();
+            let value = match a.datum() {
+                None => "NULL".to_owned(),
+                Some(datum) => {
+                    let mut output = pg_sys::Oid::INVALID;
+                    let mut varlena = false;
+                    // SAFETY: the datum is of type `a.oid()` (DatumWithOid's
+                    // contract); its output function returns a palloc'd C string.
+                    let text = unsafe {
+                        pg_sys::getTypeOutputInfo(a.oid(), &mut output, &mut varlena);
+                        CStr::from_ptr(pg_sys::OidOutputFunctionCall(output, datum.sans_lifetime()))
+                    };
+                    pgrx::spi::quote_literal(text.to_string_lossy())
+                }
+            };
+            (value, type_name)
+        })
+        .collect()
+}
+
+/// `EXPLAIN ([ANALYZE,] FORMAT JSON)` of the plan [`execute`] runs for `sql`:
+/// the statement is `PREPARE`d with `args`' types and explained through
+/// `EXECUTE` with `args` as literals, under the pinned settings (so the
+/// generic plan). For the plan tests. Errors: SPI failures.
+pub fn explain(
+    sql: &str,
+    args: &[DatumWithOid<'_>],
+    analyze: bool,
+) -> Result<String, pgrx::spi::Error> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = format!(
+        "syncular_pinned_explain_{}",
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let literals = literal_args(args);
+    let types = literals
+        .iter()
+        .map(|(_, t)| t.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let values = literals
+        .iter()
+        .map(|(v, t)| format!("{v}::{t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (prepare, execute) = if args.is_empty() {
+        (
+            format!("PREPARE {name} AS {sql}"),
+            format!("EXECUTE {name}"),
+        )
+    } else {
+        (
+            format!("PREPARE {name}({types}) AS {sql}"),
+            format!("EXECUTE {name}({values})"),
+        )
+    };
+    with_pinned_settings(|| {
+        Spi::connect_mut(|client| {
+            client.update(prepare.as_str(), None, &[])?;
+            let statement = format!("EXPLAIN (ANALYZE {analyze}, FORMAT JSON) {execute}");
+            let plan = client
+                .update(statement.as_str(), None, &[])?
+                .first()
+                .get_one::<pgrx::Json>()?;
+            client.update(format!("DEALLOCATE {name}").as_str(), None, &[])?;
+            Ok(plan.map(|p| p.0.to_string()).unwrap_or_default())
+        })
+    })
+}
