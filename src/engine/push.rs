@@ -120,7 +120,19 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
         actor_id: &ctx.actor_id,
         created_at_ms: ctx.now_ms,
     };
-    let base = push_log::write_request_log(&author, log.finish())?.unwrap_or(0);
+    let base = match push_log::write_request_log(&author, log.finish()) {
+        Ok(base) => base,
+        // A partition registered before its counter row existed (the registry and counter
+        // are created together, so only a hand-edited or partially restored database):
+        // create the counter and write again (every part of the statement hangs on the
+        // counter row, so the failed one wrote nothing).
+        Err(e) if e.is_missing_counter() => {
+            crate::store::partitions::insert_partition_counter(&ctx.partition)?;
+            push_log::write_request_log(&author, log.finish())?
+        }
+        Err(e) => return Err(e.into()),
+    }
+    .unwrap_or(0);
     let stored: Vec<StoredPushResult> = outcomes
         .iter()
         .map(|o| match o {

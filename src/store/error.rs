@@ -21,6 +21,11 @@ impl StoreError {
         StoreError { statement, detail: detail.into() }
     }
 
+    /// Whether this is the push log's write to a partition without a counter row.
+    pub fn is_missing_counter(&self) -> bool {
+        self.statement == "write_request_log" && self.detail == crate::store::push_log::MISSING_COUNTER
+    }
+
     /// Adapts a `pgrx::spi::Error` (for use with `map_err`).
     pub fn spi(statement: &'static str) -> impl FnOnce(pgrx::spi::Error) -> StoreError {
         move |e| StoreError::new(statement, e.to_string())

@@ -89,7 +89,7 @@ ts AS ( \
     ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq), \
 tc AS ( \
     DELETE FROM syncular.sync_tombstones t \
-    USING unnest($22::text[], $23::text[]) AS u(tbl, row_id) \
+    USING s, unnest($22::text[], $23::text[]) AS u(tbl, row_id) \
     WHERE t.partition = $1 AND t.tbl = u.tbl AND t.row_id = u.row_id), \
 pr AS ( \
     INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
@@ -103,6 +103,10 @@ SELECT base FROM s";
 const REJECTED_SQL: &str = "\
 INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
 SELECT $1, $2, u.id, u.result::jsonb FROM unnest($3::text[], $4::text[]) AS u(id, result)";
+
+/// The error message of a write whose partition has no counter row
+/// ([`StoreError::is_missing_counter`]).
+pub const MISSING_COUNTER: &str = "partition counter row missing";
 
 /// Who wrote the request's commits.
 #[derive(Debug, Clone, Copy)]
@@ -124,8 +128,8 @@ fn unzip3<A: Clone, B: Clone, C: Clone>(v: &[(A, B, C)]) -> (Vec<A>, Vec<B>, Vec
 /// Writes `log` and returns the allocated base: the applied commit at
 /// position `n` (1-based) has `commitSeq = base + n`. `None` when nothing was
 /// applied (only rejections were stored; no sequence allocated). Errors:
-/// SPI failures; a missing counter row (`touch` creates it) is an internal
-/// error; a stored outcome for the same key (only possible when the caller's
+/// SPI failures; a missing counter row (`touch` creates it) is a
+/// [`MISSING_COUNTER`] error, with nothing written; a stored outcome for the same key (only possible when the caller's
 /// snapshot predates a concurrent delivery: REPEATABLE READ) raises 23505.
 pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
     if log.applied.is_empty() {
@@ -194,5 +198,5 @@ pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResul
         table.first().get_one::<i64>()
     })
     .map_err(StoreError::spi("write_request_log"))?;
-    base.map(Some).ok_or_else(|| StoreError::new("write_request_log", "partition counter row missing"))
+    base.map(Some).ok_or_else(|| StoreError::new("write_request_log", MISSING_COUNTER))
 }

@@ -75,6 +75,20 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_partition_without_its_counter_row_gets_one_and_the_push_applies() {
+        let epoch = ready();
+        // Only a hand-edited or partially restored database lacks it: the registry stays.
+        Spi::run("DELETE FROM syncular.sync_partitions WHERE partition = 'tenant-a'").unwrap();
+        let r = push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&allowed_p1_p2()));
+        assert_eq!((r[0].status, r[0].commit_seq), (PushStatus::Applied, Some(1)));
+        assert_eq!(count("SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = 'tenant-a'"), 1);
+        assert_eq!(count("SELECT count(*) FROM syncular.sync_commits WHERE partition = 'tenant-a' AND commit_seq = 1"), 1);
+        assert_eq!(count("SELECT count(*) FROM syncular.sync_changes WHERE partition = 'tenant-a' AND commit_seq = 1"), 1);
+        assert_eq!(count("SELECT count(*) FROM syncular.sync_push_results WHERE partition = 'tenant-a' \
+                          AND result->>'commitSeq' = '1'"), 1);
+    }
+
+    #[pg_test]
     fn commit_seq_is_dense_and_rejections_consume_none() {
         let epoch = ready();
         let a = allowed_p1_p2();
