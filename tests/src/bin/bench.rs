@@ -17,7 +17,9 @@
 //!
 //! Usage: `bench [DSN]` (default `$SYNCULAR_TEST_DSN`); `scripts/bench`
 //! builds it in release mode and starts its own server. Knobs: see
-//! `syncular_integration_tests::bench::config`.
+//! `syncular_integration_tests::bench::config`; `BENCH_WITHOUT_CAPTURE=1`
+//! (diagnostic) drops the capture triggers of `public.tasks` first, to show
+//! their share of a push.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -42,6 +44,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// The capture triggers of an app table (README "Writing with plain SQL").
+const CAPTURE_TRIGGERS: [&str; 6] = [
+    "syncular_capture_start",
+    "zz_syncular_capture_row",
+    "syncular_capture_insert",
+    "syncular_capture_update",
+    "syncular_capture_delete",
+    "syncular_capture_truncate",
+];
+
 fn run() -> Result<(), String> {
     let dsn = std::env::args()
         .nth(1)
@@ -50,6 +62,14 @@ fn run() -> Result<(), String> {
     let config = Config::from_env();
     let mut admin = connect_to(&dsn);
     register_schema(&mut admin).map_err(pg_err)?;
+    if std::env::var("BENCH_WITHOUT_CAPTURE").is_ok_and(|v| v == "1") {
+        // Diagnostic: the share of the capture triggers in a push (the engine's own app-row
+        // writes fire them and are skipped inside). Plain SQL writes are not captured then.
+        for t in CAPTURE_TRIGGERS {
+            admin.batch_execute(&format!("DROP TRIGGER IF EXISTS {t} ON public.tasks")).map_err(pg_err)?;
+        }
+        println!("DIAGNOSTIC: capture triggers dropped from public.tasks (BENCH_WITHOUT_CAPTURE=1)");
+    }
     let probe = Probe::install(&mut admin);
     report::print_header(&mut admin, &config, &probe.notes);
     let durable =
