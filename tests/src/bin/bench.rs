@@ -44,16 +44,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The capture triggers of an app table (README "Writing with plain SQL").
-const CAPTURE_TRIGGERS: [&str; 6] = [
-    "syncular_capture_start",
-    "zz_syncular_capture_row",
-    "syncular_capture_insert",
-    "syncular_capture_update",
-    "syncular_capture_delete",
-    "syncular_capture_truncate",
-];
-
 fn run() -> Result<(), String> {
     let dsn = std::env::args()
         .nth(1)
@@ -65,10 +55,21 @@ fn run() -> Result<(), String> {
     if std::env::var("BENCH_WITHOUT_CAPTURE").is_ok_and(|v| v == "1") {
         // Diagnostic: the share of the capture triggers in a push (the engine's own app-row
         // writes fire them and are skipped inside). Plain SQL writes are not captured then.
-        for t in CAPTURE_TRIGGERS {
-            admin.batch_execute(&format!("DROP TRIGGER IF EXISTS {t} ON public.tasks")).map_err(pg_err)?;
+        // The extension's triggers on the table: those whose function lives in schema syncular.
+        let triggers = admin
+            .query(
+                "SELECT t.tgname::text FROM pg_catalog.pg_trigger t \
+                   JOIN pg_catalog.pg_proc f ON f.oid = t.tgfoid \
+                  WHERE t.tgrelid = 'public.tasks'::regclass AND NOT t.tgisinternal \
+                    AND f.pronamespace = 'syncular'::regnamespace",
+                &[],
+            )
+            .map_err(pg_err)?;
+        for row in &triggers {
+            let name: String = row.get(0);
+            admin.batch_execute(&format!("DROP TRIGGER \"{name}\" ON public.tasks")).map_err(pg_err)?;
         }
-        println!("DIAGNOSTIC: capture triggers dropped from public.tasks (BENCH_WITHOUT_CAPTURE=1)");
+        println!("DIAGNOSTIC: {} capture triggers dropped from public.tasks (BENCH_WITHOUT_CAPTURE=1)", triggers.len());
     }
     let probe = Probe::install(&mut admin);
     report::print_header(&mut admin, &config, &probe.notes);
