@@ -28,6 +28,12 @@ pub fn now_ms() -> EngineResult<i64> {
 }
 
 /// Parses a `syncular.now_ms` value. Errors: `syncular.invalid_argument`.
+/// Whether a stored last-seen time `last_ms` is due for a rewrite at
+/// `now_ms`: at least `syncular.activity_refresh_ms` old.
+pub fn activity_refresh_due(last_ms: i64, now_ms: i64) -> bool {
+    now_ms.saturating_sub(last_ms) >= crate::settings::activity_refresh_ms()
+}
+
 fn parse_override(text: &str) -> EngineResult<i64> {
     match text.parse::<i64>() {
         Ok(ms) if (0..=MAX_NOW_MS).contains(&ms) => Ok(ms),

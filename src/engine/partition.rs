@@ -28,7 +28,7 @@ pub fn touch(partition: &str, now_ms: i64) -> EngineResult<RegistryRow> {
 pub fn touch_read(partition: &str, existing: Option<RegistryRow>, now_ms: i64) -> EngineResult<RegistryRow> {
     if let Some(existing) = existing {
         if existing.last_authenticated_at_ms < now_ms
-            && now_ms - existing.last_authenticated_at_ms >= crate::settings::activity_refresh_ms()
+            && crate::engine::clock::activity_refresh_due(existing.last_authenticated_at_ms, now_ms)
         {
             refresh_last_seen(partition, now_ms)?;
         }

@@ -160,13 +160,12 @@ pub fn bind_client_id(
     now_ms: i64,
 ) -> EngineResult<()> {
     check_client_id(client_id)?;
-    if !clients_write::bind_client(
-        partition,
-        client_id,
-        actor_id,
-        i32::from(wire_version),
-        now_ms,
-    )? {
+    write_binding(partition, client_id, actor_id, wire_version, now_ms)
+}
+
+/// The client record's upsert; `sync.invalid_client_id` when it is bound to another actor.
+fn write_binding(partition: &str, client_id: &str, actor_id: &str, wire_version: u16, now_ms: i64) -> EngineResult<()> {
+    if !clients_write::bind_client(partition, client_id, actor_id, i32::from(wire_version), now_ms)? {
         return Err(client_bound_elsewhere());
     }
     Ok(())
@@ -189,13 +188,12 @@ pub fn bind_client_read(
         if row.actor_id != actor_id {
             return Err(client_bound_elsewhere());
         }
-        let fresh = now_ms.saturating_sub(row.updated_at_ms) < crate::settings::activity_refresh_ms()
-            && row.updated_at_ms <= now_ms;
-        if row.wire_version == i32::from(wire_version) && fresh {
+        let due = row.updated_at_ms > now_ms || clock::activity_refresh_due(row.updated_at_ms, now_ms);
+        if row.wire_version == i32::from(wire_version) && !due {
             return Ok(());
         }
     }
-    bind_client_id(partition, client_id, actor_id, wire_version, now_ms)
+    write_binding(partition, client_id, actor_id, wire_version, now_ms)
 }
 
 /// `sync.invalid_client_id` for a `clientId` bound to another actor (§1.5).
