@@ -1,5 +1,6 @@
 -- syncular: privileges (runs last in the install script: `finalize`).
 --
+-- Procedures (sql/lifecycle.sql) are routines too: `ON ROUTINE` covers both.
 -- Whoever can call the sync functions can claim any actor and any allowed
 -- scopes, so EXECUTE is revoked from PUBLIC on EVERY function of schema
 -- syncular and granted back only to the role `syncular_gateway` — except the
@@ -23,7 +24,14 @@ DECLARE
     'capture_statement_start',
     'capture_row',
     'capture_statement',
-    'capture_truncate'
+    'capture_truncate',
+    'advance_horizon',
+    'prune_batch',
+    'prune',
+    'rotate_log_epoch',
+    'drop_partition_batch',
+    'drop_partition',
+    'partition_stats'
   ];
   fn record;
 BEGIN
@@ -36,9 +44,9 @@ BEGIN
       FROM pg_catalog.pg_proc p
      WHERE p.pronamespace = 'syncular'::pg_catalog.regnamespace
   LOOP
-    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn.sig);
+    EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', fn.sig);
     IF NOT (fn.proname = ANY (admin)) THEN
-      EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO syncular_gateway', fn.sig);
+      EXECUTE pg_catalog.format('GRANT EXECUTE ON ROUTINE %s TO syncular_gateway', fn.sig);
     END IF;
   END LOOP;
 END

@@ -10,6 +10,11 @@
 //! | `syncular.response_budget_bytes` | int | 4194304 (max 268435456) | pull stops adding pages/commits past this many response bytes |
 //! | `syncular.partition` | text | `''` | the partition of plain SQL writes to app tables (README "Writing with plain SQL"); USERSET |
 //! | `syncular.actor_id` | text | `''` | the actor of plain SQL writes; empty = the current role; USERSET |
+//! | `syncular.prune_active_window` | seconds | `14d` (min `14d`) | §4.6 active window: a client whose record was updated within it holds the horizon; SUSET |
+//! | `syncular.prune_age_limit` | seconds | `30d` (min `30d`) | §4.6 age force limit: commits older than this are pruned even past an active laggard; SUSET |
+//! | `syncular.prune_min_commits` | int | 1000 (min 1000) | §4.6: the newest commits always kept; SUSET |
+//! | `syncular.client_retention` | seconds | `30d` (min `14d`) | a client record not updated for this long is removed by pruning; SUSET |
+//! | `syncular.push_result_retention` | seconds | `180d` (min `30d`) | a stored push outcome (§2.3 replay) older than this is removed by pruning; SUSET |
 //!
 //! Registered in `_PG_init` ([`init`]), which then reserves the `syncular.`
 //! prefix (Postgres 15+ `MarkGUCPrefixReserved`): `SET syncular.partiton = …`
@@ -31,6 +36,12 @@ static RESPONSE_BUDGET_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4 * 1024 
 static ACTIVITY_REFRESH_MS: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 static PARTITION: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static ACTOR_ID: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+const DAY_S: i32 = 24 * 60 * 60;
+static PRUNE_ACTIVE_WINDOW_S: GucSetting<i32> = GucSetting::<i32>::new(14 * DAY_S);
+static PRUNE_AGE_LIMIT_S: GucSetting<i32> = GucSetting::<i32>::new(30 * DAY_S);
+static PRUNE_MIN_COMMITS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+static CLIENT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(30 * DAY_S);
+static PUSH_RESULT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(180 * DAY_S);
 
 /// Registers every GUC; called once per backend from `_PG_init`.
 pub fn init() {
@@ -88,7 +99,58 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    define_retention_gucs();
     reserve_prefix();
+}
+
+/// The §4.6 pruning floors and the record retentions (README "The log's
+/// lifecycle"). Minimums are the spec's defaults: hosts may raise them only.
+fn define_retention_gucs() {
+    let seconds = |name: &'static std::ffi::CStr,
+                   short: &'static std::ffi::CStr,
+                   long: &'static std::ffi::CStr,
+                   setting: &'static GucSetting<i32>,
+                   min: i32| {
+        GucRegistry::define_int_guc(name, short, long, setting, min, i32::MAX, GucContext::Suset, GucFlags::UNIT_S);
+    };
+    seconds(
+        c"syncular.prune_active_window",
+        c"Pruning never passes the cursor of a client active within this window (SSP2 4.6).",
+        c"A client whose record was updated within this window holds the horizon. At least 14 days.",
+        &PRUNE_ACTIVE_WINDOW_S,
+        14 * DAY_S,
+    );
+    seconds(
+        c"syncular.prune_age_limit",
+        c"Pruning removes commits older than this even past an active laggard (SSP2 4.6).",
+        c"The age force limit. At least 30 days.",
+        &PRUNE_AGE_LIMIT_S,
+        30 * DAY_S,
+    );
+    GucRegistry::define_int_guc(
+        c"syncular.prune_min_commits",
+        c"Pruning always keeps this many newest commits of a partition (SSP2 4.6).",
+        c"At least 1000.",
+        &PRUNE_MIN_COMMITS,
+        1000,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    seconds(
+        c"syncular.client_retention",
+        c"Pruning removes client records not updated for this long.",
+        c"A removed record is recreated when the client returns. At least 14 days.",
+        &CLIENT_RETENTION_S,
+        14 * DAY_S,
+    );
+    seconds(
+        c"syncular.push_result_retention",
+        c"Pruning removes stored push outcomes older than this.",
+        c"A replay of a removed outcome is applied again. At least 30 days.",
+        &PUSH_RESULT_RETENTION_S,
+        30 * DAY_S,
+    );
 }
 
 /// Reserves the `syncular.` GUC prefix (module docs).
@@ -142,4 +204,31 @@ pub fn activity_refresh_ms() -> i64 {
 /// `syncular.response_budget_bytes` (1024 ..= 256 MiB).
 pub fn response_budget_bytes() -> usize {
     RESPONSE_BUDGET_BYTES.get().clamp(1024, MAX_RESPONSE_BUDGET_BYTES) as usize
+}
+
+/// The §4.6 retention settings of one pruning call, in ms / commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// `syncular.prune_active_window`, ms.
+    pub active_window_ms: i64,
+    /// `syncular.prune_age_limit`, ms.
+    pub age_limit_ms: i64,
+    /// `syncular.prune_min_commits`.
+    pub min_retained_commits: i64,
+    /// `syncular.client_retention`, ms.
+    pub client_retention_ms: i64,
+    /// `syncular.push_result_retention`, ms.
+    pub push_result_retention_ms: i64,
+}
+
+/// The retention GUCs as they stand.
+pub fn retention() -> Retention {
+    let ms = |s: &GucSetting<i32>| i64::from(s.get()) * 1000;
+    Retention {
+        active_window_ms: ms(&PRUNE_ACTIVE_WINDOW_S),
+        age_limit_ms: ms(&PRUNE_AGE_LIMIT_S),
+        min_retained_commits: i64::from(PRUNE_MIN_COMMITS.get()),
+        client_retention_ms: ms(&CLIENT_RETENTION_S),
+        push_result_retention_ms: ms(&PUSH_RESULT_RETENTION_S),
+    }
 }

@@ -7,3 +7,4 @@ pub mod schema;
 pub mod realtime;
 pub mod sync;
 pub mod capture;
+pub mod lifecycle;

@@ -25,3 +25,4 @@ pub mod subscriptions;
 pub mod server_commit;
 pub mod realtime;
 pub mod capture;
+pub mod lifecycle;

@@ -249,7 +249,9 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     let now_ms = clock::now_ms()?;
     // A clientId Postgres cannot hold (NUL) is refused at binding, after the gates.
     let lookup_id = Some(req.header.client_id.as_str()).filter(|c| !c.contains('\0'));
-    let context = request_context::read(caller.partition, lookup_id)?;
+    // A pull reads the log bounds later: take the pruning fence now (§4.6).
+    let pulls = halves != Halves::PushOnly && req.pull.is_some();
+    let context = request_context::read(caller.partition, lookup_id, pulls)?;
 
     let registry = partition::touch_read(caller.partition, context.registry, now_ms)?;
     let gate = partition::gate(

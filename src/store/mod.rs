@@ -36,3 +36,4 @@ pub mod pinned_plan;
 pub mod spi_rows;
 pub mod realtime;
 pub mod capture;
+pub mod lifecycle;

@@ -1,6 +1,7 @@
 //! What a sync request reads before anything else, in one statement (SPEC
 //! §1.5, §1.6, §2.1; DESIGN §4): the current schema version's cache key, the
 //! partition's registry row, the client's record and the NOTIFY signing key
+//! (and, for a request that pulls, the shared pruning fence)
 //! — primary-key probes, run through [`crate::store::pinned_plan`] so no
 //! sequential scan planned while a table was tiny is kept.
 
@@ -43,17 +44,27 @@ FROM (SELECT 1) AS one \
 LEFT JOIN (SELECT s.version, s.xmin FROM syncular.sync_schema_versions s \
            ORDER BY s.version DESC LIMIT 1) v ON true \
 LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
-LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2";
+LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2 \
+LEFT JOIN LATERAL (SELECT pg_catalog.pg_advisory_xact_lock_shared($4, $5) WHERE $3) f ON true";
 
 /// Reads the request context of `client_id` in `partition` (`None`: no
-/// client record is looked up). Errors: SPI failures.
-pub fn read(partition: &str, client_id: Option<&str>) -> StoreResult<RequestContextRow> {
+/// client record is looked up). With `fence`, the statement also takes the
+/// partition's pruning fence in shared mode
+/// ([`crate::store::lifecycle::fence`]): a request with a pull half reads
+/// the log bounds in a later statement. Errors: SPI failures.
+pub fn read(partition: &str, client_id: Option<&str>, fence: bool) -> StoreResult<RequestContextRow> {
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let table = pinned_plan::execute(
             client,
             CONTEXT_SQL,
             Some(1),
-            &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
+            &[
+                DatumWithOid::from(partition),
+                DatumWithOid::from(client_id),
+                DatumWithOid::from(fence),
+                DatumWithOid::from(crate::store::lifecycle::fence::FENCE_CLASS),
+                DatumWithOid::from(crate::store::lifecycle::fence::fence_key(partition)),
+            ],
         )?;
         let row = table.first();
         let schema_key = row.get::<i64>(1)?.zip(row.get::<String>(2)?);

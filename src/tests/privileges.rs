@@ -16,6 +16,13 @@ mod tests {
         "capture_row",
         "capture_statement",
         "capture_truncate",
+        "advance_horizon",
+        "prune_batch",
+        "prune",
+        "rotate_log_epoch",
+        "drop_partition_batch",
+        "drop_partition",
+        "partition_stats",
     ];
 
     #[pg_test]

@@ -152,6 +152,8 @@ pub fn run(partition: &str, groups: &Value, max_delta_bytes: i32, through_seq: O
     }
     let schema = schema::require_registered_schema()?;
     let groups = parse_groups(groups)?;
+    // The log is read after the bounds: hold the pruning fence first (§4.6).
+    crate::store::lifecycle::fence::share(partition)?;
     let epoch = select_partition_registry(partition)?.map(|r| r.log_epoch).unwrap_or_default();
     let bounds = read_partition_bounds(partition)?;
     let through = through_seq.map_or(bounds.max_commit_seq, |t| t.min(bounds.max_commit_seq));

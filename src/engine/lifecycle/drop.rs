@@ -1,0 +1,38 @@
+//! Removing a partition (a tenant) in bounded batches (README
+//! `syncular.drop_partition`).
+//!
+//! A batch deletes up to `max_rows` rows of the partition: app tables first
+//! (children before parents: the reverse of the schema's bootstrap order, so
+//! a foreign key between app tables never blocks), then the `sync_*` tables
+//! in [`SYNC_TABLES`] order — the registry row last. The app-table deletes
+//! hold the engine-write guard of every app table, so the capture triggers
+//! write no commit for them. Afterwards the partition is unknown: the next
+//! request creates it anew with a fresh `logEpoch` (a v2 client resets, any
+//! client bootstraps an empty partition).
+
+use crate::engine::error::EngineResult;
+use crate::engine::schema;
+use crate::store::capture::guard::EngineWrite;
+use crate::store::lifecycle::drop::{delete_rows, SYNC_TABLES};
+
+/// Deletes at most `max_rows` rows of `partition`; returns how many (0: the
+/// partition is gone). Errors: store failures.
+pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
+    let mut left = max_rows;
+    if let Some(schema) = schema::load_registered_schema()? {
+        let _guards: Vec<EngineWrite> = schema.tables.iter().map(|t| EngineWrite::begin(t.name(), Some(partition))).collect();
+        for table in schema.tables.iter().rev() {
+            left -= delete_rows(&table.qualified_name, true, partition, left)?;
+            if left == 0 {
+                return Ok(max_rows);
+            }
+        }
+    }
+    for table in SYNC_TABLES {
+        left -= delete_rows(table, false, partition, left)?;
+        if left == 0 {
+            break;
+        }
+    }
+    Ok(max_rows - left)
+}

@@ -1,0 +1,49 @@
+//! Removing one partition (a tenant) in bounded batches.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::{StoreError, StoreResult};
+
+/// Every `sync_*` table holding rows of a partition, in deletion order: the
+/// indexes and log first, the counter and registry rows last (while they
+/// exist, the partition is still "known").
+pub const SYNC_TABLES: [&str; 11] = [
+    "sync_row_scopes",
+    "sync_blob_refs",
+    "sync_reactions",
+    "sync_tombstones",
+    "sync_change_scopes",
+    "sync_changes",
+    "sync_commits",
+    "sync_push_results",
+    "sync_clients",
+    "sync_partitions",
+    "sync_partition_registry",
+];
+
+/// Deletes at most `max_rows` rows of `partition` from `table`: a `sync_*`
+/// table of [`SYNC_TABLES`] (column `partition`) or, with `app = true`, an
+/// app table given as its quoted qualified name (column `_sync_partition`).
+/// Returns how many. Errors: SPI failures.
+pub fn delete_rows(table: &str, app: bool, partition: &str, max_rows: i64) -> StoreResult<i64> {
+    let (relation, column) = if app {
+        (table.to_owned(), "_sync_partition")
+    } else {
+        debug_assert!(SYNC_TABLES.contains(&table));
+        (format!("syncular.{table}"), "partition")
+    };
+    let sql = format!(
+        "DELETE FROM {relation} WHERE ctid = ANY(ARRAY( \
+           SELECT t.ctid FROM {relation} t WHERE t.{column} = $1 LIMIT $2))"
+    );
+    Spi::connect_mut(|client| {
+        let done = client.update(
+            sql.as_str(),
+            None,
+            &[DatumWithOid::from(partition), DatumWithOid::from(max_rows)],
+        )?;
+        Ok(done.len() as i64)
+    })
+    .map_err(StoreError::spi("drop_partition_rows"))
+}
