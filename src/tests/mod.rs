@@ -37,3 +37,4 @@ mod realtime_deltas;
 mod realtime_ack;
 mod realtime_gateway_calls;
 mod capture;
+mod lifecycle;

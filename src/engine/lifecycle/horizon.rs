@@ -7,8 +7,8 @@
 //!   updated within the active window; no such client → no cursor floor
 //!   (the partition's newest commit). A negative cursor (a client that will
 //!   bootstrap) needs no log and holds nothing;
-//! - `ageForced`: the newest commit created before `now − ageLimit` (0 when
-//!   none) — the horizon may pass an active laggard up to it;
+//! - `ageForced`: the largest `commitSeq` created before `now − ageLimit`
+//!   (0 when none) — the horizon may pass an active laggard up to it;
 //! - `maxCommitSeq − minRetained`: the newest `minRetained` commits always stay.
 
 use crate::engine::clock;

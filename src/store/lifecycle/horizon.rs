@@ -17,16 +17,16 @@ pub struct HorizonInputs {
     /// or after the active-window start, with that client: `(cursor,
     /// client_id, updated_at_ms)`. `None`: no active client holds the log.
     pub laggard: Option<(i64, String, i64)>,
-    /// `commitSeq` of the newest commit (by `created_at_ms`) created before
-    /// the age limit; 0 when none.
+    /// The largest `commitSeq` among the retained commits created before
+    /// the age limit; 0 when none. (Reads the retained commits past the
+    /// limit: exactly the ones the next batches delete.)
     pub age_forced_seq: i64,
 }
 
 const INPUTS_SQL: &str = "\
 SELECT p.horizon_seq, p.max_commit_seq, l.cursor, l.client_id, l.updated_at_ms, \
-       COALESCE((SELECT m.commit_seq FROM syncular.sync_commits m \
-                 WHERE m.partition = $1 AND m.created_at_ms < $3 \
-                 ORDER BY m.created_at_ms DESC LIMIT 1), 0) \
+       COALESCE((SELECT max(m.commit_seq) FROM syncular.sync_commits m \
+                 WHERE m.partition = $1 AND m.created_at_ms < $3), 0) \
 FROM syncular.sync_partitions p \
 LEFT JOIN LATERAL (SELECT c.cursor, c.client_id, c.updated_at_ms FROM syncular.sync_clients c \
                    WHERE c.partition = $1 AND c.updated_at_ms >= $2 AND c.cursor >= 0 \
