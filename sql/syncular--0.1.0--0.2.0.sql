@@ -1,4 +1,4 @@
--- syncular 0.1.0 → 0.2.0: realtime in SQL (SPEC §8), §10.1 JSON in every
+-- syncular 0.1.0 → 0.2.0: realtime in SQL (SPEC §8), the log's lifecycle (§4.6, §2.1), §10.1 JSON in every
 -- error's DETAIL (no catalog change), the §8.7 `connection_client_id`
 -- argument of the sync functions, and signed NOTIFY payloads. Definitions as `cargo pgrx schema` writes
 -- them for 0.2.0; privileges repeat sql/privileges.sql's rule (EXECUTE
@@ -189,3 +189,163 @@ BEGIN
   END IF;
 END
 $syncular_capture$;
+
+-- The log's lifecycle (README "The log's lifecycle"): pruning with the SSP2
+-- §4.6 floors, epoch rotation, partition removal, statistics. Admin-only.
+CREATE FUNCTION syncular."advance_horizon"(
+	"partition" TEXT
+) RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'advance_horizon_wrapper';
+
+CREATE FUNCTION syncular."prune_batch"(
+	"partition" TEXT,
+	"max_rows" INT DEFAULT 10000
+) RETURNS TABLE (
+	"commits" bigint,
+	"changes" bigint,
+	"change_scopes" bigint,
+	"tombstones" bigint,
+	"push_results" bigint,
+	"clients" bigint,
+	"fence_busy" bool,
+	"done" bool
+)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'prune_batch_wrapper';
+
+CREATE FUNCTION syncular."rotate_log_epoch"(
+	"partition" TEXT DEFAULT NULL
+) RETURNS TABLE (
+	"partition" TEXT,
+	"log_epoch" TEXT,
+	"clients_deleted" bigint
+)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rotate_log_epoch_wrapper';
+
+CREATE FUNCTION syncular."drop_partition_batch"(
+	"partition" TEXT,
+	"max_rows" INT DEFAULT 10000
+) RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'drop_partition_batch_wrapper';
+
+CREATE FUNCTION syncular."partition_stats"(
+	"partition" TEXT DEFAULT NULL
+) RETURNS TABLE (
+	"partition" TEXT,
+	"log_epoch" TEXT,
+	"epoch_required" bool,
+	"last_seen_ms" bigint,
+	"max_commit_seq" bigint,
+	"horizon_seq" bigint,
+	"prune_target" bigint,
+	"retained_commits" bigint,
+	"log_bytes" bigint,
+	"oldest_commit_age_ms" bigint,
+	"app_rows" bigint,
+	"clients" bigint,
+	"active_clients" bigint,
+	"laggard_client_id" TEXT,
+	"laggard_cursor" bigint,
+	"laggard_last_seen_ms" bigint,
+	"push_results" bigint
+)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'partition_stats_wrapper';
+
+-- The procedures, as sql/lifecycle.sql defines them.
+-- Prunes `partition` (NULL: every partition): advances its horizon to what
+-- the SSP2 §4.6 floors allow, then deletes the log at or below it, expired
+-- push outcomes and expired client records, `batch_rows` at a time.
+-- Returns how many partitions, commits, push outcomes and client records.
+CREATE PROCEDURE syncular.prune(
+  partition text DEFAULT NULL,
+  batch_rows integer DEFAULT 10000,
+  INOUT partitions integer DEFAULT NULL,
+  INOUT commits bigint DEFAULT NULL,
+  INOUT push_results bigint DEFAULT NULL,
+  INOUT clients bigint DEFAULT NULL)
+LANGUAGE plpgsql
+AS $syncular_prune$
+DECLARE
+  names text[];
+  p text;
+  b record;
+  busy integer;
+BEGIN
+  IF batch_rows IS NULL OR batch_rows < 1 THEN
+    RAISE EXCEPTION 'syncular.invalid_argument: argument batch_rows must be at least 1, got %', batch_rows
+      USING ERRCODE = '22023';
+  END IF;
+  partitions := 0; commits := 0; push_results := 0; clients := 0;
+  SELECT pg_catalog.array_agg(s.partition ORDER BY s.partition) INTO names
+    FROM syncular.sync_partitions s
+   WHERE prune.partition IS NULL OR s.partition = prune.partition;
+  FOREACH p IN ARRAY pg_catalog.coalesce(names, ARRAY[]::text[]) LOOP
+    PERFORM syncular.advance_horizon(p);
+    COMMIT;
+    busy := 0;
+    LOOP
+      SELECT * INTO b FROM syncular.prune_batch(p, batch_rows);
+      COMMIT;
+      commits := commits + b.commits;
+      push_results := push_results + b.push_results;
+      clients := clients + b.clients;
+      EXIT WHEN b.done;
+      IF b.fence_busy THEN
+        busy := busy + 1;
+        IF busy >= 50 THEN
+          RAISE WARNING 'syncular.prune: partition % skipped: a transaction has been reading its log for over 10 s', p;
+          EXIT;
+        END IF;
+      ELSE
+        busy := 0;
+      END IF;
+    END LOOP;
+    partitions := partitions + 1;
+  END LOOP;
+END
+$syncular_prune$;
+
+-- Deletes every row of `partition` in every app table and sync_* table,
+-- `batch_rows` at a time; returns how many rows. Afterwards the partition
+-- is unknown (the next request creates it anew, with a fresh log epoch).
+CREATE PROCEDURE syncular.drop_partition(
+  partition text,
+  batch_rows integer DEFAULT 10000,
+  INOUT rows_deleted bigint DEFAULT NULL)
+LANGUAGE plpgsql
+AS $syncular_drop_partition$
+DECLARE
+  n bigint;
+BEGIN
+  rows_deleted := 0;
+  LOOP
+    n := syncular.drop_partition_batch(drop_partition.partition, batch_rows);
+    COMMIT;
+    rows_deleted := rows_deleted + n;
+    EXIT WHEN n = 0;
+  END LOOP;
+END
+$syncular_drop_partition$;
+
+-- Admin routines: EXECUTE stays with the owner (sql/privileges.sql `admin`).
+REVOKE ALL ON FUNCTION syncular.advance_horizon(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.prune_batch(text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.rotate_log_epoch(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.drop_partition_batch(text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.partition_stats(text) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE syncular.prune(text, integer, integer, bigint, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE syncular.drop_partition(text, integer, bigint) FROM PUBLIC;
