@@ -62,6 +62,7 @@ fn advance_horizon(partition: Option<&str>) -> Option<i64> {
 /// again. `done`: nothing was left. Errors: `syncular.invalid_argument`.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
+#[allow(clippy::type_complexity)]
 fn prune_batch(
     partition: Option<&str>,
     max_rows: default!(Option<i32>, 10000),

@@ -3,12 +3,12 @@
 //! does not grow forever, a restored database can rotate its log epoch, a
 //! tenant can be removed, and the horizon's position can be explained.
 //!
-//! - [`horizon`]: the §4.6 floors and the horizon's advance;
-//! - [`prune`]: one bounded deletion batch (log, tombstones, push outcomes,
+//! - [`horizon`] — the §4.6 floors and the horizon's advance;
+//! - [`prune`] — one bounded deletion batch (log, tombstones, push outcomes,
 //!   client records);
-//! - [`rotate`]: epoch rotation;
-//! - [`drop`]: removing a partition in bounded batches;
-//! - [`stats`]: `syncular.partition_stats`.
+//! - [`rotate`] — epoch rotation;
+//! - [`drop`] — removing a partition in bounded batches;
+//! - [`stats`] — `syncular.partition_stats`.
 //!
 //! Every "now" is [`crate::engine::clock::now_ms`].
 
