@@ -293,7 +293,7 @@ BEGIN
   SELECT pg_catalog.array_agg(s.partition ORDER BY s.partition) INTO names
     FROM syncular.sync_partitions s
    WHERE prune.partition IS NULL OR s.partition = prune.partition;
-  FOREACH p IN ARRAY pg_catalog.coalesce(names, ARRAY[]::text[]) LOOP
+  FOREACH p IN ARRAY COALESCE(names, ARRAY[]::text[]) LOOP
     PERFORM syncular.advance_horizon(p);
     COMMIT;
     busy := 0;

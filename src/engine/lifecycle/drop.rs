@@ -6,11 +6,15 @@
 //! a foreign key between app tables never blocks), then the `sync_*` tables
 //! in [`SYNC_TABLES`] order — the registry row last. The app-table deletes
 //! hold the engine-write guard of every app table, so the capture triggers
-//! write no commit for them. Afterwards the partition is unknown: the next
-//! request creates it anew with a fresh `logEpoch` (a v2 client resets, any
-//! client bootstraps an empty partition).
+//! write no commit for them. The batch that deletes the registry row queues a
+//! `syncular_scopes` notification for every actor: gateways reload their
+//! sessions of the partition, meet the new timeline and send `reset-required`.
+//! Afterwards the partition is unknown: the next request creates it anew with
+//! a fresh `logEpoch` (a v2 client resets, any client bootstraps an empty
+//! partition).
 
 use crate::engine::error::EngineResult;
+use crate::engine::notify;
 use crate::engine::schema;
 use crate::store::capture::guard::EngineWrite;
 use crate::store::lifecycle::drop::{delete_rows, SYNC_TABLES};
@@ -29,7 +33,13 @@ pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
         }
     }
     for table in SYNC_TABLES {
-        left -= delete_rows(table, false, partition, left)?;
+        let deleted = delete_rows(table, false, partition, left)?;
+        if table == "sync_partition_registry" && deleted > 0 {
+            // The partition is gone: gateways reload its sessions, which meet a new
+            // timeline (a fresh epoch) and are told `reset-required`.
+            notify::notify_scopes(partition, None)?;
+        }
+        left -= deleted;
         if left == 0 {
             break;
         }

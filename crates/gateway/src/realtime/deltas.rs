@@ -110,6 +110,9 @@ pub struct Partition {
     /// before it joins ([`super::hub::Hub::add`]).
     scopes_epoch: AtomicU64,
     actor_epochs: Mutex<HashMap<String, u64>>,
+    /// The partition's `logEpoch` as last seen by an open or reload, and how many times a new
+    /// one restarted the timeline ([`Partition::restart_timeline`]).
+    timeline: Mutex<(String, u64)>,
 }
 
 /// What [`Partition::scopes_epoch`] reads: (partition-wide epoch, the actor's epoch).
@@ -129,6 +132,7 @@ impl Partition {
             joining: AtomicUsize::new(0),
             scopes_epoch: AtomicU64::new(0),
             actor_epochs: Mutex::new(HashMap::new()),
+            timeline: Mutex::new((String::new(), 0)),
         });
         tokio::spawn(run_worker(hub, p.clone()));
         p
@@ -177,6 +181,32 @@ impl Partition {
         self.known_max.load(Ordering::SeqCst)
     }
 
+    /// Records the `logEpoch` an open or reload read with that read's `latestCursor`. A
+    /// different epoch than the one recorded is a new timeline (SPEC §2.1: an epoch rotation
+    /// after a restore, a dropped and recreated partition): its log may end below what this
+    /// gateway saw on the old one, so the known max and the pass cap restart at `latest`
+    /// (otherwise the new timeline's commits up to the old max would never be served).
+    /// Returns whether the timeline restarted.
+    pub fn restart_timeline(&self, epoch: &str, latest: i64) -> bool {
+        let mut t = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
+        if t.0 == epoch {
+            return false;
+        }
+        let restarted = !t.0.is_empty();
+        t.0 = epoch.to_owned();
+        if restarted {
+            t.1 += 1;
+            self.known_max.store(latest, Ordering::SeqCst);
+            self.through.store(latest, Ordering::SeqCst);
+        }
+        restarted
+    }
+
+    /// How many times the timeline restarted (see [`Partition::restart_timeline`]).
+    pub fn timeline_generation(&self) -> u64 {
+        self.timeline.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
     /// Raises the known max.
     pub fn observe(&self, seq: i64) {
         self.known_max.fetch_max(seq, Ordering::SeqCst);
@@ -216,10 +246,19 @@ async fn run_worker(hub: Arc<Hub>, p: Arc<Partition>) {
         let events = p.take();
         let (steps, _) = plan(&events, p.through());
         let mut raised = p.through();
+        let mut timeline = p.timeline_generation();
         for step in steps {
             match step {
                 Step::Pass { through } => {
-                    let through = through.max(raised);
+                    // A refresh of this batch met a new timeline: the caps planned on the old
+                    // one no longer apply; the restarted cap covers every commit notified so
+                    // far (the reload read it after they committed).
+                    let through = if p.timeline_generation() != timeline {
+                        timeline = p.timeline_generation();
+                        p.through()
+                    } else {
+                        through.max(raised)
+                    };
                     raised = through;
                     p.through.fetch_max(through, Ordering::SeqCst);
                     pass(&hub, &p, through).await;

@@ -229,7 +229,11 @@ impl Hub {
     /// a refresh either finds the session or makes it reload. The slot is then owned by the
     /// session and released by [`Hub::remove`].
     pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: ScopesEpoch) -> Result<(), Slot> {
-        let delivered = session.state().delivered;
+        let (delivered, log_epoch) = {
+            let st = session.state();
+            (st.delivered, st.log_epoch.clone())
+        };
+        slot.partition.restart_timeline(&log_epoch, delivered);
         let partition = {
             let _map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
             if slot.scopes_epoch() != epoch {
@@ -323,8 +327,9 @@ impl Hub {
         let result =
             realtime_open(&self.pool, &session.partition, &session.actor_id, &session.client_id, session.allowed_scopes.as_ref()).await;
         let latest = result.as_ref().ok().map(|o| o.latest_cursor);
-        if let (Some(latest), Some(p)) = (latest, self.partition(&session.partition)) {
-            p.observe(latest);
+        if let (Ok(o), Some(p)) = (&result, self.partition(&session.partition)) {
+            p.restart_timeline(&o.log_epoch, o.latest_cursor);
+            p.observe(o.latest_cursor);
         }
         let known_max = self.partition(&session.partition).map_or(0, |p| p.known_max());
         let mode_label = match mode {
@@ -345,6 +350,8 @@ impl Hub {
                     (Err(_), RefreshMode::RoundEnd) => "kept",
                 },
             );
+            // A new logEpoch is a new timeline: its log restarts at the reload's latestCursor.
+            let new_timeline = matches!(&result, Ok(o) if o.log_epoch != st.log_epoch).then_some(latest).flatten();
             let outcome = match (&result, mode) {
                 (Ok(opened), _) => Some(apply_opened(&mut st, opened)),
                 (Err(e), RefreshMode::Host) => {
@@ -360,7 +367,7 @@ impl Hub {
             let Some((old_keys, changed, discontinuity)) = outcome else { return latest };
             if changed {
                 st.generation += 1;
-                let cursor = st.delivered.max(known_max);
+                let cursor = new_timeline.unwrap_or_else(|| st.delivered.max(known_max));
                 let raced = st.delivered > st.delivered_at_round_start;
                 match mode {
                     RefreshMode::Host => {
