@@ -43,6 +43,7 @@ pub fn env_usize(name: &str, default: usize) -> usize {
 pub mod clients;
 pub mod fixtures;
 pub mod gateway;
+pub mod lifecycle;
 pub mod notify;
 pub mod rtbench;
 pub mod transport;
