@@ -44,6 +44,7 @@ pub mod clients;
 pub mod fixtures;
 pub mod gateway;
 pub mod notify;
+pub mod pruneload;
 pub mod rtbench;
 pub mod transport;
 pub mod wire;
