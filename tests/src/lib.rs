@@ -45,6 +45,7 @@ pub mod fixtures;
 pub mod gateway;
 pub mod lifecycle;
 pub mod notify;
+pub mod pruneload;
 pub mod rtbench;
 pub mod transport;
 pub mod wire;
