@@ -18,7 +18,7 @@
 //! 2. **The planner settings** ([`execute`], this module): each statement is
 //!    run through this backend's kept plan ([`crate::store::plan_cache`]) under
 //!    `plan_cache_mode = force_generic_plan`, `enable_seqscan = off`,
-//!    `enable_bitmapscan = off`, set with a GUC nest level around the one
+//!    `enable_bitmapscan = off` (and `jit = off`), set with a GUC nest level around the one
 //!    execution and restored right after it — exactly what a function's
 //!    `SET` clause does; nothing leaks into the caller's session. The plan is
 //!    built (and rebuilt after an invalidation: DDL, `ANALYZE`, `VACUUM`) only
@@ -44,10 +44,13 @@ use pgrx::spi::{Spi, SpiClient, SpiResult, SpiTupleTable};
 use crate::store::plan_cache;
 
 /// The planner settings a pinned statement is planned (and run) under.
-const PINNED_SETTINGS: [(&CStr, &CStr); 3] = [
+const PINNED_SETTINGS: [(&CStr, &CStr); 4] = [
     (c"plan_cache_mode", c"force_generic_plan"),
     (c"enable_seqscan", c"off"),
     (c"enable_bitmapscan", c"off"),
+    // A generic plan's estimates can exceed `jit_above_cost`; compiling one
+    // costs far more than any of these index walks runs.
+    (c"jit", c"off"),
 ];
 
 /// Runs `f` with [`PINNED_SETTINGS`] in effect, restoring the previous values

@@ -22,10 +22,16 @@ pub struct LogBatch {
 
 /// The oldest commits at or below the partition's horizon, at most `$2`
 /// `commitSeq` values from the oldest one: their changes, the change-scope
-/// entries derived from each change's stored scopes (primary-key probes: the
-/// index has no `commit_seq` prefix), the tombstones those deletes wrote
-/// (skipping any a concurrent push holds: it is rewriting that row's fate)
-/// and the headers. The horizon is read here, after the fence.
+/// entries derived from each change's stored scopes, the tombstones those
+/// deletes wrote (skipping any a concurrent push holds: it is rewriting that
+/// row's fate) and the headers. The horizon is read here, after the fence.
+///
+/// The change-scope entries and tombstones are found by one primary-key
+/// probe each, whatever the plan: a `LATERAL` subquery that cannot be pulled
+/// up (`OFFSET 0`, `FOR UPDATE`) is a parameterized nested loop. (As a plain
+/// join, the generic plan hashed every change-scope entry of the partition
+/// in every batch: a batch cost O(partition), not O(batch). The index has no
+/// `commit_seq` prefix, and the DDL is the reference's.)
 const LOG_BATCH_SQL: &str = "\
 WITH lim AS (SELECT p.horizon_seq AS h FROM syncular.sync_partitions p WHERE p.partition = $1), \
 lo AS (SELECT c.commit_seq AS lo FROM syncular.sync_commits c, lim \
@@ -35,16 +41,23 @@ ch AS (DELETE FROM syncular.sync_changes d USING rng \
        WHERE d.partition = $1 AND d.commit_seq >= rng.lo AND d.commit_seq <= rng.hi \
        RETURNING d.commit_seq, d.tbl, d.row_id, d.op, d.scopes), \
 cs AS (DELETE FROM syncular.sync_change_scopes d \
-       USING (SELECT DISTINCT ch.tbl, e.key, e.value, ch.commit_seq \
-              FROM ch, jsonb_each_text(ch.scopes) e) x \
-       WHERE d.partition = $1 AND d.tbl = x.tbl AND d.var = x.key AND d.value = x.value \
-         AND d.commit_seq = x.commit_seq \
+       WHERE d.ctid = ANY(ARRAY( \
+         SELECT s.ctid \
+         FROM (SELECT DISTINCT ch.tbl, e.key, e.value, ch.commit_seq \
+               FROM ch, jsonb_each_text(ch.scopes) e) x \
+         CROSS JOIN LATERAL (SELECT c.ctid FROM syncular.sync_change_scopes c \
+                             WHERE c.partition = $1 AND c.tbl = x.tbl AND c.var = x.key \
+                               AND c.value = x.value AND c.commit_seq = x.commit_seq \
+                             OFFSET 0) s)) \
        RETURNING 1), \
 ts AS (DELETE FROM syncular.sync_tombstones t \
-       WHERE t.ctid IN (SELECT t2.ctid FROM syncular.sync_tombstones t2, ch \
-                        WHERE ch.op = 2 AND t2.partition = $1 AND t2.tbl = ch.tbl \
-                          AND t2.row_id = ch.row_id AND t2.commit_seq = ch.commit_seq \
-                        FOR UPDATE OF t2 SKIP LOCKED) \
+       WHERE t.ctid = ANY(ARRAY( \
+         SELECT s.ctid FROM ch \
+         CROSS JOIN LATERAL (SELECT t2.ctid FROM syncular.sync_tombstones t2 \
+                             WHERE t2.partition = $1 AND t2.tbl = ch.tbl \
+                               AND t2.row_id = ch.row_id AND t2.commit_seq = ch.commit_seq \
+                             FOR UPDATE SKIP LOCKED) s \
+         WHERE ch.op = 2)) \
        RETURNING 1), \
 cm AS (DELETE FROM syncular.sync_commits d USING rng \
        WHERE d.partition = $1 AND d.commit_seq >= rng.lo AND d.commit_seq <= rng.hi \
