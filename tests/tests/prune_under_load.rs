@@ -6,6 +6,11 @@
 //! keeps the push outcome and the client record, returns `(1, 101, 0, 0)`;
 //! a second CALL prunes nothing.
 //!
+//! `a_prune_batch_reads_only_the_change_scope_entries_of_its_commits`: one
+//! `prune_batch` of 100 commits on a 20,000-commit partition reads (index
+//! statistics) about the change-scope entries it deletes, not all of the
+//! partition's.
+//!
 //! `pruning_a_partition_under_push_load_…`: a partition holding
 //! `PRUNE_IT_COMMITS` (default 24,000) commits written through the
 //! extension — 200 pushed through `syncular.sync`, the rest plain SQL writes
@@ -117,6 +122,81 @@ fn call_prune_advances_the_horizon_deletes_in_batches_and_returns_its_counts() {
     assert_eq!((end.push_results, end.clients), (1, 1), "the outcome and the client record are kept");
     let again = prune(&mut pruner, &partition, Some(30), Driver::Call).expect("CALL syncular.prune again");
     assert_eq!((again.partitions, again.commits), (1, 0), "nothing left to prune");
+}
+
+/// `idx_tup_read` of `syncular.sync_change_scopes_pkey` (the statistics
+/// other backends have flushed).
+fn change_scope_index_reads(admin: &mut postgres::Client) -> i64 {
+    admin.batch_execute("SELECT pg_stat_clear_snapshot()").expect("clear the stats snapshot");
+    admin
+        .query_one(
+            "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = 'syncular' \
+               AND indexrelname = 'sync_change_scopes_pkey'",
+            &[],
+        )
+        .expect("pg_stat_user_indexes")
+        .get(0)
+}
+
+/// One `syncular.prune_batch(partition, 100)` on a partition of 20,000
+/// commits reads the change-scope entries of its 100 commits, not the
+/// partition's: the README's batches are bounded, and the statement's own
+/// comment promises primary-key probes. Counted with `idx_tup_read` of
+/// `sync_change_scopes_pkey` (the only index of the table) before and after
+/// the batch, whose session flushes its statistics right after it
+/// (`pg_stat_force_next_flush`, Postgres 15+). Fails on 8f37de3: the generic plan builds a
+/// hash table from an index scan over every change-scope entry of the
+/// partition (~24,000 here, ~1.2 million for a partition of a million
+/// commits), so a batch costs time proportional to the partition, whatever
+/// `max_rows` — on a durable server and a 200,000-commit partition a batch of
+/// 100 commits takes as long as one of 1,000 (≈ 0.12 s with `jit = off`;
+/// ≈ 0.6 s with the default JIT settings, which compile the plan's ~3.4
+/// million estimated cost every batch).
+#[test]
+fn a_prune_batch_reads_only_the_change_scope_entries_of_its_commits() {
+    let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut admin = connect();
+    register_schema(&mut admin).expect("register the sample schema");
+    let partition = partition_name("prune-batch-cost");
+    {
+        let mut session = RawSession::new(connect(), &partition, "alice", "epoch", Some(allowed()));
+        session.acquire_epoch().expect("logEpoch");
+        let mut writer = connect();
+        capture_session(&mut writer, &partition, "batch-job").expect("capture session");
+        captured_statements(&mut writer, 0, 20_000, CHUNK, |_| {}).expect("20,000 captured commits");
+        let (mut pruner, _) = prune_session(&dsn()).expect("pruning session");
+        let horizon: i64 = pruner
+            .query_one("SELECT syncular.advance_horizon($1)", &[&partition])
+            .expect("advance_horizon")
+            .get(0);
+        assert_eq!(horizon, 19_000);
+    }
+    let entries: i64 = admin
+        .query_one("SELECT count(*) FROM syncular.sync_change_scopes WHERE partition = $1", &[&partition])
+        .expect("count")
+        .get(0);
+    let before = change_scope_index_reads(&mut admin);
+    let (mut pruner, _) = prune_session(&dsn()).expect("pruning session");
+    let row = pruner
+        .query_one("SELECT commits, change_scopes FROM syncular.prune_batch($1, 100)", &[&partition])
+        .expect("prune_batch");
+    assert_eq!(row.get::<_, i64>(0), 100, "one batch of 100 commits");
+    let deleted: i64 = row.get(1);
+    // The flag makes the report at the end of the next statement flush (no 1 s rate limit).
+    pruner.batch_execute("SELECT pg_stat_force_next_flush()").expect("force a statistics flush");
+    pruner.batch_execute("SELECT 1").expect("a statement that flushes");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut read = change_scope_index_reads(&mut admin) - before;
+    while read == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+        read = change_scope_index_reads(&mut admin) - before;
+    }
+    println!("prune_batch(…, 100): deleted {deleted} change-scope entries, read {read} of the partition's {entries}");
+    assert!(
+        read <= 10 * deleted + 100,
+        "one batch of 100 commits read {read} change-scope index entries to delete {deleted} (the partition holds \
+         {entries}): a batch costs O(partition), not O(batch)"
+    );
 }
 
 /// Whether every pusher and reader is still running (one that ended failed).

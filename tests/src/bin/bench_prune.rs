@@ -29,6 +29,11 @@
 //!    the horizon, every commit above it present and dense, every pushed
 //!    commit above it in the log.
 //!
+//! `SYNCULAR_PRUNE_DRIVER=batches` drives the same batches from the client
+//! instead of `CALL` ([`syncular_integration_tests::pruneload::pruner::Driver`]);
+//! `SYNCULAR_PRUNE_SESSION_SQL` (diagnostic) runs SQL in the pruning session
+//! first (e.g. `SET jit = off`).
+//!
 //! Usage: `bench_prune [DSN]` (default `$SYNCULAR_TEST_DSN`);
 //! `scripts/bench-prune` builds it in release mode and starts a durable
 //! server (fsync=on, synchronous_commit=on, autovacuum=off). Not a test: it
@@ -321,6 +326,9 @@ fn run(dsn: &str, cfg: &Config) -> Result<(), String> {
     println!();
     let secs = elapsed.as_secs_f64();
     println!("== prune: {}; the pruning session's clock runs 15 days ahead", cfg.driver.label(cfg.batch));
+    if let Some(sql) = syncular_integration_tests::pruneload::pruner::session_sql() {
+        println!("DIAGNOSTIC: the pruning session ran SYNCULAR_PRUNE_SESSION_SQL = {sql:?}");
+    }
     println!(
         "pruned {} commits ({} changes) in {:.1} s = {} commits/s ({} changes/s); horizon {} = max {} − 1000 at the advance; \
          push outcomes pruned {pruned_results}, client records pruned {pruned_clients}",
@@ -381,7 +389,8 @@ fn run(dsn: &str, cfg: &Config) -> Result<(), String> {
     );
     let d_all = Latency::of(during.iter().map(|s| s.latency).collect());
     println!(
-        "longest push during the prune {} ms vs longest batch transaction {} ms (a push with a pull waits for at most one batch)",
+        "longest push during the prune {} ms vs longest pruning transaction (the advance or a batch) {} ms (a request that pulls \
+         waits for at most one batch)",
         ms(d_all.max),
         ms(watched.longest())
     );

@@ -30,8 +30,16 @@ use super::{pg_text, unix_ms};
 /// active window, short of the 30-day age limit and client retention.
 pub const PRUNE_CLOCK_SHIFT_MS: i64 = 15 * 86_400_000;
 
+/// Extra SQL run in every pruning session (`SYNCULAR_PRUNE_SESSION_SQL`, a
+/// diagnostic: e.g. `SET jit = off; SET enable_hashjoin = off` to see what
+/// the batches cost under other plans), `None` when unset.
+pub fn session_sql() -> Option<String> {
+    std::env::var("SYNCULAR_PRUNE_SESSION_SQL").ok().filter(|s| !s.trim().is_empty())
+}
+
 /// Opens the pruning session: its clock runs [`PRUNE_CLOCK_SHIFT_MS`] ahead
-/// (`syncular.now_ms`, superuser only) and statements are not bounded.
+/// (`syncular.now_ms`, superuser only), statements are not bounded, and
+/// [`session_sql`] runs.
 ///
 /// Errors: the Postgres error.
 pub fn prune_session(dsn: &str) -> Result<(Client, i32), String> {
@@ -43,6 +51,9 @@ pub fn prune_session(dsn: &str) -> Result<(Client, i32), String> {
     .map_err(|e| pg_text(&e))?;
     conn.batch_execute("SET statement_timeout = 0; SET application_name = 'syncular-prune'")
         .map_err(|e| pg_text(&e))?;
+    if let Some(sql) = session_sql() {
+        conn.batch_execute(&sql).map_err(|e| format!("SYNCULAR_PRUNE_SESSION_SQL: {}", pg_text(&e)))?;
+    }
     let pid: i32 = conn
         .query_one("SELECT pg_backend_pid()", &[])
         .map_err(|e| pg_text(&e))?
