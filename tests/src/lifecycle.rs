@@ -11,14 +11,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use postgres::Client;
 use serde_json::Value;
-use ssp2::model::{Frame, Message, MsgKind, SubStatus};
+use ssp2::model::{Frame, SubStatus};
 use syncular_client::{SegmentRequest, SyncClient, SyncReport, Transport, TransportError};
 
 use crate::clients::{task_values, HeldRow};
 use crate::connect;
 use crate::fixtures::{register_schema, server_tasks};
 use crate::transport::PgTransport;
-use crate::wire::{decode_response, SCHEMA_VERSION};
+use crate::wire::decode_response;
 
 /// A new operator connection with the sample schema registered.
 pub fn admin() -> Client {
@@ -207,19 +207,19 @@ pub fn sub_starts(responses: &[Vec<u8>]) -> Vec<(String, SubStatus, String)> {
         .collect()
 }
 
-/// A wire-version-1 request of `client_id`: a `REQ_HEADER` without `logEpoch`, then `frames`.
-pub fn v1_request(client_id: &str, frames: Vec<Frame>) -> Vec<u8> {
-    let mut all = vec![Frame::ReqHeader {
-        client_id: client_id.to_owned(),
-        schema_version: SCHEMA_VERSION,
-        log_epoch: None,
-    }];
-    all.extend(frames);
-    ssp2::encode_message(&Message {
-        wire_version: 1,
-        msg_kind: MsgKind::Request,
-        frames: all,
-    })
+/// Runs `call` (a `CALL` of a lifecycle procedure with `params`) inside an explicit
+/// transaction and asserts Postgres refuses it: a procedure that COMMITs between batches
+/// cannot run in a transaction block (2D000). The transaction is rolled back.
+pub fn assert_call_refused_in_transaction(conn: &mut Client, call: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) {
+    let mut tx = conn.transaction().unwrap();
+    let err = tx.query(call, params).expect_err("refused inside BEGIN");
+    let (sqlstate, message, _) = db_error(&err);
+    assert_eq!(
+        (sqlstate.as_str(), message.as_str()),
+        ("2D000", "invalid transaction termination"),
+        "{err}"
+    );
+    tx.rollback().unwrap();
 }
 
 /// Every table holding rows of a partition: `(qualified name, partition column)` — the

@@ -186,6 +186,15 @@ pub fn subscription(
 
 /// Encodes a wire-version-2 request: `REQ_HEADER` then `frames` then `END`.
 pub fn request(client_id: &str, log_epoch: Option<&str>, frames: Vec<Frame>) -> Vec<u8> {
+    encode_request(WIRE_VERSION, client_id, log_epoch, frames)
+}
+
+/// A wire-version-1 request of `client_id`: a `REQ_HEADER` without `logEpoch`, then `frames`.
+pub fn v1_request(client_id: &str, frames: Vec<Frame>) -> Vec<u8> {
+    encode_request(1, client_id, None, frames)
+}
+
+fn encode_request(wire_version: u16, client_id: &str, log_epoch: Option<&str>, frames: Vec<Frame>) -> Vec<u8> {
     let mut all = Vec::with_capacity(frames.len() + 1);
     all.push(Frame::ReqHeader {
         client_id: client_id.to_owned(),
@@ -194,7 +203,7 @@ pub fn request(client_id: &str, log_epoch: Option<&str>, frames: Vec<Frame>) -> 
     });
     all.extend(frames);
     ssp2::encode_message(&Message {
-        wire_version: WIRE_VERSION,
+        wire_version,
         msg_kind: MsgKind::Request,
         frames: all,
     })

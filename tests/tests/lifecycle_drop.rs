@@ -26,6 +26,7 @@ use syncular_integration_tests::fixtures::{
 };
 use syncular_integration_tests::gateway::{grant, setup, stored_cursor, wait_until, Gateway, Peer};
 use syncular_integration_tests::lifecycle::{
+    assert_call_refused_in_transaction,
     admin, db_error, max_commit_seq, registry, server_held,
 };
 use syncular_integration_tests::transport::PgTransport;
@@ -113,17 +114,7 @@ fn lifecycle_drop_partition_deletes_exactly_the_partition_and_clients_end_empty(
 
     // Inside a transaction block the procedure cannot COMMIT between batches: refused, nothing gone.
     {
-        let mut tx = op.transaction().unwrap();
-        let err = tx
-            .query("CALL syncular.drop_partition($1, 3)", &[&doomed])
-            .expect_err("refused inside BEGIN");
-        let (sqlstate, message, _) = db_error(&err);
-        assert_eq!(
-            (sqlstate.as_str(), message.as_str()),
-            ("2D000", "invalid transaction termination"),
-            "{err}"
-        );
-        tx.rollback().unwrap();
+        assert_call_refused_in_transaction(&mut op, "CALL syncular.drop_partition($1, 3)", &[&doomed]);
     }
     assert_eq!(
         fingerprint(&mut op, &doomed, Coverage::Everything).unwrap(),

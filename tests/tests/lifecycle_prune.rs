@@ -18,6 +18,7 @@ use syncular_integration_tests::clients::{
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_projects, partition_name};
 use syncular_integration_tests::lifecycle::{
+    assert_call_refused_in_transaction,
     admin, count, db_error, horizon_seq, ids, max_commit_seq, now_ms, server_held, sub_starts,
     DAY_MS,
 };
@@ -291,16 +292,6 @@ fn prune_scenario(via: Via) {
 
     if via == Via::Procedure {
         // Inside a transaction block the procedure cannot COMMIT between batches: refused.
-        let mut tx = op.transaction().unwrap();
-        let err = tx
-            .query("CALL syncular.prune($1, 100)", &[&partition])
-            .expect_err("refused inside BEGIN");
-        let (sqlstate, message, _) = db_error(&err);
-        assert_eq!(
-            (sqlstate.as_str(), message.as_str()),
-            ("2D000", "invalid transaction termination"),
-            "{err}"
-        );
-        tx.rollback().unwrap();
+        assert_call_refused_in_transaction(&mut op, "CALL syncular.prune($1, 100)", &[&partition]);
     }
 }

@@ -22,10 +22,11 @@ use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_projects, fingerprint, partition_name, Coverage};
 use syncular_integration_tests::lifecycle::{
     admin, count, db_error, ids, max_commit_seq, registry, rotate, server_held, sync_lossy,
-    v1_request, LossyTransport,
+    LossyTransport,
 };
 use syncular_integration_tests::transport::{call_sync, PgTransport};
 use syncular_integration_tests::wire::{
+    v1_request,
     commit, decode_response, delivered, pull_header, push_outcomes, resp_header_epoch,
     subscription, upsert, RawSession, Task,
 };

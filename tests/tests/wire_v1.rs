@@ -3,28 +3,14 @@
 //! decoded by the reference codec); version-2 clients of the same partition
 //! see the same log.
 
-use ssp2::model::{Frame, Message, MsgKind, PushStatus};
+use ssp2::model::{Frame, PushStatus};
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema};
 use syncular_integration_tests::transport::call_sync;
 use syncular_integration_tests::wire::{
     commit, decode_response, delivered, pull_header, push_outcomes, subscription, upsert,
-    RawSession, Task, SCHEMA_VERSION,
+    RawSession, Task, v1_request,
 };
-
-fn v1_request(client_id: &str, frames: Vec<Frame>) -> Vec<u8> {
-    let mut all = vec![Frame::ReqHeader {
-        client_id: client_id.to_owned(),
-        schema_version: SCHEMA_VERSION,
-        log_epoch: None,
-    }];
-    all.extend(frames);
-    ssp2::encode_message(&Message {
-        wire_version: 1,
-        msg_kind: MsgKind::Request,
-        frames: all,
-    })
-}
 
 #[test]
 fn a_version_1_client_is_answered_in_version_1_and_shares_the_log() {
