@@ -15,6 +15,7 @@
 //! | `syncular.prune_min_commits` | int | 1000 (min 1000) | §4.6: the newest commits always kept; SUSET |
 //! | `syncular.client_retention` | seconds | `30d` (min `14d`) | a client record not updated for this long is removed by pruning; SUSET |
 //! | `syncular.push_result_retention` | seconds | `180d` (min `30d`) | a stored push outcome (§2.3 replay) older than this is removed by pruning; SUSET |
+//! | `syncular.router_statements` | bool | `off` | write the log with statements Citus routes to one shard (one `INSERT … VALUES` per table, DESIGN "store/ statement rule"); `syncular.distribute()` turns it on for the database; SUSET |
 //!
 //! Registered in `_PG_init` ([`init`]), which then reserves the `syncular.`
 //! prefix (Postgres 15+ `MarkGUCPrefixReserved`): `SET syncular.partiton = …`
@@ -42,6 +43,7 @@ static PRUNE_AGE_LIMIT_S: GucSetting<i32> = GucSetting::<i32>::new(30 * DAY_S);
 static PRUNE_MIN_COMMITS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static CLIENT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(30 * DAY_S);
 static PUSH_RESULT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(180 * DAY_S);
+static ROUTER_STATEMENTS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// Registers every GUC; called once per backend from `_PG_init`.
 pub fn init() {
@@ -80,6 +82,14 @@ pub fn init() {
         &ACTIVITY_REFRESH_MS,
         0,
         i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"syncular.router_statements",
+        c"Write the log with statements a Citus router planner sends to one shard.",
+        c"One INSERT ... VALUES per log table instead of one statement for the whole log; syncular.distribute() turns it on for the database.",
+        &ROUTER_STATEMENTS,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -199,6 +209,12 @@ pub fn max_operations() -> usize {
 /// ms, at which a request rewrites a stored last-seen time.
 pub fn activity_refresh_ms() -> i64 {
     i64::from(ACTIVITY_REFRESH_MS.get().max(0))
+}
+
+/// `syncular.router_statements`: write the log with single-shard statements
+/// (Citus; [`crate::store::values_insert`]).
+pub fn router_statements() -> bool {
+    ROUTER_STATEMENTS.get()
 }
 
 /// `syncular.response_budget_bytes` (1024 ..= 256 MiB).

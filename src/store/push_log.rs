@@ -131,7 +131,14 @@ fn unzip3<A: Clone, B: Clone, C: Clone>(v: &[(A, B, C)]) -> (Vec<A>, Vec<B>, Vec
 /// SPI failures; a missing counter row (`touch` creates it) is a
 /// [`MISSING_COUNTER`] error, with nothing written; a stored outcome for the same key (only possible when the caller's
 /// snapshot predates a concurrent delivery: REPEATABLE READ) raises 23505.
+///
+/// With `syncular.router_statements` on, the same rows are written by
+/// [`crate::store::push_log_router`] instead (one single-shard statement per
+/// table, for Citus).
 pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
+    if crate::settings::router_statements() {
+        return crate::store::push_log_router::write_request_log(author, log);
+    }
     if log.applied.is_empty() {
         if !log.outcomes.is_empty() {
             let ids: Vec<String> = log.outcomes.iter().map(|o| o.0.clone()).collect();

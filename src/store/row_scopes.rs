@@ -31,6 +31,14 @@ pub fn delete_row_scopes(partition: &str, table: &str, row_id: &str) -> StoreRes
     .map_err(StoreError::spi("delete_row_scopes"))
 }
 
+/// The router form of [`insert_row_scopes`] (`syncular.router_statements`):
+/// `INSERT … VALUES`, which Citus sends to one shard.
+const ROW_SCOPES_VALUES: crate::store::values_insert::ValuesInsert = crate::store::values_insert::ValuesInsert {
+    head: "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id)",
+    row: "($1, $2, {}, {}, $3)",
+    tail: " ON CONFLICT DO NOTHING",
+};
+
 /// Inserts the scope entries `(variable, value)` of one row (duplicates
 /// ignored). A no-op for an empty list. Errors: SPI failures.
 pub fn insert_row_scopes(
@@ -41,6 +49,21 @@ pub fn insert_row_scopes(
 ) -> StoreResult<()> {
     if scopes.is_empty() {
         return Ok(());
+    }
+    if crate::settings::router_statements() {
+        let rows = scopes
+            .iter()
+            .map(|(var, value)| vec![DatumWithOid::from(var.as_str()), DatumWithOid::from(value.as_str())])
+            .collect();
+        return Spi::connect_mut(|client| {
+            ROW_SCOPES_VALUES.execute(
+                client,
+                &[DatumWithOid::from(partition), DatumWithOid::from(table), DatumWithOid::from(row_id)],
+                rows,
+            )
+        })
+        .map(|_| ())
+        .map_err(StoreError::spi("insert_row_scopes"));
     }
     let var: Vec<String> = scopes.iter().map(|s| s.0.clone()).collect();
     let value: Vec<String> = scopes.iter().map(|s| s.1.clone()).collect();
