@@ -31,7 +31,9 @@ DECLARE
     'rotate_log_epoch',
     'drop_partition_batch',
     'drop_partition',
-    'partition_stats'
+    'partition_stats',
+    'distribute',
+    'drop_extension_guard'
   ];
   fn record;
 BEGIN

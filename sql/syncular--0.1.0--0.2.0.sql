@@ -349,3 +349,22 @@ REVOKE ALL ON FUNCTION syncular.drop_partition_batch(text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.partition_stats(text) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE syncular.prune(text, integer, integer, bigint, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE syncular.drop_partition(text, integer, bigint) FROM PUBLIC;
+
+-- Scaling out with Citus (README "Scaling out with Citus"): distribute the sync tables. Admin only.
+CREATE FUNCTION syncular."distribute"() RETURNS TABLE (
+	"log_tables" INT,
+	"reference_tables" INT,
+	"app_tables" INT
+)
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'distribute_wrapper';
+REVOKE ALL ON FUNCTION syncular.distribute() FROM PUBLIC;
+
+-- DROP EXTENSION once the tables are Citus tables: drop them (and their shards) first.
+CREATE FUNCTION syncular.drop_extension_guard() RETURNS event_trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'syncular_drop_extension_guard_wrapper';
+CREATE EVENT TRIGGER syncular_drop_extension ON ddl_command_start
+  WHEN TAG IN ('DROP EXTENSION') EXECUTE FUNCTION syncular.drop_extension_guard();
+REVOKE ALL ON FUNCTION syncular.drop_extension_guard() FROM PUBLIC;

@@ -62,7 +62,9 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
         }
         HostCode::ResolverMalformed => PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION,
-        HostCode::PartitionRequired => PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        HostCode::PartitionRequired | HostCode::CitusMissing | HostCode::CitusWorker => {
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+        }
         HostCode::WriteRefused => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
         HostCode::InvalidRow => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
         HostCode::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,

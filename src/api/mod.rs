@@ -8,3 +8,5 @@ pub mod realtime;
 pub mod sync;
 pub mod capture;
 pub mod lifecycle;
+pub mod distribution;
+pub mod drop_guard;

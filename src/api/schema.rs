@@ -64,6 +64,7 @@ fn current_schema_version() -> Option<i32> {
 /// for a wrong shape or an owner that is not a superuser.
 #[pg_extern(name = "_set_scope_resolver_oid", volatile)]
 fn set_scope_resolver_oid(function: Option<pg_sys::Oid>) {
+    crate::engine::distribution::refuse_worker().or_raise();
     match function {
         None => crate::store::resolver_store::delete_scope_resolver().or_raise(),
         Some(function) => {

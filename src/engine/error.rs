@@ -47,6 +47,13 @@ pub enum HostCode {
     /// a non-nullable IR column, an integer beyond ±(2^53−1), a NULL primary
     /// key or scope column). SQLSTATE 22000 (`data_exception`).
     InvalidRow,
+    /// `syncular.distribute()` without the `citus` extension installed.
+    /// SQLSTATE 55000 (`object_not_in_prerequisite_state`).
+    CitusMissing,
+    /// An admin function (`register_schema`, `set_scope_resolver`,
+    /// `distribute`) called on a Citus worker: they run on the coordinator.
+    /// SQLSTATE 55000.
+    CitusWorker,
     /// An invariant of the extension's own storage broke (a bug or a
     /// hand-edited catalog). SQLSTATE XX000 (`internal_error`).
     Internal,
@@ -65,6 +72,8 @@ impl HostCode {
             HostCode::PartitionRequired => "syncular.partition_required",
             HostCode::WriteRefused => "syncular.write_refused",
             HostCode::InvalidRow => "syncular.invalid_row",
+            HostCode::CitusMissing => "syncular.citus_missing",
+            HostCode::CitusWorker => "syncular.citus_worker",
             HostCode::Internal => "syncular.internal",
         }
     }
@@ -85,7 +94,11 @@ impl HostCode {
                 (Category::InvalidRequest, false, RecommendedAction::FixRequest)
             }
             HostCode::NoSchema => (Category::Internal, true, RecommendedAction::RetryLater),
-            HostCode::InvalidResolver | HostCode::ResolverMalformed | HostCode::Internal => {
+            HostCode::InvalidResolver
+            | HostCode::ResolverMalformed
+            | HostCode::CitusMissing
+            | HostCode::CitusWorker
+            | HostCode::Internal => {
                 (Category::Internal, false, RecommendedAction::InspectServer)
             }
         }

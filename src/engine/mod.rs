@@ -26,3 +26,4 @@ pub mod server_commit;
 pub mod realtime;
 pub mod capture;
 pub mod lifecycle;
+pub mod distribution;

@@ -431,6 +431,7 @@ fn write_marker(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<(
 /// registrations are serialized on the marker table (the later one then
 /// sees the earlier one's result, e.g. `Unchanged`).
 pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<RegisterOutcome> {
+    crate::engine::distribution::refuse_worker()?;
     let schema = Schema::from_value(ir).map_err(|e| EngineError::invalid_schema(e.message))?;
     check_app_schema_name(app_schema)?;
     schema_store::lock_schema_marker()?;
@@ -457,7 +458,22 @@ pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<
         }
     };
     invalidate_cache();
+    distribute_new_tables()?;
     Ok(outcome)
+}
+
+/// Once the log is distributed (`syncular.distribute()`), the app tables a
+/// registration created join it (README "Scaling out with Citus").
+fn distribute_new_tables() -> EngineResult<()> {
+    if !crate::engine::distribution::is_distributed()? {
+        return Ok(());
+    }
+    if let Some(registered) = load_registered_schema()? {
+        for t in &registered.tables {
+            crate::engine::distribution::distribute_app_table(&registered.app_schema, &t.table.name, &t.qualified_name)?;
+        }
+    }
+    Ok(())
 }
 
 fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<RegisterOutcome> {
@@ -656,6 +672,10 @@ fn register_higher(
 /// UPDATE`) the trigger functions do not exist yet: a WARNING says so and the
 /// update installs the triggers.
 fn install_capture(app_schema: &str, schema: &Schema) -> EngineResult<()> {
+    if crate::engine::distribution::is_distributed()? {
+        // Distributed app tables carry no capture triggers (engine::distribution).
+        return Ok(());
+    }
     if !crate::store::capture::triggers::functions_installed()? {
         pgrx::warning!(
             "syncular: plain SQL writes to the app tables are not captured until ALTER EXTENSION syncular UPDATE installs the capture triggers"

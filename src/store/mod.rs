@@ -39,3 +39,4 @@ pub mod realtime;
 pub mod capture;
 pub mod lifecycle;
 pub mod values_insert;
+pub mod citus;

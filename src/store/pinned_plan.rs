@@ -43,7 +43,8 @@ use pgrx::spi::{Spi, SpiClient, SpiResult, SpiTupleTable};
 
 use crate::store::plan_cache;
 
-/// The planner settings a pinned statement is planned (and run) under.
+/// The planner settings a pinned statement is planned (and run) under; the
+/// first is skipped under `syncular.router_statements` ([`with_pinned_settings`]).
 const PINNED_SETTINGS: [(&CStr, &CStr); 4] = [
     (c"plan_cache_mode", c"force_generic_plan"),
     (c"enable_seqscan", c"off"),
@@ -61,7 +62,13 @@ fn with_pinned_settings<R>(f: impl FnOnce() -> R) -> R {
     // SAFETY: plain calls into the GUC machinery from the backend's main
     // thread; the nest level is closed below (or by the abort of an ERROR).
     let level = unsafe { pg_sys::NewGUCNestLevel() };
-    for (name, value) in PINNED_SETTINGS {
+    // Citus cannot plan a routed query with unbound parameters: it answers
+    // a generic plan with a costly placeholder so that a custom plan is
+    // chosen, and fails when a generic plan is forced. Under
+    // `syncular.router_statements` the shard's own planner plans the
+    // statement Citus sends it (with the values bound) anyway.
+    let skip = usize::from(crate::settings::router_statements());
+    for (name, value) in PINNED_SETTINGS.iter().skip(skip) {
         // SAFETY: NUL-terminated static names and values of USERSET settings;
         // an invalid setting would raise an ERROR (elevel 0 = ERROR here).
         unsafe {

@@ -38,3 +38,4 @@ mod realtime_ack;
 mod realtime_gateway_calls;
 mod capture;
 mod lifecycle;
+mod citus;

@@ -23,6 +23,8 @@ mod tests {
         "drop_partition_batch",
         "drop_partition",
         "partition_stats",
+        "distribute",
+        "drop_extension_guard",
     ];
 
     #[pg_test]

@@ -52,20 +52,7 @@ pub fn functions_installed() -> StoreResult<bool> {
 pub fn install(app_schema: &str, table: &str) -> StoreResult<()> {
     let t = qualified_name(app_schema, table);
     let arg = quote_literal(table);
-    let existing: Vec<String> = Spi::connect(|client| {
-        client
-            .select(
-                "SELECT tgname::text FROM pg_catalog.pg_trigger WHERE tgrelid = pg_catalog.to_regclass($1) AND tgname::text = ANY($2)",
-                None,
-                &[t.as_str().into(), TRIGGER_NAMES.iter().map(|n| (*n).to_owned()).collect::<Vec<String>>().into()],
-            )?
-            .map(|row| row.get::<String>(1).map(Option::unwrap_or_default))
-            .collect::<Result<Vec<String>, _>>()
-    })
-    .map_err(StoreError::spi("list_capture_triggers"))?;
-    // Only the existing ones: DROP TRIGGER IF EXISTS would NOTICE for each missing one.
-    let mut sql: Vec<String> =
-        existing.iter().map(|name| format!("DROP TRIGGER {} ON {t}", quote_identifier(name))).collect();
+    let mut sql = drop_statements(&t)?;
     let create = format!(
         "CREATE TRIGGER syncular_capture_start BEFORE INSERT OR UPDATE OR DELETE ON {t} \
            FOR EACH STATEMENT EXECUTE FUNCTION syncular.capture_statement_start({arg});\n\
@@ -91,6 +78,38 @@ pub fn install(app_schema: &str, table: &str) -> StoreResult<()> {
         Ok(())
     })
     .map_err(StoreError::spi("install_capture_triggers"))
+}
+
+/// Drops the capture triggers of app table `table` of `app_schema` (those
+/// that exist): a table distributed by Citus carries none (README "Scaling
+/// out with Citus"). Errors: SPI failures.
+pub fn remove(app_schema: &str, table: &str) -> StoreResult<()> {
+    let statements = drop_statements(&qualified_name(app_schema, table))?;
+    Spi::connect_mut(|client| {
+        for statement in &statements {
+            client.update(statement, None, &[])?;
+        }
+        Ok(())
+    })
+    .map_err(StoreError::spi("remove_capture_triggers"))
+}
+
+/// `DROP TRIGGER` for each capture trigger that exists on `t` (a quoted,
+/// qualified name): only the existing ones, since `DROP TRIGGER IF EXISTS`
+/// would NOTICE for each missing one.
+fn drop_statements(t: &str) -> StoreResult<Vec<String>> {
+    let existing: Vec<String> = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT tgname::text FROM pg_catalog.pg_trigger WHERE tgrelid = pg_catalog.to_regclass($1) AND tgname::text = ANY($2)",
+                None,
+                &[t.into(), TRIGGER_NAMES.iter().map(|n| (*n).to_owned()).collect::<Vec<String>>().into()],
+            )?
+            .map(|row| row.get::<String>(1).map(Option::unwrap_or_default))
+            .collect::<Result<Vec<String>, _>>()
+    })
+    .map_err(StoreError::spi("list_capture_triggers"))?;
+    Ok(existing.iter().map(|name| format!("DROP TRIGGER {} ON {t}", quote_identifier(name))).collect())
 }
 
 /// The OID of app table `table` of `app_schema`, when it exists.

@@ -1,0 +1,144 @@
+//! Scaling out with Citus (README "Scaling out with Citus"): which tables
+//! are distributed how, and the guards that keep admin functions on the
+//! coordinator.
+//!
+//! Every log table is keyed by `partition` and distributed on it, all
+//! colocated with `sync_partitions`, so one partition's counter, log,
+//! scopes, clients and outcomes live on one node and every statement of a
+//! sync round is routed to that node's shard (the statement rule in
+//! [`crate::store::values_insert`] and DESIGN §4). App tables are
+//! distributed on `_sync_partition` in the same colocation group. The
+//! partition-less tables (schema marker, table placements, resolver,
+//! NOTIFY key) become reference tables: a copy on every node, which the
+//! router joins locally.
+//!
+//! A distributed app table carries no capture triggers: Citus runs a
+//! table's triggers on its shards, on the workers, where neither the
+//! caller's `syncular.partition` nor the engine's own-write guard exists.
+//! Writes reach clients only through `syncular.sync` and `syncular.commit`.
+
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::schema;
+use crate::store::app_table_ddl::PARTITION_COLUMN;
+use crate::store::{capture, citus};
+
+/// The log tables distributed on `partition`, the colocation anchor first.
+pub const DISTRIBUTED_TABLES: [&str; 11] = [
+    "syncular.sync_partitions",
+    "syncular.sync_partition_registry",
+    "syncular.sync_row_scopes",
+    "syncular.sync_commits",
+    "syncular.sync_changes",
+    "syncular.sync_change_scopes",
+    "syncular.sync_push_results",
+    "syncular.sync_reactions",
+    "syncular.sync_clients",
+    "syncular.sync_blob_refs",
+    "syncular.sync_tombstones",
+];
+
+/// The partition-less tables, made reference tables.
+pub const REFERENCE_TABLES: [&str; 4] = [
+    "syncular.sync_schema_versions",
+    "syncular.sync_schema_tables",
+    "syncular.sync_scope_resolver",
+    "syncular.sync_notification_key",
+];
+
+/// The colocation group every distributed table joins.
+const ANCHOR: &str = "syncular.sync_partitions";
+
+/// What [`distribute`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Distributed {
+    /// Log tables newly distributed (0 when run again).
+    pub log_tables: i32,
+    /// Reference tables newly created.
+    pub reference_tables: i32,
+    /// App tables newly distributed.
+    pub app_tables: i32,
+}
+
+/// `syncular.citus_missing` unless Citus is installed here;
+/// `syncular.citus_worker` on a Citus worker.
+pub fn require_coordinator() -> EngineResult<()> {
+    if !citus::loaded()? {
+        return Err(EngineError::host(
+            HostCode::CitusMissing,
+            "the citus extension is not installed in this database (CREATE EXTENSION citus first)",
+        ));
+    }
+    refuse_worker()
+}
+
+/// `syncular.citus_worker` when this node is a Citus worker: the schema,
+/// its tables and their distribution are managed from the coordinator only.
+pub fn refuse_worker() -> EngineResult<()> {
+    if citus::loaded()? && citus::is_worker()? {
+        return Err(EngineError::host(
+            HostCode::CitusWorker,
+            "this node is a Citus worker: run syncular's admin functions on the coordinator",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the log tables are distributed (then `register_schema`
+/// distributes the app tables it creates).
+pub fn is_distributed() -> EngineResult<bool> {
+    Ok(citus::loaded()? && citus::is_citus_table(ANCHOR)?)
+}
+
+/// Distributes every table (idempotent) and turns
+/// `syncular.router_statements` on for the database.
+pub fn distribute() -> EngineResult<Distributed> {
+    require_coordinator()?;
+    let mut done = Distributed::default();
+    for (i, table) in DISTRIBUTED_TABLES.iter().enumerate() {
+        if !citus::is_citus_table(table)? {
+            citus::distribute_table(table, "partition", if i == 0 { "none" } else { ANCHOR })?;
+            done.log_tables += 1;
+        }
+    }
+    for table in REFERENCE_TABLES {
+        if !citus::is_citus_table(table)? {
+            citus::reference_table(table)?;
+            done.reference_tables += 1;
+        }
+    }
+    if let Some(registered) = schema::load_registered_schema()? {
+        for t in &registered.tables {
+            if distribute_app_table(&registered.app_schema, &t.table.name, &t.qualified_name)? {
+                done.app_tables += 1;
+            }
+        }
+    }
+    citus::enable_router_statements()?;
+    Ok(done)
+}
+
+/// Distributes one app table on `_sync_partition`, colocated with the log,
+/// after removing its capture triggers. `false` when it already was.
+pub fn distribute_app_table(app_schema: &str, table: &str, qualified: &str) -> EngineResult<bool> {
+    if citus::is_citus_table(qualified)? {
+        return Ok(false);
+    }
+    capture::triggers::remove(app_schema, table)?;
+    citus::distribute_table(qualified, PARTITION_COLUMN, ANCHOR)?;
+    Ok(true)
+}
+
+/// Before `DROP EXTENSION syncular` ([`crate::api::drop_guard`]): drops
+/// every Citus table of schema `syncular` (Citus removes their shards on
+/// every node), which the command drops anyway; nothing without Citus.
+pub fn release_for_drop() -> EngineResult<()> {
+    if !citus::loaded()? {
+        return Ok(());
+    }
+    for table in DISTRIBUTED_TABLES.iter().chain(REFERENCE_TABLES.iter()) {
+        if citus::is_citus_table(table)? {
+            citus::drop_member_table(table)?;
+        }
+    }
+    Ok(())
+}

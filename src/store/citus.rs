@@ -1,0 +1,95 @@
+//! Citus's catalog and distribution functions (README "Scaling out with
+//! Citus"). Every statement here that names a Citus object runs only after
+//! [`loaded`] said the `citus` extension exists: without it the names do
+//! not resolve. Citus's functions live in `pg_catalog`.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::{StoreError, StoreResult};
+
+/// Whether the `citus` extension is installed in this database.
+/// Errors: SPI failures.
+pub fn loaded() -> StoreResult<bool> {
+    Spi::get_one::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')")
+        .map(|b| b.unwrap_or(false))
+        .map_err(StoreError::spi("citus_loaded"))
+}
+
+/// Whether this node is a Citus worker: its local group id is not 0 (the
+/// coordinator's, and a single node's). Call only when [`loaded`].
+/// Errors: SPI failures.
+pub fn is_worker() -> StoreResult<bool> {
+    Spi::get_one::<bool>("SELECT COALESCE((SELECT groupid <> 0 FROM pg_catalog.pg_dist_local_group), false)")
+        .map(|b| b.unwrap_or(false))
+        .map_err(StoreError::spi("citus_is_worker"))
+}
+
+/// Whether `relation` (a qualified, quoted name) is a Citus table
+/// (distributed or reference). Call only when [`loaded`]. Errors: SPI failures.
+pub fn is_citus_table(relation: &str) -> StoreResult<bool> {
+    Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition \
+                        WHERE logicalrelid = pg_catalog.to_regclass($1))",
+        &[DatumWithOid::from(relation)],
+    )
+    .map(|b| b.unwrap_or(false))
+    .map_err(StoreError::spi("citus_is_citus_table"))
+}
+
+/// `create_distributed_table(relation, column, colocate_with => colocate)`.
+/// Existing rows are copied to the shards. Errors: Citus's ERRORs unwind.
+pub fn distribute_table(relation: &str, column: &str, colocate: &str) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client.update(
+            "SELECT pg_catalog.create_distributed_table(pg_catalog.to_regclass($1), $2, colocate_with => $3)",
+            None,
+            &[DatumWithOid::from(relation), DatumWithOid::from(column), DatumWithOid::from(colocate)],
+        )?;
+        Ok(())
+    })
+    .map_err(StoreError::spi("create_distributed_table"))
+}
+
+/// `create_reference_table(relation)`: a copy on every node.
+/// Errors: Citus's ERRORs unwind.
+pub fn reference_table(relation: &str) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client.update(
+            "SELECT pg_catalog.create_reference_table(pg_catalog.to_regclass($1))",
+            None,
+            &[DatumWithOid::from(relation)],
+        )?;
+        Ok(())
+    })
+    .map_err(StoreError::spi("create_reference_table"))
+}
+
+/// Detaches `relation` (a qualified name of one of the extension's tables)
+/// from the extension and drops it; Citus drops its shards on every node.
+/// Errors: SPI failures; Citus's ERRORs unwind.
+pub fn drop_member_table(relation: &str) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client.update(&format!("ALTER EXTENSION syncular DROP TABLE {relation}"), None, &[])?;
+        client.update(&format!("DROP TABLE {relation}"), None, &[])?;
+        Ok(())
+    })
+    .map_err(StoreError::spi("drop_member_table"))
+}
+
+/// `ALTER DATABASE <current> SET syncular.router_statements = on` (Citus
+/// propagates it to every node), and the same for this session.
+/// Errors: SPI failures.
+pub fn enable_router_statements() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        let db = client
+            .select("SELECT pg_catalog.quote_ident(pg_catalog.current_database())", None, &[])?
+            .first()
+            .get_one::<String>()?
+            .unwrap_or_default();
+        client.update(&format!("ALTER DATABASE {db} SET syncular.router_statements = on"), None, &[])?;
+        client.update("SELECT pg_catalog.set_config('syncular.router_statements', 'on', false)", None, &[])?;
+        Ok(())
+    })
+    .map_err(StoreError::spi("enable_router_statements"))
+}
