@@ -83,6 +83,42 @@ pub fn refuse_worker() -> EngineResult<()> {
     Ok(())
 }
 
+/// The functions that take the pruning fence shared (log readers).
+const FENCE_READERS: [&str; 3] = [
+    "syncular.sync(text,text,bytea,jsonb,text)",
+    "syncular.pull(text,text,bytea,jsonb,text)",
+    "syncular.realtime_deltas(text,jsonb,integer,bigint)",
+];
+
+/// The pruning fence is an advisory lock: it excludes only on one node. Log
+/// readers take it where they run — on the coordinator, or on the
+/// partition's worker when Citus delegates them — so a pruning batch must
+/// run on the same side: `syncular.citus_worker` when the readers are
+/// delegated and this batch runs on the coordinator (delegate
+/// `prune_batch` too), when this batch runs on a worker and they are not,
+/// or when only some of them are delegated. Nothing without Citus.
+pub fn check_fence_placement() -> EngineResult<()> {
+    if !citus::loaded()? {
+        return Ok(());
+    }
+    let mut delegated = Vec::with_capacity(FENCE_READERS.len());
+    for f in FENCE_READERS {
+        delegated.push(citus::is_delegated(f)?);
+    }
+    let on_worker = citus::is_worker()?;
+    if delegated.iter().all(|d| *d == on_worker) {
+        return Ok(());
+    }
+    Err(EngineError::host(
+        HostCode::CitusWorker,
+        if on_worker {
+            "this pruning batch runs on a Citus worker but syncular.sync, syncular.pull and syncular.realtime_deltas are not all delegated to workers: the pruning fence would not exclude them (README \"Scaling out with Citus\")"
+        } else {
+            "syncular.sync, syncular.pull or syncular.realtime_deltas is delegated to the workers: delegate all three and syncular.prune_batch (distribution argument $1), so the pruning fence is taken on the partition's worker (README \"Scaling out with Citus\")"
+        },
+    ))
+}
+
 /// Whether the log tables are distributed (then `register_schema`
 /// distributes the app tables it creates).
 pub fn is_distributed() -> EngineResult<bool> {

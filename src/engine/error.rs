@@ -51,7 +51,11 @@ pub enum HostCode {
     /// SQLSTATE 55000 (`object_not_in_prerequisite_state`).
     CitusMissing,
     /// An admin function (`register_schema`, `set_scope_resolver`,
-    /// `distribute`) called on a Citus worker: they run on the coordinator.
+    /// `distribute`, `install_capture_triggers`) called on a Citus worker:
+    /// they run on the coordinator; or a pruning batch whose pruning fence
+    /// would not be on the node where the log readers take it (some of the
+    /// sync functions delegated to workers, and not the batch, or the other
+    /// way round).
     /// SQLSTATE 55000.
     CitusWorker,
     /// An invariant of the extension's own storage broke (a bug or a

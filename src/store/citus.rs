@@ -37,6 +37,21 @@ pub fn is_citus_table(relation: &str) -> StoreResult<bool> {
     .map_err(StoreError::spi("citus_is_citus_table"))
 }
 
+/// Whether Citus delegates calls of `function` (a `regprocedure` text) to
+/// the worker owning its distribution argument (`create_distributed_function`
+/// with a distribution argument). Call only when [`loaded`]. Errors: SPI failures.
+pub fn is_delegated(function: &str) -> StoreResult<bool> {
+    Spi::get_one_with_args::<bool>(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object \
+                        WHERE classid = 'pg_catalog.pg_proc'::pg_catalog.regclass \
+                          AND objid = pg_catalog.to_regprocedure($1) \
+                          AND distribution_argument_index IS NOT NULL)",
+        &[DatumWithOid::from(function)],
+    )
+    .map(|b| b.unwrap_or(false))
+    .map_err(StoreError::spi("citus_is_delegated"))
+}
+
 /// `create_distributed_table(relation, column, colocate_with => colocate)`.
 /// Existing rows are copied to the shards. Errors: Citus's ERRORs unwind.
 pub fn distribute_table(relation: &str, column: &str, colocate: &str) -> StoreResult<()> {

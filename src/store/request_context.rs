@@ -36,36 +36,67 @@ pub struct RequestContextRow {
     pub notification_key: Option<Vec<u8>>,
 }
 
-const CONTEXT_SQL: &str = "\
-SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_required, r.last_authenticated_at_ms, \
-       c.actor_id, c.wire_version, c.updated_at_ms, \
-       (SELECT k.key FROM syncular.sync_notification_key k WHERE k.id = 1) \
-FROM (SELECT 1) AS one \
-LEFT JOIN (SELECT s.version, s.xmin FROM syncular.sync_schema_versions s \
-           ORDER BY s.version DESC LIMIT 1) v ON true \
-LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
-LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2 \
-LEFT JOIN LATERAL (SELECT pg_catalog.pg_advisory_xact_lock_shared($4, $5) WHERE $3) f ON true";
+/// The reads of [`CONTEXT_SQL`] without the fence.
+macro_rules! context_reads {
+    () => {
+        "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_required, r.last_authenticated_at_ms, \
+                c.actor_id, c.wire_version, c.updated_at_ms, \
+                (SELECT k.key FROM syncular.sync_notification_key k WHERE k.id = 1) \
+         FROM (SELECT 1) AS one \
+         LEFT JOIN (SELECT s.version, s.xmin FROM syncular.sync_schema_versions s \
+                    ORDER BY s.version DESC LIMIT 1) v ON true \
+         LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
+         LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2"
+    };
+}
+
+const CONTEXT_SQL: &str = concat!(
+    context_reads!(),
+    " LEFT JOIN LATERAL (SELECT pg_catalog.pg_advisory_xact_lock_shared($4, $5) WHERE $3) f ON true"
+);
+
+/// [`CONTEXT_SQL`] without the fence (`syncular.router_statements`): the
+/// same reads, which Citus routes to the partition's worker.
+const CONTEXT_ROUTER_SQL: &str = context_reads!();
 
 /// Reads the request context of `client_id` in `partition` (`None`: no
 /// client record is looked up). With `fence`, the statement also takes the
 /// partition's pruning fence in shared mode
 /// ([`crate::store::lifecycle::fence`]): a request with a pull half reads
 /// the log bounds in a later statement. Errors: SPI failures.
+///
+/// Under `syncular.router_statements` (Citus) the fence is taken by its own
+/// statement first ([`crate::store::lifecycle::fence::share`]), which runs
+/// where the function runs — as the pruning batch's exclusive fence does —
+/// whereas inside this statement it would run on the worker Citus routes
+/// the statement to.
 pub fn read(partition: &str, client_id: Option<&str>, fence: bool) -> StoreResult<RequestContextRow> {
+    let router = crate::settings::router_statements();
+    if fence && router {
+        crate::store::lifecycle::fence::share(partition)?;
+    }
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
-        let table = pinned_plan::execute(
-            client,
-            CONTEXT_SQL,
-            Some(1),
-            &[
-                DatumWithOid::from(partition),
-                DatumWithOid::from(client_id),
-                DatumWithOid::from(fence),
-                DatumWithOid::from(crate::store::lifecycle::fence::FENCE_CLASS),
-                DatumWithOid::from(crate::store::lifecycle::fence::fence_key(partition)),
-            ],
-        )?;
+        let table = if router {
+            pinned_plan::execute(
+                client,
+                CONTEXT_ROUTER_SQL,
+                Some(1),
+                &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
+            )?
+        } else {
+            pinned_plan::execute(
+                client,
+                CONTEXT_SQL,
+                Some(1),
+                &[
+                    DatumWithOid::from(partition),
+                    DatumWithOid::from(client_id),
+                    DatumWithOid::from(fence),
+                    DatumWithOid::from(crate::store::lifecycle::fence::FENCE_CLASS),
+                    DatumWithOid::from(crate::store::lifecycle::fence::fence_key(partition)),
+                ],
+            )?
+        };
         let row = table.first();
         let schema_key = row.get::<i64>(1)?.zip(row.get::<String>(2)?);
         let registry = match (row.get::<String>(3)?, row.get::<bool>(4)?, row.get::<i64>(5)?) {

@@ -183,6 +183,13 @@ pub fn truncate_refused(tbl: &str) -> EngineError {
 /// (Re)installs the capture triggers on every app table of the registered
 /// schema; returns how many tables. Errors: `syncular.no_schema`, store failures.
 pub fn install_all() -> EngineResult<i32> {
+    crate::engine::distribution::refuse_worker()?;
+    if crate::engine::distribution::is_distributed()? {
+        return Err(EngineError::host(
+            HostCode::WriteRefused,
+            "the app tables are distributed by Citus, which runs triggers on the shards: plain SQL writes cannot be captured there; write through syncular.sync or syncular.commit (README \"Scaling out with Citus\")",
+        ));
+    }
     let schema = require_registered_schema()?;
     for t in &schema.tables {
         triggers::install(&schema.app_schema, t.name())?;

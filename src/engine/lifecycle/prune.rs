@@ -52,6 +52,7 @@ pub fn batch(partition: &str, max_rows: i32) -> EngineResult<PruneBatch> {
     let retention = retention();
     let mut out = PruneBatch::default();
     if store::log_below_horizon(partition)? {
+        crate::engine::distribution::check_fence_placement()?;
         if !fence::exclusive(partition, FENCE_WAIT_MS)? {
             out.fence_busy = true;
             return Ok(out);
