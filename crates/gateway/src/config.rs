@@ -61,6 +61,18 @@ pub struct Config {
     #[arg(long, env = "SYNCULAR_GATEWAY_DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
 
+    /// A node to LISTEN on for the commit, scopes and presence notifications (repeatable; env
+    /// twin: comma-separated). For Citus function delegation: each sync call runs on the worker
+    /// owning its partition, so its NOTIFY fires there — list every node where the sync
+    /// functions run (the coordinator too if it should be heard: the presence relay notifies
+    /// through `--database-url`). One LISTEN connection per URL, each reconnected on its own;
+    /// `/healthz` answers 503 while any is down. Unset: LISTEN on `--database-url`. Every node
+    /// must answer the same `syncular.notification_key()` (on Citus its table is a reference
+    /// table). Never logged: connections are named by their index (0 = the first given).
+    #[arg(long = "notify-database-url", env = "SYNCULAR_GATEWAY_NOTIFY_DATABASE_URLS", hide_env_values = true,
+          value_name = "URL")]
+    pub notify_database_urls: Vec<String>,
+
     /// Address to listen on (`ip:port`; port 0 picks a free port). The bound address is printed
     /// on stdout as one line `listening on http://ADDR`.
     #[arg(long, env = "SYNCULAR_GATEWAY_LISTEN", default_value = "127.0.0.1:8080")]
@@ -120,7 +132,7 @@ pub struct Config {
     pub jwt_scopes_claim: Option<String>,
 
     /// Size of the Postgres connection pool for sync rounds, deltas, acks (plus one LISTEN
-    /// connection).
+    /// connection per node, see `--notify-database-url`).
     #[arg(long, env = "SYNCULAR_GATEWAY_POOL_SIZE", default_value_t = 16)]
     pub pool_size: usize,
 
@@ -273,7 +285,12 @@ impl Config {
     {
         let mut cmd = Self::command();
         let matches = cmd.try_get_matches_from_mut(args)?;
-        let config = Self::from_arg_matches(&matches)?;
+        let mut config = Self::from_arg_matches(&matches)?;
+        if matches.value_source("notify_database_urls") == Some(ValueSource::EnvVariable) {
+            // Only the environment variable is a list; a command-line value is kept whole (a
+            // connection string may contain a comma).
+            config.notify_database_urls = config.notify_database_urls.iter().flat_map(|v| split_list(v)).collect();
+        }
         if config.auth == AuthMode::Dev {
             let given: Vec<String> = cmd
                 .get_arguments()
@@ -298,6 +315,16 @@ impl Config {
         Ok(config)
     }
 
+    /// The connection strings of the LISTEN connections, in node-index order:
+    /// `--notify-database-url` when given, else `--database-url` alone.
+    pub fn listen_urls(&self) -> Vec<&str> {
+        if self.notify_database_urls.is_empty() {
+            vec![self.database_url.as_str()]
+        } else {
+            self.notify_database_urls.iter().map(String::as_str).collect()
+        }
+    }
+
     /// The mount normalized: `""` for `/`, else `/a/b` (leading slash, no trailing slash).
     pub fn mount_prefix(&self) -> String {
         let trimmed = self.mount.trim_matches('/');
@@ -307,6 +334,11 @@ impl Config {
             format!("/{trimmed}")
         }
     }
+}
+
+/// A comma-separated list: entries trimmed, empty ones dropped.
+fn split_list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned).collect()
 }
 
 #[cfg(test)]
@@ -350,5 +382,37 @@ mod tests {
         assert_eq!(c.mount_prefix(), "/api/sync");
         c.mount = "v1".into();
         assert_eq!(c.mount_prefix(), "/v1");
+    }
+
+    #[test]
+    fn notify_urls_default_to_the_database_url() {
+        let c = Config::try_parse_checked_from(["g", "--database-url", "db"]).unwrap();
+        // (the env twin may be set by `notify_urls_from_the_environment_are_comma_separated`)
+        if c.notify_database_urls.is_empty() {
+            assert_eq!(c.listen_urls(), ["db"]);
+        }
+        let c = Config::try_parse_checked_from([
+            "g",
+            "--database-url",
+            "db",
+            "--notify-database-url",
+            "host=w1 options='-c a=1,b=2'",
+            "--notify-database-url",
+            "host=w2",
+        ])
+        .unwrap();
+        assert_eq!(c.listen_urls(), ["host=w1 options='-c a=1,b=2'", "host=w2"], "a command-line value is never split");
+    }
+
+    #[test]
+    fn notify_urls_from_the_environment_are_comma_separated() {
+        const VAR: &str = "SYNCULAR_GATEWAY_NOTIFY_DATABASE_URLS";
+        std::env::set_var(VAR, "postgres://a/db, postgres://b/db,,");
+        let from_env = Config::try_parse_checked_from(["g", "--database-url", "db"]);
+        let overridden = Config::try_parse_checked_from(["g", "--database-url", "db", "--notify-database-url", "host=c"]);
+        std::env::remove_var(VAR);
+        assert_eq!(from_env.unwrap().listen_urls(), ["postgres://a/db", "postgres://b/db"]);
+        assert_eq!(overridden.unwrap().listen_urls(), ["host=c"], "the command line wins");
+        assert_eq!(split_list(" , "), Vec::<String>::new());
     }
 }

@@ -62,8 +62,14 @@ pub async fn run(config: Config) -> Result<(), String> {
         eprintln!("syncular-gateway: {BANNER}");
         tracing::warn!("{BANNER}");
     }
-    let pool = db::build_pool(db::pg_config(&config.database_url, &format!("syncular-gateway-{gateway_id}"))?, config.pool_size)?;
-    let listen_config = db::pg_config(&config.database_url, &format!("syncular-gateway-listen-{gateway_id}"))?;
+    let pool = db::build_pool(db::pg_config(&config.database_url, "--database-url", &format!("syncular-gateway-{gateway_id}"))?, config.pool_size)?;
+    let listen_name = format!("syncular-gateway-listen-{gateway_id}");
+    let listen_configs = if config.notify_database_urls.is_empty() {
+        vec![db::pg_config(&config.database_url, "--database-url", &listen_name)?]
+    } else {
+        let what = |i: usize| format!("--notify-database-url (node {i})");
+        config.listen_urls().iter().enumerate().map(|(i, url)| db::pg_config(url, &what(i), &listen_name)).collect::<Result<_, _>>()?
+    };
     let metrics = Arc::new(Metrics::new());
     let shutdown = CancellationToken::new();
     let settings = HubSettings {
@@ -82,10 +88,13 @@ pub async fn run(config: Config) -> Result<(), String> {
             config.round_buffer_bytes,
             usize::try_from(config.max_sessions_per_actor).unwrap_or(usize::MAX),
         ),
+        listen_nodes: listen_configs.len(),
     };
     let hub = Hub::new(pool.clone(), metrics.clone(), settings, gateway_id.clone(), shutdown.clone());
     let background = CancellationToken::new();
-    tokio::spawn(realtime::listen::run(hub.clone(), listen_config, background.clone()));
+    for (node, listen_config) in listen_configs.into_iter().enumerate() {
+        tokio::spawn(realtime::listen::run(hub.clone(), node, listen_config, background.clone()));
+    }
     {
         let (hub, stop) = (hub.clone(), background.clone());
         let interval = Duration::from_millis(config.ack_flush_ms);
@@ -94,7 +103,9 @@ pub async fn run(config: Config) -> Result<(), String> {
     realtime::relay::Relay::start(&hub, Duration::from_secs(config.presence_heartbeat_secs), background.clone());
 
     // No socket before the first LISTEN: a session joined earlier could miss a host refresh
-    // (and the notification key that verifies payloads comes with that connection).
+    // (and the notification key that verifies payloads comes with that connection). With
+    // several nodes, one is enough: each later connect resynchronizes every session, and
+    // `/healthz` answers 503 until all are up.
     wait_for_listen(&hub).await;
 
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -158,12 +169,12 @@ fn warn_if_fd_limit_is_low(max_connections: u64, pool_size: usize) {
     }
 }
 
-/// Waits until the LISTEN connection is up for the first time (it retries with backoff and logs
-/// why it cannot connect); says so every 5 s meanwhile.
+/// Waits until a LISTEN connection is up for the first time (each retries with backoff and
+/// logs why it cannot connect); says so every 5 s meanwhile.
 async fn wait_for_listen(hub: &Hub) {
     let started = std::time::Instant::now();
     let mut said = Duration::ZERO;
-    while !hub.is_listening() {
+    while !hub.is_listening_somewhere() {
         tokio::time::sleep(Duration::from_millis(10)).await;
         if started.elapsed() >= said + Duration::from_secs(5) {
             said = started.elapsed();

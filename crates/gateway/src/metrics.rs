@@ -2,7 +2,8 @@
 //!
 //! Sessions open, deltas sent, wake-ups by reason, sync rounds by binding and outcome with a
 //! latency histogram (seconds), `realtime_deltas` calls, HTTP requests by route and status,
-//! errors by §10.1 code, LISTEN reconnects, acks persisted, presence events by kind.
+//! errors by §10.1 code, LISTEN connections up (by node index) and reconnects, acks persisted,
+//! presence events by kind.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -60,6 +61,13 @@ pub struct ChannelLabel {
     pub channel: String,
 }
 
+/// Label `node`: a LISTEN connection's index (never its URL).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabel {
+    /// 0-based position in `--notify-database-url` (0 = `--database-url` when none is given).
+    pub node: String,
+}
+
 /// Label `kind` (presence events: join, update, leave, rejected, relayed).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
@@ -92,8 +100,10 @@ pub struct Metrics {
     pub http_requests: Family<HttpLabels, Counter>,
     /// Errors answered (HTTP JSON or socket round ERROR), by code.
     pub errors: Family<CodeLabel, Counter>,
-    /// Re-established LISTEN connections.
+    /// Re-established LISTEN connections (all nodes).
     pub listen_reconnects: Counter,
+    /// 1 while the LISTEN connection of a node is up, else 0, by node index.
+    pub listen_connections_up: Family<NodeLabel, Gauge>,
     /// Acks received from clients (in memory, before batching).
     pub acks_received: Counter,
     /// Client records updated by `syncular.realtime_ack`.
@@ -128,6 +138,7 @@ impl Metrics {
             http_requests: Family::default(),
             errors: Family::default(),
             listen_reconnects: Counter::default(),
+            listen_connections_up: Family::default(),
             acks_received: Counter::default(),
             acks_persisted: Counter::default(),
             presence_events: Family::default(),
@@ -145,6 +156,11 @@ impl Metrics {
         registry.register("http_requests", "HTTP responses, by route and status", m.http_requests.clone());
         registry.register("errors", "Errors answered, by code", m.errors.clone());
         registry.register("listen_reconnects", "Re-established LISTEN connections", m.listen_reconnects.clone());
+        registry.register(
+            "listen_connections_up",
+            "1 while the LISTEN connection of a node is up, by node index",
+            m.listen_connections_up.clone(),
+        );
         registry.register("acks_received", "Acks received from clients", m.acks_received.clone());
         registry.register("acks_persisted", "Client records updated by realtime_ack", m.acks_persisted.clone());
         registry.register("presence_events", "Presence events, by kind", m.presence_events.clone());
@@ -175,6 +191,11 @@ impl Metrics {
     /// Counts one notification dropped as unverifiable.
     pub fn notification_rejected(&self, channel: &str) {
         self.notifications_rejected.get_or_create(&ChannelLabel { channel: channel.to_owned() }).inc();
+    }
+
+    /// Records whether the LISTEN connection of `node` is up.
+    pub fn listen_up(&self, node: usize, up: bool) {
+        self.listen_connections_up.get_or_create(&NodeLabel { node: node.to_string() }).set(i64::from(up));
     }
 
     /// Counts one registration reload.
@@ -209,7 +230,9 @@ mod tests {
         m.wake("catchup-required");
         m.round("http", true, 0.002);
         m.error("sync.invalid_request");
+        m.listen_up(1, true);
         let text = m.render();
+        assert!(text.contains("syncular_gateway_listen_connections_up{node=\"1\"} 1"), "{text}");
         assert!(text.contains("syncular_gateway_sessions_open 1"), "{text}");
         assert!(text.contains("syncular_gateway_wakes_total{reason=\"catchup-required\"} 1"), "{text}");
         assert!(text.contains("syncular_gateway_round_seconds_bucket"), "{text}");

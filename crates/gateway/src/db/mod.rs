@@ -14,12 +14,13 @@ use tokio_postgres::NoTls;
 
 pub use errors::ApiError;
 
-/// Parses the database URL (libpq key=value or `postgres://`) and sets `application_name`.
+/// Parses a database URL (libpq key=value or `postgres://`) given as `what` (the flag, for
+/// the error) and sets `application_name`.
 ///
 /// Errors: the parse error text (never echoes the URL, which may hold a password).
-pub fn pg_config(database_url: &str, application_name: &str) -> Result<tokio_postgres::Config, String> {
-    let mut config = tokio_postgres::Config::from_str(database_url)
-        .map_err(|e| format!("--database-url does not parse: {e}"))?;
+pub fn pg_config(database_url: &str, what: &str, application_name: &str) -> Result<tokio_postgres::Config, String> {
+    let mut config =
+        tokio_postgres::Config::from_str(database_url).map_err(|e| format!("{what} does not parse: {e}"))?;
     config.application_name(application_name);
     config.connect_timeout(Duration::from_secs(10));
     Ok(config)

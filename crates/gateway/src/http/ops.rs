@@ -1,6 +1,6 @@
 //! Operations endpoints at the root (never under the mount): `GET /healthz` — 200
-//! `{"status":"ok",…}` when a pooled connection answers `SELECT 1` and the LISTEN connection
-//! is up, else 503 `{"status":"unavailable",…}`; in dev auth mode the body carries an
+//! `{"status":"ok",…}` when a pooled connection answers `SELECT 1` and every LISTEN connection
+//! is up (`listenDown`: the indexes of those that are not), else 503 `{"status":"unavailable",…}`; in dev auth mode the body carries an
 //! `"auth":"dev (UNSAFE: …)"` warning; `roundBufferBytes` is what socket rounds hold of
 //! `--round-buffer-bytes`, `connections` the open TCP connections (HTTP and WebSocket) of
 //! `--max-connections`. `GET /metrics` — Prometheus text exposition.
@@ -16,7 +16,8 @@ use crate::AppState;
 /// `/healthz`.
 pub async fn healthz(State(gw): State<AppState>) -> Response {
     let database = ping(&gw.pool).await;
-    let listen = gw.hub.is_listening();
+    let listen_down = gw.hub.listen_down();
+    let listen = listen_down.is_empty();
     let ok = database && listen && !gw.hub.is_shutting_down();
     let auth = if gw.auth.is_unsafe() {
         "dev (UNSAFE: actor and partition are taken from request headers; never expose this gateway)"
@@ -27,6 +28,7 @@ pub async fn healthz(State(gw): State<AppState>) -> Response {
         "status": if ok { "ok" } else { "unavailable" },
         "database": database,
         "listen": listen,
+        "listenDown": listen_down,
         "sessions": gw.hub.session_count(),
         "roundBufferBytes": gw.hub.settings.limits.round_bytes.used(),
         "connections": gw.connections.open(),

@@ -1,8 +1,9 @@
 //! Per-partition delta delivery (§8.2, §8.3; contract §3 and §5).
 //!
 //! Each partition with sessions has one worker task that processes its events strictly in
-//! the order the LISTEN connection delivered them (Postgres delivers `syncular_commit` and
-//! `syncular_scopes` in commit order). Consecutive commit notifications coalesce into ONE
+//! the order the LISTEN connections delivered them (Postgres delivers one connection's
+//! `syncular_commit` and `syncular_scopes` in commit order; a partition's are notified on the
+//! node its sync calls run on). Consecutive commit notifications coalesce into ONE
 //! `syncular.realtime_deltas` call for all the partition's sessions, grouped by identical
 //! (registrations, schemaVersion, logEpoch, wireVersion, cursor, suppressed), and capped at
 //! the highest `commitSeq` notified so far (`through_seq`): a host refresh is applied before
@@ -446,5 +447,19 @@ mod tests {
         let (steps, _) = plan(&[Work::Commit(5), Work::Resync], 4);
         assert_eq!(steps, vec![Step::Pass { through: 5 }, Step::Resync, Step::Pass { through: 5 }]);
         assert!(plan(&[], 3).0.is_empty());
+    }
+
+    #[test]
+    fn duplicate_and_late_commit_notifications_never_lower_the_cap() {
+        // The same commit heard twice (two LISTEN nodes, a repeated NOTIFY) coalesces.
+        let (steps, through) = plan(&[Work::Commit(10), Work::Commit(10)], 9);
+        assert_eq!((steps, through), (vec![Step::Pass { through: 10 }], 10));
+        // A duplicate of an already processed commit plans a pass at the cap reached so far:
+        // it starts at each session's delivered cursor, so nothing is sent twice.
+        let (steps, through) = plan(&[Work::Commit(7)], 12);
+        assert_eq!((steps, through), (vec![Step::Pass { through: 12 }], 12));
+        // Two nodes' orders interleaved: a scopes refresh still precedes the later commit.
+        let (steps, _) = plan(&[Work::Commit(11), Work::Scopes(None), Work::Commit(11), Work::Commit(12)], 10);
+        assert_eq!(steps, vec![Step::Pass { through: 11 }, Step::Refresh(None), Step::Pass { through: 12 }]);
     }
 }

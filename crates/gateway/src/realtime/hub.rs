@@ -48,6 +48,8 @@ pub struct HubSettings {
     pub ws_max_message_bytes: usize,
     /// `--write-timeout-secs`, `--round-buffer-bytes`, `--max-sessions-per-actor`.
     pub limits: super::limits::Limits,
+    /// How many LISTEN connections feed the hub (`--notify-database-url`s, else 1), at least 1.
+    pub listen_nodes: usize,
 }
 
 /// How a registration reload treats a failure.
@@ -76,9 +78,11 @@ pub struct Hub {
     next_id: AtomicU64,
     rounds_in_flight: AtomicUsize,
     rounds_done: tokio::sync::Notify,
-    listen_up: AtomicBool,
+    /// Per LISTEN connection (node index): up.
+    listen_up: Vec<AtomicBool>,
     shutting_down: AtomicBool,
-    /// The extension's notification key (read on the LISTEN connection at each connect).
+    /// The extension's notification key (read on every LISTEN connection at each connect; every
+    /// node answers the same key).
     notification_keys: RwLock<Option<Arc<NotificationKeys>>>,
     /// Cancelled at shutdown (parent of every session token).
     pub shutdown: CancellationToken,
@@ -124,6 +128,10 @@ impl Drop for Slot {
 impl Hub {
     /// Creates the hub.
     pub fn new(pool: Pool, metrics: Arc<Metrics>, settings: HubSettings, gateway_id: String, shutdown: CancellationToken) -> Arc<Self> {
+        let listen_up = (0..settings.listen_nodes.max(1)).map(|_| AtomicBool::new(false)).collect::<Vec<_>>();
+        for node in 0..listen_up.len() {
+            metrics.listen_up(node, false);
+        }
         Arc::new(Hub {
             relay: Relay::new(gateway_id.clone()),
             pool,
@@ -136,7 +144,7 @@ impl Hub {
             next_id: AtomicU64::new(1),
             rounds_in_flight: AtomicUsize::new(0),
             rounds_done: tokio::sync::Notify::new(),
-            listen_up: AtomicBool::new(false),
+            listen_up,
             shutting_down: AtomicBool::new(false),
             notification_keys: RwLock::new(None),
             shutdown,
@@ -209,14 +217,19 @@ impl Hub {
         self.total.load(Ordering::SeqCst)
     }
 
-    /// The notification key material, once the LISTEN connection read it.
+    /// The notification key material, once a LISTEN connection read it.
     pub fn notification_keys(&self) -> Option<Arc<NotificationKeys>> {
         self.notification_keys.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Installs the key `syncular.notification_key()` answered.
-    pub fn set_notification_key(&self, key: Vec<u8>) {
-        *self.notification_keys.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(NotificationKeys::new(key)));
+    /// Installs the key `syncular.notification_key()` answered on a LISTEN connection. Returns
+    /// false when another key was installed before (the nodes disagree: a misconfiguration —
+    /// the newest key wins, so payloads signed with the other one will be rejected).
+    pub fn set_notification_key(&self, keys: Arc<NotificationKeys>) -> bool {
+        let mut slot = self.notification_keys.write().unwrap_or_else(|p| p.into_inner());
+        let same = slot.as_ref().is_none_or(|k| k.hmac_key == keys.hmac_key);
+        *slot = Some(keys);
+        same
     }
 
     /// Registers a session whose registrations were resolved after its partition's scopes
@@ -420,11 +433,15 @@ impl Hub {
         }
     }
 
-    /// After the LISTEN connection (re)connected: every partition refreshes every session
+    /// After LISTEN connection `node` (re)connected — whichever node: notifications it
+    /// carries may have been lost meanwhile — every partition refreshes every session
     /// (fail-closed) and runs a delta pass (cursor-based: nothing lost, nothing duplicated),
     /// and sessions being opened reload (the scopes epoch is bumped).
-    pub fn listen_connected(&self) {
-        self.listen_up.store(true, Ordering::SeqCst);
+    pub fn listen_connected(&self, node: usize) {
+        if let Some(up) = self.listen_up.get(node) {
+            up.store(true, Ordering::SeqCst);
+            self.metrics.listen_up(node, true);
+        }
         let partitions: Vec<_> = {
             let map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
             map.values().inspect(|p| p.bump_scopes_epoch(None)).cloned().collect()
@@ -434,14 +451,27 @@ impl Hub {
         }
     }
 
-    /// Records that the LISTEN connection is down (`/healthz` → 503).
-    pub fn listen_lost(&self) {
-        self.listen_up.store(false, Ordering::SeqCst);
+    /// Records that LISTEN connection `node` is down (`/healthz` → 503).
+    pub fn listen_lost(&self, node: usize) {
+        if let Some(up) = self.listen_up.get(node) {
+            up.store(false, Ordering::SeqCst);
+            self.metrics.listen_up(node, false);
+        }
     }
 
-    /// The LISTEN connection is up.
+    /// Every LISTEN connection is up (a node not heard means commits not heard).
     pub fn is_listening(&self) -> bool {
-        self.listen_up.load(Ordering::SeqCst)
+        self.listen_up.iter().all(|up| up.load(Ordering::SeqCst))
+    }
+
+    /// At least one LISTEN connection is up (the notification key is known).
+    pub fn is_listening_somewhere(&self) -> bool {
+        self.listen_up.iter().any(|up| up.load(Ordering::SeqCst))
+    }
+
+    /// The indexes of the LISTEN connections that are down.
+    pub fn listen_down(&self) -> Vec<usize> {
+        self.listen_up.iter().enumerate().filter(|(_, up)| !up.load(Ordering::SeqCst)).map(|(i, _)| i).collect()
     }
 
     /// Counts a socket round in; [`Hub::round_finished`] counts it out.

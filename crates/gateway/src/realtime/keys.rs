@@ -8,7 +8,8 @@
 //!   key derived from the same secret, the channel name as associated data): a role that is
 //!   not a gateway can neither read presence documents nor inject or alter them.
 //!
-//! The key is read on the LISTEN connection each time it (re)connects.
+//! The key is read on every LISTEN connection each time it (re)connects; every node answers
+//! the same key (on Citus `syncular.sync_notification_key` is a reference table).
 
 use base64::engine::general_purpose::STANDARD_NO_PAD;
 use base64::Engine;

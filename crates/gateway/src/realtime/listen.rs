@@ -1,11 +1,28 @@
-//! The gateway's ONE `LISTEN` connection (channels `syncular_commit`, `syncular_scopes`,
+//! The gateway's `LISTEN` connections (channels `syncular_commit`, `syncular_scopes`,
 //! `syncular_presence`; contract §7), fanning notifications out to the partition workers
-//! and the presence relay. On each connect it first reads `syncular.notification_key()`:
-//! payloads are verified with it ([`super::keys`]), since any role may NOTIFY. Its `application_name` is `syncular-gateway-listen-<gateway id>`.
-//! When it drops: reconnect with backoff (100 ms doubling to 5 s); once back, every session
-//! is refreshed (fail-closed) and every partition runs a delta pass from its sessions'
-//! cursors (nothing lost, nothing duplicated), and presence is resynchronized.
-//! `/healthz` answers 503 while it is down.
+//! and the presence relay. ONE per node: `--database-url` by default, else one per
+//! `--notify-database-url` (Citus function delegation: a sync call runs on the worker owning
+//! its partition, and its NOTIFY fires there), all feeding the same hub; a node is named by
+//! its index (never its URL) in logs and metrics. Each has the `application_name`
+//! `syncular-gateway-listen-<gateway id>`.
+//!
+//! On each connect a connection first reads `syncular.notification_key()` and verifies its
+//! payloads with it ([`super::keys`]), since any role may NOTIFY. Every node must answer the
+//! same key — on Citus `syncular.sync_notification_key` is a reference table; the key read
+//! last is also the hub's (it seals the presence relay), and a node answering another key than
+//! the one installed is logged as an error.
+//!
+//! When a connection drops: it reconnects with backoff (100 ms doubling to 5 s), on its own;
+//! once back, every session is refreshed (fail-closed) and every partition runs a delta pass
+//! from its sessions' cursors (nothing lost, nothing duplicated), and presence is
+//! resynchronized — whichever node it was. `/healthz` answers 503 while any is down.
+//!
+//! Duplicates are harmless: a commit heard twice (two nodes, or a repeated NOTIFY) only
+//! schedules another pass, which starts at each session's delivered cursor and so sends
+//! nothing it already sent. Order: Postgres delivers one connection's notifications in commit
+//! order, so a commit after a membership change is served only after its `syncular_scopes`
+//! refresh as long as both are notified on the same node (as they are when the partition's
+//! sync and `refresh_scopes` calls run there).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,11 +33,12 @@ use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
+use super::keys::NotificationKeys;
 
 pub use syncular_protocol::notification::{COMMIT_CHANNEL, SCOPES_CHANNEL};
 
-/// Runs until `stop` is cancelled.
-pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: CancellationToken) {
+/// Runs the LISTEN connection of node `node` until `stop` is cancelled.
+pub async fn run(hub: Arc<Hub>, node: usize, config: tokio_postgres::Config, stop: CancellationToken) {
     let mut backoff = Duration::from_millis(100);
     let mut connected_before = false;
     loop {
@@ -38,7 +56,7 @@ pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: Cancellati
                             }
                             Ok(_) => {}
                             Err(e) => {
-                                tracing::warn!(error = %e, "LISTEN connection failed");
+                                tracing::warn!(node, error = %e, "LISTEN connection failed");
                                 return;
                             }
                         }
@@ -47,26 +65,35 @@ pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: Cancellati
                 // The key first: every notification is verified with it (any role can NOTIFY).
                 let listened = async {
                     let key: Vec<u8> = client.query_one("SELECT syncular.notification_key()", &[]).await?.try_get(0)?;
-                    hub.set_notification_key(key);
-                    client.batch_execute("LISTEN syncular_commit; LISTEN syncular_scopes; LISTEN syncular_presence").await
+                    client.batch_execute("LISTEN syncular_commit; LISTEN syncular_scopes; LISTEN syncular_presence").await?;
+                    Ok::<_, tokio_postgres::Error>(Arc::new(NotificationKeys::new(key)))
                 }
                 .await;
                 match listened {
-                    Ok(()) => {
+                    Ok(keys) => {
+                        if !hub.set_notification_key(keys.clone()) {
+                            tracing::error!(
+                                node,
+                                "this node's syncular.notification_key() differs from another node's: every node must \
+                                 answer the same key (on Citus, sync_notification_key is a reference table); each \
+                                 node's payloads are verified with its own key, but the presence relay seals with the \
+                                 key read last"
+                            );
+                        }
                         if connected_before {
                             hub.metrics.listen_reconnects.inc();
-                            tracing::info!("LISTEN connection re-established: resynchronizing sessions");
+                            tracing::info!(node, "LISTEN connection re-established: resynchronizing sessions");
                         } else {
-                            tracing::info!("LISTEN connection established");
+                            tracing::info!(node, "LISTEN connection established");
                         }
                         connected_before = true;
                         backoff = Duration::from_millis(100);
-                        hub.listen_connected();
+                        hub.listen_connected(node);
                         hub.relay.connected(&hub);
                         loop {
                             tokio::select! {
                                 n = rx.recv() => match n {
-                                    Some(n) => dispatch(&hub, n.channel(), n.payload()),
+                                    Some(n) => dispatch(&hub, &keys, n.channel(), n.payload()),
                                     None => break,
                                 },
                                 _ = stop.cancelled() => {
@@ -76,15 +103,15 @@ pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: Cancellati
                             }
                         }
                     }
-                    Err(e) => tracing::warn!(error = %e, "LISTEN failed"),
+                    Err(e) => tracing::warn!(node, error = %e, "LISTEN failed"),
                 }
-                hub.listen_lost();
+                hub.listen_lost(node);
                 driver.abort();
                 drop(client);
             }
             Err(e) => {
-                hub.listen_lost();
-                tracing::warn!(error = %e, "cannot open the LISTEN connection");
+                hub.listen_lost(node);
+                tracing::warn!(node, error = %e, "cannot open the LISTEN connection");
             }
         }
         tokio::select! {
@@ -95,11 +122,11 @@ pub async fn run(hub: Arc<Hub>, config: tokio_postgres::Config, stop: Cancellati
     }
 }
 
-/// Routes one notification. `syncular_commit` and `syncular_scopes` payloads are acted on
-/// only when their tag verifies with the notification key (forgeries are counted in
-/// `notifications_rejected` and dropped); relay payloads are opened by the relay.
-pub fn dispatch(hub: &Arc<Hub>, channel: &str, payload: &str) {
-    let Some(keys) = hub.notification_keys() else { return };
+/// Routes one notification heard on a connection that read `keys`. `syncular_commit` and
+/// `syncular_scopes` payloads are acted on only when their tag verifies with the notification
+/// key (forgeries are counted in `notifications_rejected` and dropped); relay payloads are
+/// opened by the relay.
+pub fn dispatch(hub: &Arc<Hub>, keys: &NotificationKeys, channel: &str, payload: &str) {
     match channel {
         COMMIT_CHANNEL => match parse_commit_payload(&keys.hmac_key, payload) {
             Some((partition, seq)) => hub.commit_notified(&partition, seq),
@@ -109,7 +136,7 @@ pub fn dispatch(hub: &Arc<Hub>, channel: &str, payload: &str) {
             Some((partition, actor)) => hub.scopes_changed(&partition, actor),
             None => rejected(hub, channel, payload),
         },
-        super::relay::CHANNEL => hub.relay.handle(hub, payload),
+        super::relay::CHANNEL => hub.relay.handle(hub, keys, payload),
         _ => {}
     }
 }

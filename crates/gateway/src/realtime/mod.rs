@@ -1,11 +1,11 @@
-//! WebSocket `{mount}/realtime` (§8): sessions, the one LISTEN connection, per-partition
+//! WebSocket `{mount}/realtime` (§8): sessions, the LISTEN connection(s), per-partition
 //! delta passes, batched acks, socket sync rounds, presence and its cross-gateway relay.
 //!
 //! - [`socket`]: upgrade (auth, caps, `realtime_open`, hello) and the read loop
 //! - [`session`]: per-connection state and the bounded outbound queue + writer
 //! - [`hub`]: all sessions; admission, acks, registration refresh, shutdown
 //! - [`deltas`]: partition workers, one `realtime_deltas` call per burst
-//! - [`listen`]: the LISTEN connection and notification dispatch (verified with [`keys`])
+//! - [`listen`]: one LISTEN connection per node and notification dispatch (verified with [`keys`])
 //! - [`keys`]: the extension's notification key: payload tags, the relay's seal
 //! - [`acks`]: batched `realtime_ack`
 //! - [`limits`]: gateway-wide round byte budget, per-actor session cap, write timeout

@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
+use super::keys::NotificationKeys;
 use super::presence::{deliver_local, PeerDoc, PeerId};
 use super::session::now_ms;
 use crate::db::realtime::notify;
@@ -84,7 +85,7 @@ impl Relay {
         let sender_hub = hub.clone();
         tokio::spawn(async move {
             while let Some(payload) = rx.recv().await {
-                // Sealed when sent: the key is read on the LISTEN connection; none yet means
+                // Sealed when sent: the key is read on the LISTEN connections; none yet means
                 // no other gateway can be heard either.
                 let Some(keys) = sender_hub.notification_keys() else { continue };
                 if let Err(e) = notify(&sender_hub.pool, CHANNEL, &keys.seal(CHANNEL, &payload)).await {
@@ -180,8 +181,8 @@ impl Relay {
 
     /// Handles one `syncular_presence` notification: opened with the notification key;
     /// anything else (unsealed, forged, another install's) is dropped and counted.
-    pub fn handle(&self, hub: &Arc<Hub>, payload: &str) {
-        let opened = hub.notification_keys().and_then(|k| k.open(CHANNEL, payload));
+    pub fn handle(&self, hub: &Arc<Hub>, keys: &NotificationKeys, payload: &str) {
+        let opened = keys.open(CHANNEL, payload);
         let Some(text) = opened else {
             hub.metrics.notification_rejected(CHANNEL);
             tracing::debug!("presence relay: dropping a payload that is not sealed with the notification key");
