@@ -34,7 +34,7 @@ pub fn delete_rows(table: &str, app: bool, partition: &str, max_rows: i64) -> St
         (format!("syncular.{table}"), "partition")
     };
     let sql = format!(
-        "DELETE FROM {relation} WHERE ctid = ANY(ARRAY( \
+        "DELETE FROM {relation} WHERE {column} = $1 AND ctid = ANY(ARRAY( \
            SELECT t.ctid FROM {relation} t WHERE t.{column} = $1 LIMIT $2))"
     );
     Spi::connect_mut(|client| {

@@ -41,7 +41,7 @@ ch AS (DELETE FROM syncular.sync_changes d USING rng \
        WHERE d.partition = $1 AND d.commit_seq >= rng.lo AND d.commit_seq <= rng.hi \
        RETURNING d.commit_seq, d.tbl, d.row_id, d.op, d.scopes), \
 cs AS (DELETE FROM syncular.sync_change_scopes d \
-       WHERE d.ctid = ANY(ARRAY( \
+       WHERE d.partition = $1 AND d.ctid = ANY(ARRAY( \
          SELECT s.ctid \
          FROM (SELECT DISTINCT ch.tbl, e.key, e.value, ch.commit_seq \
                FROM ch, jsonb_each_text(ch.scopes) e) x \
@@ -51,7 +51,7 @@ cs AS (DELETE FROM syncular.sync_change_scopes d \
                              OFFSET 0) s)) \
        RETURNING 1), \
 ts AS (DELETE FROM syncular.sync_tombstones t \
-       WHERE t.ctid = ANY(ARRAY( \
+       WHERE t.partition = $1 AND t.ctid = ANY(ARRAY( \
          SELECT s.ctid FROM ch \
          CROSS JOIN LATERAL (SELECT t2.ctid FROM syncular.sync_tombstones t2 \
                              WHERE t2.partition = $1 AND t2.tbl = ch.tbl \
@@ -93,7 +93,7 @@ pub fn delete_log_batch(partition: &str, max_commits: i32) -> StoreResult<LogBat
 pub fn delete_expired_push_results(partition: &str, before_ms: i64, max_rows: i32) -> StoreResult<i64> {
     delete_bounded(
         "delete_expired_push_results",
-        "DELETE FROM syncular.sync_push_results WHERE ctid = ANY(ARRAY( \
+        "DELETE FROM syncular.sync_push_results WHERE partition = $1 AND ctid = ANY(ARRAY( \
            SELECT r.ctid FROM syncular.sync_push_results r \
            WHERE r.partition = $1 AND (r.result ->> 'recordedAtMs')::bigint < $2 \
            LIMIT $3 FOR UPDATE SKIP LOCKED))",
@@ -108,7 +108,7 @@ pub fn delete_expired_push_results(partition: &str, before_ms: i64, max_rows: i3
 pub fn delete_expired_clients(partition: &str, before_ms: i64, max_rows: i32) -> StoreResult<i64> {
     delete_bounded(
         "delete_expired_clients",
-        "DELETE FROM syncular.sync_clients WHERE ctid = ANY(ARRAY( \
+        "DELETE FROM syncular.sync_clients WHERE partition = $1 AND ctid = ANY(ARRAY( \
            SELECT c.ctid FROM syncular.sync_clients c \
            WHERE c.partition = $1 AND c.updated_at_ms < $2 \
            LIMIT $3 FOR UPDATE SKIP LOCKED))",

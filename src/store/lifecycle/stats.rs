@@ -37,37 +37,50 @@ pub struct PartitionRow {
     pub push_results: i64,
 }
 
+/// The stored state of partition `$1`, one row when it is known; every
+/// subquery names `partition = $1` (one shard under Citus).
 const STATS_SQL: &str = "\
-SELECT partition, r.log_epoch, COALESCE(r.epoch_required, false), r.last_authenticated_at_ms, \
+SELECT $1::text, r.log_epoch, COALESCE(r.epoch_required, false), r.last_authenticated_at_ms, \
        COALESCE(p.max_commit_seq, 0), COALESCE(p.horizon_seq, 0), \
-       (SELECT count(*) FROM syncular.sync_commits c WHERE c.partition = x.partition), \
-       (SELECT c.created_at_ms FROM syncular.sync_commits c WHERE c.partition = x.partition \
+       (SELECT count(*) FROM syncular.sync_commits c WHERE c.partition = $1), \
+       (SELECT c.created_at_ms FROM syncular.sync_commits c WHERE c.partition = $1 \
         ORDER BY c.commit_seq LIMIT 1), \
-       (SELECT COALESCE(sum(pg_column_size(c.*)), 0) FROM syncular.sync_commits c WHERE c.partition = x.partition) \
-     + (SELECT COALESCE(sum(pg_column_size(c.*)), 0) FROM syncular.sync_changes c WHERE c.partition = x.partition) \
-     + (SELECT COALESCE(sum(pg_column_size(c.*)), 0) FROM syncular.sync_change_scopes c WHERE c.partition = x.partition), \
-       (SELECT count(*) FROM syncular.sync_clients c WHERE c.partition = x.partition), \
-       (SELECT count(*) FROM syncular.sync_clients c WHERE c.partition = x.partition AND c.updated_at_ms >= $2), \
-       (SELECT count(*) FROM syncular.sync_push_results c WHERE c.partition = x.partition) \
-FROM (SELECT partition FROM syncular.sync_partition_registry \
-      UNION SELECT partition FROM syncular.sync_partitions) x \
-LEFT JOIN syncular.sync_partition_registry r USING (partition) \
-LEFT JOIN syncular.sync_partitions p USING (partition) \
-WHERE $1::text IS NULL OR partition = $1 \
-ORDER BY partition";
+       (SELECT COALESCE(sum(pg_column_size(c.*)), 0) FROM syncular.sync_commits c WHERE c.partition = $1) \
+     + (SELECT COALESCE(sum(pg_column_size(c.*)), 0) FROM syncular.sync_changes c WHERE c.partition = $1) \
+     + (SELECT COALESCE(sum(pg_column_size(c.*)), 0) FROM syncular.sync_change_scopes c WHERE c.partition = $1), \
+       (SELECT count(*) FROM syncular.sync_clients c WHERE c.partition = $1), \
+       (SELECT count(*) FROM syncular.sync_clients c WHERE c.partition = $1 AND c.updated_at_ms >= $2), \
+       (SELECT count(*) FROM syncular.sync_push_results c WHERE c.partition = $1) \
+FROM (SELECT 1) one \
+LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
+LEFT JOIN syncular.sync_partitions p ON p.partition = $1 \
+WHERE r.partition IS NOT NULL OR p.partition IS NOT NULL";
+
+/// Every known partition (registry or counter row), in order.
+const PARTITIONS_SQL: &str = "\
+SELECT partition FROM syncular.sync_partition_registry \
+UNION SELECT partition FROM syncular.sync_partitions ORDER BY 1";
 
 /// The stored state of every partition (or only `partition`); clients
 /// updated at or after `active_since_ms` count as active. Errors: SPI failures.
 pub fn partition_rows(partition: Option<&str>, active_since_ms: i64) -> StoreResult<Vec<PartitionRow>> {
     Spi::connect(|client| {
-        let table = client.select(
-            STATS_SQL,
-            None,
-            &[DatumWithOid::from(partition), DatumWithOid::from(active_since_ms)],
-        )?;
-        table
-            .map(|row| {
-                Ok(PartitionRow {
+        let partitions: Vec<String> = match partition {
+            Some(p) => vec![p.to_owned()],
+            None => client
+                .select(PARTITIONS_SQL, None, &[])?
+                .map(|row| row.get::<String>(1).map(Option::unwrap_or_default))
+                .collect::<Result<_, _>>()?,
+        };
+        let mut out = Vec::with_capacity(partitions.len());
+        for p in &partitions {
+            let table = client.select(
+                STATS_SQL,
+                None,
+                &[DatumWithOid::from(p.as_str()), DatumWithOid::from(active_since_ms)],
+            )?;
+            for row in table {
+                out.push(PartitionRow {
                     partition: row.get::<String>(1)?.unwrap_or_default(),
                     log_epoch: row.get::<String>(2)?,
                     epoch_required: row.get::<bool>(3)?.unwrap_or(false),
@@ -80,9 +93,10 @@ pub fn partition_rows(partition: Option<&str>, active_since_ms: i64) -> StoreRes
                     clients: row.get::<i64>(10)?.unwrap_or(0),
                     active_clients: row.get::<i64>(11)?.unwrap_or(0),
                     push_results: row.get::<i64>(12)?.unwrap_or(0),
-                })
-            })
-            .collect::<Result<Vec<PartitionRow>, pgrx::spi::Error>>()
+                });
+            }
+        }
+        Ok::<_, pgrx::spi::Error>(out)
     })
     .map_err(StoreError::spi("partition_stats"))
 }
