@@ -47,6 +47,7 @@ pub mod lifecycle;
 pub mod notify;
 pub mod pruneload;
 pub mod router_check;
+pub mod statement_log;
 pub mod rtbench;
 pub mod transport;
 pub mod wire;

@@ -115,6 +115,8 @@ pub struct Analysis {
     pub violations: Vec<Violation>,
     /// Every relation the statement names, as written, with its kind.
     pub relations: Vec<(String, TableKind)>,
+    /// Shapes the rules let pass but Citus may not route (see [`Analysis::notes`]).
+    pub notes: Vec<String>,
 }
 
 impl Analysis {
@@ -126,6 +128,14 @@ impl Analysis {
     /// Whether the statement reads a catalog table (`pg_catalog.*`, `information_schema.*`).
     pub fn reads_catalog(&self) -> bool {
         self.relations.iter().any(|(_, k)| *k == TableKind::Catalog)
+    }
+
+    /// Observations outside the rules, for a human: a statement whose distributed references
+    /// are pinned to different `$n`/constants (one shard only if the caller binds one
+    /// partition to all of them), and a distributed table next to a local relation (a
+    /// transition table, a temp or plain table: Citus cannot route a distributed/local join).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Whether the statement names a distributed table.
@@ -140,7 +150,7 @@ pub fn check(sql: &str, layout: &Layout) -> Analysis {
         Ok(p) => p,
         Err(e) => {
             let violation = Violation { kind: ViolationKind::ParseError, detail: e.to_string() };
-            return Analysis { violations: vec![violation], relations: Vec::new() };
+            return Analysis { violations: vec![violation], ..Analysis::default() };
         }
     };
     let mut walker = walk::Walker::new(layout);
@@ -165,7 +175,19 @@ pub fn check(sql: &str, layout: &Layout) -> Analysis {
             }
         }
     }
-    Analysis { violations: walker.violations, relations: walker.relations }
+    let mut analysis = Analysis { violations: walker.violations, relations: walker.relations, notes: Vec::new() };
+    if analysis.touches_distributed() {
+        if walker.pinned_values.len() > 1 {
+            let values: Vec<String> = walker.pinned_values.into_iter().collect();
+            analysis.notes.push(format!("pinned to different values ({}): one shard only if they carry the same partition", values.join(", ")));
+        }
+        let mut local: Vec<&str> = analysis.relations.iter().filter(|(_, k)| *k == TableKind::Other).map(|(n, _)| n.as_str()).collect();
+        local.dedup();
+        if !local.is_empty() {
+            analysis.notes.push(format!("distributed tables next to local relation(s) {}: Citus cannot route a distributed/local join", local.join(", ")));
+        }
+    }
+    analysis
 }
 
 /// Every `RangeVar` in a serialized parse tree, tagged (`{"RangeVar": …}` in node lists) or

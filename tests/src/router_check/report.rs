@@ -92,6 +92,9 @@ pub fn format_violations(checked: &[Checked]) -> String {
         for v in &c.analysis.violations {
             let _ = writeln!(out, "    - {v}");
         }
+        for n in &c.analysis.notes {
+            let _ = writeln!(out, "    (note: {n})");
+        }
     }
     out
 }
@@ -99,4 +102,76 @@ pub fn format_violations(checked: &[Checked]) -> String {
 /// `sql` on one line, runs of whitespace collapsed.
 pub fn one_line(sql: &str) -> String {
     sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Every recorded text with its verdict — `skip (why)`, `ok`, or its violations — for a
+/// diagnostic listing (`SYNCULAR_ROUTER_CHECK_VERBOSE=1` in `router_statements.rs`).
+pub fn format_verdicts<'a>(texts: impl IntoIterator<Item = &'a str>, layout: &Layout) -> String {
+    let mut out = String::new();
+    for sql in texts {
+        let verdict = match skip_reason(sql, layout) {
+            Some(why) => format!("skip ({why})"),
+            None => {
+                let a = check(sql, layout);
+                let mut v: Vec<String> = a.violations.iter().map(|v| format!("{:?}", v.kind)).collect();
+                if v.is_empty() {
+                    v.push("ok".to_owned());
+                }
+                v.extend(a.notes.iter().map(|n| format!("note: {n}")));
+                v.join("; ")
+            }
+        };
+        let _ = writeln!(out, "{verdict} | {}", one_line(sql));
+    }
+    out
+}
+
+/// How a statement reads the catalogs, if it does: catalog relations it names, `to_reg*` /
+/// `has_*_privilege` lookups, casts to `reg*` types (allowed by the rules — coordinator-local
+/// metadata — but worth knowing on a hot path).
+pub fn catalog_use(sql: &str, layout: &Layout) -> Vec<String> {
+    let mut out: Vec<String> = check(sql, layout)
+        .relations
+        .into_iter()
+        .filter(|(_, k)| *k == super::TableKind::Catalog)
+        .map(|(n, _)| n)
+        .collect();
+    if let Ok(parsed) = pg_query::parse(sql, pg_query::ParserOptions::DEFAULT) {
+        if let Ok(json) = serde_json::to_value(&parsed.protobuf) {
+            lookups(&json, &mut out);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn lookups(v: &serde_json::Value, out: &mut Vec<String>) {
+    let last_name = |list: Option<&serde_json::Value>| -> Option<String> {
+        let items = list?.as_array()?;
+        items.last()?.pointer("/node/String/sval")?.as_str().map(str::to_owned)
+    };
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, c) in map {
+                if k == "FuncCall" {
+                    if let Some(f) = last_name(c.get("funcname")) {
+                        if f.starts_with("to_reg") || (f.starts_with("has_") && f.ends_with("_privilege")) {
+                            out.push(format!("{f}()"));
+                        }
+                    }
+                }
+                if k == "TypeCast" {
+                    if let Some(t) = last_name(c.pointer("/type_name/names")) {
+                        if t.starts_with("reg") {
+                            out.push(format!("::{t}"));
+                        }
+                    }
+                }
+                lookups(c, out);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|i| lookups(i, out)),
+        _ => {}
+    }
 }

@@ -1,6 +1,6 @@
 //! Known-bad and known-good statements with the exact violation kinds.
 
-use super::report::{is_entry_call, skip_reason, HARNESS_TAG};
+use super::report::{catalog_use, is_entry_call, skip_reason, HARNESS_TAG};
 use super::ViolationKind::{self, *};
 use super::{check, Layout};
 
@@ -234,4 +234,29 @@ fn entry_calls_and_harness_statements_are_skipped() {
     assert!(skip_reason("SELECT 1", &l).is_some());
     assert!(skip_reason("SELECT 1 FROM syncular.sync_commits", &l).is_none());
     assert!(skip_reason("DELETE FROM public.tasks", &l).is_none());
+}
+
+// --- notes and catalog use (reported, never violations) -------------------------------------
+
+#[test]
+fn notes_flag_different_pinned_values_and_local_relations() {
+    let l = layout();
+    let a = check("SELECT 1 FROM syncular.sync_row_scopes rs LEFT JOIN public.tasks a ON a._sync_partition = $5 WHERE rs.partition = $1", &l);
+    assert!(a.violations.is_empty(), "{:?}", a.violations);
+    assert_eq!(a.notes.len(), 1, "{:?}", a.notes);
+    assert!(a.notes[0].contains("$1, $5"), "{:?}", a.notes);
+    let a = check("DELETE FROM syncular.sync_row_scopes r USING syncular_old_rows t WHERE r.partition = $1 AND r.row_id = t.id", &l);
+    assert!(a.violations.is_empty(), "{:?}", a.violations);
+    assert!(a.notes.len() == 1 && a.notes[0].contains("syncular_old_rows"), "{:?}", a.notes);
+    let a = check("SELECT 1 FROM syncular.sync_commits c JOIN syncular.sync_changes ch ON ch.partition = c.partition WHERE c.partition = $1", &l);
+    assert!(a.notes.is_empty(), "{:?}", a.notes);
+}
+
+#[test]
+fn catalog_use_lists_catalog_relations_and_lookups() {
+    let l = layout();
+    assert_eq!(catalog_use("SELECT pg_catalog.to_regclass($1)::oid", &l), vec!["to_regclass()"]);
+    assert_eq!(catalog_use("SELECT $1::regclass", &l), vec!["::regclass"]);
+    assert_eq!(catalog_use("SELECT relname FROM pg_catalog.pg_class WHERE oid = $1", &l), vec!["pg_catalog.pg_class"]);
+    assert!(catalog_use("SELECT 1 FROM syncular.sync_commits WHERE partition = $1", &l).is_empty());
 }

@@ -24,11 +24,14 @@ pub(super) struct Walker<'a> {
     pub violations: Vec<Violation>,
     /// Every relation named: `(schema.table as written, kind)`.
     pub relations: Vec<(String, TableKind)>,
+    /// The `$n` / constants distributed references are pinned to directly (`= value`, INSERT
+    /// rows).
+    pub pinned_values: BTreeSet<String>,
 }
 
 impl<'a> Walker<'a> {
     pub fn new(layout: &'a Layout) -> Self {
-        Walker { layout, scopes: Scopes::default(), ctes: Vec::new(), visited: HashSet::new(), violations: Vec::new(), relations: Vec::new() }
+        Walker { layout, scopes: Scopes::default(), ctes: Vec::new(), visited: HashSet::new(), violations: Vec::new(), relations: Vec::new(), pinned_values: BTreeSet::new() }
     }
 
     fn violation(&mut self, kind: ViolationKind, detail: String) {
@@ -175,6 +178,7 @@ impl<'a> Walker<'a> {
                 None => self.violation(ViolationKind::InsertPartitionValue, format!("INSERT INTO {target}: row {} has no value for {column}", i + 1)),
             }
         }
+        self.pinned_values.extend(keys.iter().cloned());
         if keys.len() > 1 {
             let keys: Vec<String> = keys.into_iter().collect();
             self.violation(ViolationKind::InsertPartitionValue, format!("INSERT INTO {target}: rows set {column} to different values ({})", keys.join(", ")));
@@ -237,10 +241,11 @@ impl<'a> Walker<'a> {
             let (lc, rc) = (self.column(&l), self.column(&r));
             match (lc, rc, &l, &r) {
                 (Some(a), Some(b), _, _) => self.scopes.top_mut().edges.push((a, b)),
-                (Some(a), None, _, Term::Value(_)) | (None, Some(a), Term::Value(_), _) => {
+                (Some(a), None, _, Term::Value(key)) | (None, Some(a), Term::Value(key), _) => {
                     let r = &mut self.scopes.levels[a.0].refs[a.1];
                     if a.0 == top && matches!(&r.source, Source::Distributed(col) if *col == a.2) {
                         r.pinned = true;
+                        self.pinned_values.insert(key.clone());
                     }
                 }
                 _ => {}
