@@ -46,6 +46,8 @@ pub mod gateway;
 pub mod lifecycle;
 pub mod notify;
 pub mod pruneload;
+pub mod router_check;
+pub mod statement_log;
 pub mod rtbench;
 pub mod transport;
 pub mod wire;

@@ -1,0 +1,225 @@
+//! Issue 14 ("Scale out on Citus"): every SQL statement the extension issues during sync rounds
+//! is router-shaped — each distributed table pinned to one partition, no INSERT … SELECT, no
+//! INSERT CTE (the rules: `syncular_integration_tests::router_check`) — checked without Citus.
+//!
+//! With `syncular.router_statements = on` on every connection, after the sample schema is
+//! registered and `pg_stat_statements` reset, it runs a representative set of sync rounds:
+//! pushes (insert, update, delete, a rejected commit, a replay, several commits in one
+//! request), a bootstrap pull of several pages, an incremental pull, `realtime_open` /
+//! `realtime_deltas` / `realtime_ack`, `syncular.commit`, plain SQL writes captured as commits
+//! (INSERT, UPDATE, DELETE), `advance_horizon` and one `prune_batch`. Then every recorded text
+//! (nested statements only where the server tells; never the harness's own, tagged
+//! `/* router-check-harness */`, nor the top-level calls of the extension's functions) that
+//! names a `sync_` or app table goes through the checker; the test fails listing each
+//! violating statement with its violations, and also when the set is trivial.
+//!
+//! Needs `pg_stat_statements` preloaded with `track = all` (`scripts/test` does it when the
+//! major ships the module and then exports `SYNCULAR_STATEMENT_LOG_REQUIRED=1`); without it the
+//! test prints "skipped: …" — or fails when that variable is set.
+//! `SYNCULAR_ROUTER_CHECK_VERBOSE=1` (with `--nocapture`) lists every recorded statement with
+//! its verdict.
+
+use postgres::Client;
+use serde_json::{json, Value};
+use ssp2::model::{Frame, PushStatus};
+use syncular_integration_tests::capture::set_partition;
+use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema};
+use syncular_integration_tests::gateway::sql_commit_task;
+use syncular_integration_tests::router_check::report::{
+    catalog_use, check_all, format_verdicts, format_violations, one_line, Checked, HARNESS_TAG,
+};
+use syncular_integration_tests::statement_log::{self, router_connection};
+use syncular_integration_tests::wire::{commit, delete, delivered, pull_header, subscription, upsert, RawSession, Task};
+
+const TABLE: &str = "tasks";
+
+fn session(partition: &str, actor: &str, client_id: &str) -> RawSession {
+    let mut s = RawSession::new(router_connection(), partition, actor, client_id, Some(allow_projects(&["p1", "p2"])));
+    s.acquire_epoch().expect("logEpoch");
+    s
+}
+
+fn sub(cursor: i64, token: Option<String>) -> Frame {
+    subscription("s", TABLE, &[("project_id", &["p1", "p2"])], cursor, token)
+}
+
+/// `(nextCursor, bootstrapState)` of the response's SUB_END.
+fn sub_end(msg: &ssp2::model::Message) -> (i64, Option<String>) {
+    msg.frames
+        .iter()
+        .find_map(|f| match f {
+            Frame::SubEnd { next_cursor, bootstrap_state } => Some((*next_cursor, bootstrap_state.clone().map(|s| s.0))),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no SUB_END: {msg:?}"))
+}
+
+fn statuses(out: &[syncular_integration_tests::wire::PushOutcome]) -> Vec<PushStatus> {
+    out.iter().map(|o| o.status).collect()
+}
+
+/// Pushes of every kind, a paged bootstrap, an incremental pull, the realtime calls and a
+/// server-authored commit, all in `p`.
+fn sync_rounds(p: &str) {
+    let mut w = session(p, "alice", "router-writer");
+    let rows: Vec<_> = (1..=6).map(|i| upsert(&Task::new(format!("t{i}"), "p1", format!("task {i}")), None)).collect();
+    let c1 = commit("c1", rows);
+    assert_eq!(statuses(&w.push(vec![c1.clone()]).expect("insert")), [PushStatus::Applied]);
+    let mut t1 = Task::new("t1", "p1", "renamed");
+    t1.priority = Some(3);
+    let c2 = commit("c2", vec![upsert(&t1, Some(1)), delete("t2", Some(1))]);
+    assert_eq!(statuses(&w.push(vec![c2]).expect("update + delete")), [PushStatus::Applied]);
+    let several = vec![
+        commit("c3", vec![upsert(&Task::new("t7", "p2", "seven"), None)]),
+        commit("c4", vec![upsert(&Task::new("t3", "p1", "stale"), Some(99))]),
+        commit("c5", vec![upsert(&Task::new("t8", "p1", "eight"), None), delete("t4", Some(1))]),
+    ];
+    let out = w.push(several).expect("three commits in one request");
+    assert_eq!(statuses(&out), [PushStatus::Applied, PushStatus::Rejected, PushStatus::Applied], "{out:?}");
+    assert_eq!(statuses(&w.push(vec![c1]).expect("replay")), [PushStatus::Cached]);
+
+    // Bootstrap, 2 rows a page, 2 pages a response, resumed until done.
+    let mut r = session(p, "bob", "router-reader");
+    let (mut cursor, mut token, mut responses, mut rows) = (-1i64, None, 0, 0);
+    loop {
+        responses += 1;
+        assert!(responses <= 20, "bootstrap did not finish");
+        let msg = r.round(vec![pull_header(100, 2, 2, 0b0011), sub(cursor, token.clone())]).expect("bootstrap pull");
+        rows += delivered(&msg).expect("rows decode").rows.len();
+        (cursor, token) = sub_end(&msg);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert!(responses >= 2 && rows == 6, "{responses} responses, {rows} rows");
+
+    // A new commit, then the reader's incremental pull.
+    let c6 = commit("c6", vec![upsert(&Task::new("t9", "p2", "nine"), None)]);
+    assert_eq!(statuses(&w.push(vec![c6]).expect("push")), [PushStatus::Applied]);
+    let msg = r.round(vec![pull_header(100, 100, 1, 0b0011), sub(cursor, None)]).expect("incremental pull");
+    let got = delivered(&msg).expect("rows decode");
+    assert_eq!(got.commit_seqs.len(), 1, "{got:?}");
+    let head = sub_end(&msg).0;
+
+    // The gateway's realtime calls for the reader, from the cursor before that commit.
+    let mut gw = router_connection();
+    let open: Value = gw
+        .query_one("SELECT syncular.realtime_open($1, $2, $3, $4)", &[&p, &"bob", &"router-reader", &allow_projects(&["p1", "p2"])])
+        .expect("realtime_open")
+        .get(0);
+    let group = json!([{
+        "registrations": open["registrations"], "schemaVersion": open["schemaVersion"], "logEpoch": open["logEpoch"],
+        "wireVersion": open["wireVersion"], "cursor": cursor, "suppressed": false,
+    }]);
+    let kind: String = gw
+        .query_one("SELECT kind FROM syncular.realtime_deltas($1, $2)", &[&p, &group])
+        .expect("realtime_deltas")
+        .get(0);
+    assert_eq!(kind, "delta", "{open}");
+    let acks = json!([{"clientId": "router-reader", "actorId": "bob", "cursor": head, "logEpoch": open["logEpoch"]}]);
+    gw.query_one("SELECT syncular.realtime_ack($1, $2)", &[&p, &acks]).expect("realtime_ack");
+
+    // A server-authored commit.
+    sql_commit_task(&mut gw, p, "server", "t10", "p1", "from SQL");
+}
+
+/// A connection whose plain SQL writes to `tasks` are commits of `partition`, router mode on.
+fn sql_writer(partition: &str) -> Client {
+    let mut conn = router_connection();
+    set_partition(&mut conn, partition, Some("ops")).expect("SET syncular.partition");
+    conn
+}
+
+/// Plain SQL writes captured as commits in `p`; then, in `q`, 1,005 captured commits and one
+/// pruning batch (the horizon keeps the newest 1,000: the batch deletes 5 commits).
+fn captured_writes_and_prune(p: &str, q: &str) {
+    let mut sql = sql_writer(p);
+    let tag = HARNESS_TAG;
+    let insert = format!("INSERT {tag} INTO public.tasks (id, project_id, title, done) VALUES ('s1', 'p1', 'typed', false), ('s2', 'p2', 'two', true)");
+    assert_eq!(sql.execute(&insert, &[]).expect("plain INSERT"), 2);
+    let update = format!("UPDATE {tag} public.tasks SET title = 'retyped' WHERE _sync_partition = $1 AND id = 's1'");
+    assert_eq!(sql.execute(&update, &[&p]).expect("plain UPDATE"), 1);
+    let remove = format!("DELETE {tag} FROM public.tasks WHERE _sync_partition = $1 AND id = 's2'");
+    assert_eq!(sql.execute(&remove, &[&p]).expect("plain DELETE"), 1);
+
+    let mut writer = sql_writer(q);
+    writer
+        .batch_execute(&format!(
+            "DO {tag} $$ BEGIN FOR i IN 1..1005 LOOP \
+               INSERT {tag} INTO public.tasks (id, project_id, title, done) VALUES ('t' || i, 'p1', 'x', false); \
+             END LOOP; END $$"
+        ))
+        .expect("1,005 captured commits");
+    let mut admin = router_connection();
+    let horizon: i64 = admin.query_one("SELECT syncular.advance_horizon($1)", &[&q]).expect("advance_horizon").get(0);
+    assert_eq!(horizon, 5);
+    let pruned: i64 = admin
+        .query_one("SELECT commits FROM syncular.prune_batch($1, 10000)", &[&q])
+        .expect("prune_batch")
+        .get(0);
+    assert_eq!(pruned, 5);
+}
+
+fn names(c: &Checked, table: &str) -> bool {
+    c.analysis.relations.iter().any(|(n, _)| n.rsplit('.').next() == Some(table))
+}
+
+fn starts_with(c: &Checked, words: &str) -> bool {
+    one_line(&c.sql).to_lowercase().starts_with(words)
+}
+
+#[test]
+fn every_statement_of_the_sync_rounds_is_router_shaped() {
+    let mut admin = router_connection();
+    if let Err(why) = statement_log::ensure(&mut admin) {
+        if statement_log::required() {
+            panic!("{} is set but the statement log is unavailable: {why}", statement_log::REQUIRED_ENV);
+        }
+        println!("skipped: {why} (start the server with -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all)");
+        return;
+    }
+    register_schema(&mut admin).expect("register the sample schema");
+    let layout = statement_log::layout(&mut admin);
+    assert!(layout.app_tables.iter().any(|(s, t)| s == "public" && t == TABLE), "{layout:?}");
+
+    statement_log::reset(&mut admin);
+    sync_rounds(&partition_name("router"));
+    captured_writes_and_prune(&partition_name("router-capture"), &partition_name("router-prune"));
+    let texts = statement_log::recorded(&mut admin);
+    let checked = check_all(texts.iter().map(String::as_str), &layout);
+    if std::env::var_os("SYNCULAR_ROUTER_CHECK_VERBOSE").is_some() {
+        println!("{}", format_verdicts(texts.iter().map(String::as_str), &layout));
+    }
+
+    // Not vacuous: the log saw the writes and the reads.
+    assert!(
+        checked.iter().any(|c| starts_with(c, "insert into syncular.sync_commits") || (starts_with(c, "insert") && names(c, "sync_commits"))),
+        "no INSERT into sync_commits among the {} checked of {} recorded statements: is track = all?",
+        checked.len(),
+        texts.len()
+    );
+    assert!(
+        checked.iter().any(|c| (starts_with(c, "select") || starts_with(c, "with")) && names(c, "sync_changes")),
+        "no SELECT of sync_changes among the {} checked statements",
+        checked.len()
+    );
+
+    // Allowed but reported: which recorded (non-harness) statements read catalogs, and the
+    // notes on checked ones (different pinned values, local relations next to distributed ones).
+    let catalog: Vec<(Vec<String>, String)> = texts
+        .iter()
+        .filter(|t| !t.contains(HARNESS_TAG))
+        .map(|t| (catalog_use(t, &layout), one_line(t)))
+        .filter(|(uses, _)| !uses.is_empty())
+        .collect();
+    println!("{} statements recorded, {} checked; {} read catalogs:", texts.len(), checked.len(), catalog.len());
+    for (uses, t) in &catalog {
+        println!("  catalog ({}): {t}", uses.join(", "));
+    }
+    for c in checked.iter().filter(|c| !c.analysis.notes.is_empty()) {
+        println!("  note ({}): {}", c.analysis.notes.join("; "), one_line(&c.sql));
+    }
+    if checked.iter().any(|c| !c.analysis.violations.is_empty()) {
+        panic!("{}", format_violations(&checked));
+    }
+}
