@@ -5,6 +5,21 @@
 //! statements name it explicitly (`syncular.sync_commits`), so they do not
 //! depend on the caller's `search_path`.
 //!
+//! **The single-shard rule** (README "Scaling out with Citus"): every
+//! statement a sync round, the realtime calls or a per-partition
+//! maintenance batch issues names the partition — each reference to a
+//! `partition`-keyed table (and `_sync_partition` of an app table) is
+//! pinned by `partition = $n`, directly or through a join on that column —
+//! so Citus's router planner sends it to one shard. Under
+//! `syncular.router_statements` there is moreover no `INSERT … SELECT`
+//! (multi-row `INSERT … VALUES` instead: [`values_insert`]) and no `INSERT`
+//! inside a CTE. Whole-database maintenance (`rotate_log_epoch(NULL)`,
+//! `partition_stats(NULL)`) lists the partitions, then runs the
+//! per-partition statements. `tests/tests/router_statements.rs` checks the
+//! rule on every statement a set of sync rounds records in
+//! `pg_stat_statements`; the capture triggers' statements
+//! ([`capture`]) are exempt: they do not run on Citus.
+//!
 //! Reads use `Spi::connect_mut` + `update` (SPI read-write mode) on purpose:
 //! a read-only SPI query reuses the statement's snapshot and does not see
 //! rows written earlier in the same function call (e.g. inside a

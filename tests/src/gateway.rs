@@ -23,6 +23,9 @@ use crate::fixtures::{register_schema, TASKS};
 
 /// Environment variable naming the gateway binary.
 pub const BIN_ENV: &str = "SYNCULAR_GATEWAY_BIN";
+/// Comma-separated URLs every spawned gateway also LISTENs on (`--notify-database-url`): for
+/// runs against a Citus cluster whose sync functions are delegated to the workers.
+pub const NOTIFY_URLS_ENV: &str = "SYNCULAR_TEST_NOTIFY_DATABASE_URLS";
 
 /// Default bound of every wait in the gateway tests.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -59,7 +62,8 @@ impl Gateway {
         Gateway::start_with(&args)
     }
 
-    /// Starts a gateway with exactly these flags (plus database URL, listen address, id).
+    /// Starts a gateway with exactly these flags (plus database URL, listen address, id, and
+    /// one `--notify-database-url` per entry of `SYNCULAR_TEST_NOTIFY_DATABASE_URLS`).
     pub fn start_with(args: &[&str]) -> Gateway {
         Gateway::start_with_dsn(&crate::dsn(), args)
     }
@@ -76,8 +80,15 @@ impl Gateway {
                 cmd.env_remove(k);
             }
         }
-        cmd.args(["--database-url", dsn, "--listen", "127.0.0.1:0", "--gateway-id", &id])
-            .args(args)
+        cmd.args(["--database-url", dsn, "--listen", "127.0.0.1:0", "--gateway-id", &id]);
+        // By hand on a Citus cluster with delegated functions (README "Scaling out with
+        // Citus"): every gateway also listens on these nodes (comma-separated URLs).
+        if let Ok(urls) = std::env::var(NOTIFY_URLS_ENV) {
+            for url in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+                cmd.args(["--notify-database-url", url]);
+            }
+        }
+        cmd.args(args)
             .env("SYNCULAR_GATEWAY_LOG", "info,syncular_gateway=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
