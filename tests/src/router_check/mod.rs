@@ -60,8 +60,10 @@
 //! [`ViolationKind::ParseError`].
 //!
 //! Files: [`tables`] (layout), `predicates` (conjuncts, equalities, values), `scope`
-//! (levels, column resolution, the pinning fixpoint), `walk` (the parse walk), [`report`]
-//! (choosing the statements to check, formatting failures).
+//! (levels, column resolution, the pinning fixpoint), the parse walk — `walk` (statements,
+//! WITH, SELECT levels), `dml` (INSERT/UPDATE/DELETE), `from` (FROM items), `exprs`
+//! (subqueries in expressions) — and [`report`] (choosing the statements to check,
+//! formatting failures, catalog use); unit tests in `tests`.
 
 mod predicates;
 pub mod report;
@@ -69,6 +71,9 @@ mod scope;
 pub mod tables;
 #[cfg(test)]
 mod tests;
+mod dml;
+mod exprs;
+mod from;
 mod walk;
 
 use std::fmt;
