@@ -5,8 +5,8 @@
 //! Every log table is keyed by `partition` and distributed on it, all
 //! colocated with `sync_partitions`, so one partition's counter, log,
 //! scopes, clients and outcomes live on one node and every statement of a
-//! sync round is routed to that node's shard (the statement rule in
-//! [`crate::store::values_insert`] and DESIGN §4). App tables are
+//! sync round is routed to that node's shard (the single-shard rule in
+//! [`crate::store`]). App tables are
 //! distributed on `_sync_partition` in the same colocation group. The
 //! partition-less tables (schema marker, table placements, resolver,
 //! NOTIFY key) become reference tables: a copy on every node, which the

@@ -11,7 +11,7 @@ mod tests {
     #[pg_test]
     fn the_drop_guard_is_an_enabled_member_event_trigger_on_drop_extension() {
         let row = text(
-            "SELECT e.evtevent || '/' || array_to_string(e.evttags, ',') || '/' || e.evtenabled || '/' || e.evtfoid::regproc::text \
+            "SELECT e.evtevent || '/' || array_to_string(e.evttags, ',') || '/' || e.evtenabled::text || '/' || e.evtfoid::regproc::text \
                FROM pg_catalog.pg_event_trigger e \
                JOIN pg_catalog.pg_depend d ON d.classid = 'pg_event_trigger'::regclass AND d.objid = e.oid AND d.deptype = 'e' \
                JOIN pg_catalog.pg_extension x ON x.oid = d.refobjid AND x.extname = 'syncular' \
