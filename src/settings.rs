@@ -15,7 +15,7 @@
 //! | `syncular.prune_min_commits` | int | 1000 (min 1000) | §4.6: the newest commits always kept; SUSET |
 //! | `syncular.client_retention` | seconds | `30d` (min `14d`) | a client record not updated for this long is removed by pruning; SUSET |
 //! | `syncular.push_result_retention` | seconds | `180d` (min `30d`) | a stored push outcome (§2.3 replay) older than this is removed by pruning; SUSET |
-//! | `syncular.router_statements` | bool | `off` | write the log with statements Citus routes to one shard (one `INSERT … VALUES` per table, DESIGN "store/ statement rule"); `syncular.distribute()` turns it on for the database; SUSET |
+//! | `syncular.router_statements` | bool | `off` | write the log with statements Citus routes to one shard (one `INSERT … VALUES` per table: the single-shard rule of `src/store/mod.rs`); `syncular.distribute()` turns it on for the database; SUSET |
 //!
 //! Registered in `_PG_init` ([`init`]), which then reserves the `syncular.`
 //! prefix (Postgres 15+ `MarkGUCPrefixReserved`): `SET syncular.partiton = …`
@@ -212,7 +212,7 @@ pub fn activity_refresh_ms() -> i64 {
 }
 
 /// `syncular.router_statements`: write the log with single-shard statements
-/// (Citus; [`crate::store::values_insert`]).
+/// (Citus; the single-shard rule of [`crate::store`]).
 pub fn router_statements() -> bool {
     ROUTER_STATEMENTS.get()
 }
