@@ -109,9 +109,12 @@ pub fn check_fence_placement() -> EngineResult<()> {
     if delegated.iter().all(|d| *d == on_worker) {
         return Ok(());
     }
+    let batch_delegated = citus::is_delegated("syncular.prune_batch(text,integer)")?;
     Err(EngineError::host(
         HostCode::CitusWorker,
-        if on_worker {
+        if !on_worker && batch_delegated && delegated.iter().all(|d| *d) {
+            "syncular.prune_batch is delegated, but this call ran on the coordinator: Citus delegates only a top-level SELECT * FROM syncular.prune_batch(…) outside a transaction block (CALL syncular.prune nests it); call advance_horizon and prune_batch that way (README \"Scaling out with Citus\")"
+        } else if on_worker {
             "this pruning batch runs on a Citus worker but syncular.sync, syncular.pull and syncular.realtime_deltas are not all delegated to workers: the pruning fence would not exclude them (README \"Scaling out with Citus\")"
         } else {
             "syncular.sync, syncular.pull or syncular.realtime_deltas is delegated to the workers: delegate all three and syncular.prune_batch (distribution argument $1), so the pruning fence is taken on the partition's worker (README \"Scaling out with Citus\")"
@@ -129,6 +132,10 @@ pub fn is_distributed() -> EngineResult<bool> {
 /// `syncular.router_statements` on for the database.
 pub fn distribute() -> EngineResult<Distributed> {
     require_coordinator()?;
+    // The NOTIFY key is created on first use; created here, while the table is
+    // still local, the first commit does not write a reference table (a write
+    // to every node: a two-phase commit).
+    crate::store::notifications::notification_key()?;
     let mut done = Distributed::default();
     for (i, table) in DISTRIBUTED_TABLES.iter().enumerate() {
         if !citus::is_citus_table(table)? {
@@ -153,6 +160,12 @@ pub fn distribute() -> EngineResult<Distributed> {
     Ok(done)
 }
 
+/// Whether app table `table` of `app_schema` is a Citus table (false
+/// without Citus).
+pub fn is_citus_app_table(app_schema: &str, table: &str) -> EngineResult<bool> {
+    Ok(citus::loaded()? && citus::is_citus_table(&crate::store::app_table_ddl::qualified_name(app_schema, table))?)
+}
+
 /// Distributes one app table on `_sync_partition`, colocated with the log,
 /// after removing its capture triggers. `false` when it already was.
 pub fn distribute_app_table(app_schema: &str, table: &str, qualified: &str) -> EngineResult<bool> {
@@ -171,10 +184,15 @@ pub fn release_for_drop() -> EngineResult<()> {
     if !citus::loaded()? {
         return Ok(());
     }
+    let mut dropped = false;
     for table in DISTRIBUTED_TABLES.iter().chain(REFERENCE_TABLES.iter()) {
         if citus::is_citus_table(table)? {
             citus::drop_member_table(table)?;
+            dropped = true;
         }
+    }
+    if dropped {
+        citus::reset_router_statements()?;
     }
     Ok(())
 }

@@ -683,6 +683,11 @@ fn install_capture(app_schema: &str, schema: &Schema) -> EngineResult<()> {
         return Ok(());
     }
     for t in &schema.tables {
+        // An app table kept from an earlier install that Citus distributed (DROP EXTENSION
+        // keeps app tables): no triggers either; `distribute()` brings the log along.
+        if crate::engine::distribution::is_citus_app_table(app_schema, &t.name)? {
+            continue;
+        }
         crate::store::capture::triggers::install(app_schema, &t.name)?;
     }
     Ok(())

@@ -85,11 +85,40 @@ pub fn reference_table(relation: &str) -> StoreResult<()> {
 /// Errors: SPI failures; Citus's ERRORs unwind.
 pub fn drop_member_table(relation: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
+        // Citus NOTICEs that it does not propagate member changes: true and
+        // beside the point here (the whole extension goes).
+        let previous = client
+            .select("SELECT pg_catalog.current_setting('client_min_messages')", None, &[])?
+            .first()
+            .get_one::<String>()?
+            .unwrap_or_else(|| "notice".to_owned());
+        client.update("SELECT pg_catalog.set_config('client_min_messages', 'warning', true)", None, &[])?;
         client.update(&format!("ALTER EXTENSION syncular DROP TABLE {relation}"), None, &[])?;
         client.update(&format!("DROP TABLE {relation}"), None, &[])?;
+        client.update(
+            "SELECT pg_catalog.set_config('client_min_messages', $1, true)",
+            None,
+            &[DatumWithOid::from(previous.as_str())],
+        )?;
         Ok(())
     })
     .map_err(StoreError::spi("drop_member_table"))
+}
+
+/// `ALTER DATABASE <current> RESET syncular.router_statements` (Citus
+/// propagates it): after the extension's Citus tables are gone.
+/// Errors: SPI failures.
+pub fn reset_router_statements() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        let db = client
+            .select("SELECT pg_catalog.quote_ident(pg_catalog.current_database())", None, &[])?
+            .first()
+            .get_one::<String>()?
+            .unwrap_or_default();
+        client.update(&format!("ALTER DATABASE {db} RESET syncular.router_statements"), None, &[])?;
+        Ok(())
+    })
+    .map_err(StoreError::spi("reset_router_statements"))
 }
 
 /// `ALTER DATABASE <current> SET syncular.router_statements = on` (Citus
