@@ -156,7 +156,7 @@ pub fn distribute() -> EngineResult<Distributed> {
             }
         }
     }
-    citus::enable_router_statements()?;
+    citus::set_router_statements(true)?;
     Ok(done)
 }
 
@@ -184,15 +184,15 @@ pub fn release_for_drop() -> EngineResult<()> {
     if !citus::loaded()? {
         return Ok(());
     }
-    let mut dropped = false;
+    let mut tables = Vec::new();
     for table in DISTRIBUTED_TABLES.iter().chain(REFERENCE_TABLES.iter()) {
         if citus::is_citus_table(table)? {
-            citus::drop_member_table(table)?;
-            dropped = true;
+            tables.push(*table);
         }
     }
-    if dropped {
-        citus::reset_router_statements()?;
+    if !tables.is_empty() {
+        citus::drop_member_tables(&tables)?;
+        citus::set_router_statements(false)?;
     }
     Ok(())
 }

@@ -80,10 +80,10 @@ pub fn reference_table(relation: &str) -> StoreResult<()> {
     .map_err(StoreError::spi("create_reference_table"))
 }
 
-/// Detaches `relation` (a qualified name of one of the extension's tables)
-/// from the extension and drops it; Citus drops its shards on every node.
+/// Detaches `relations` (qualified names of the extension's tables) from the
+/// extension and drops them; Citus drops their shards on every node.
 /// Errors: SPI failures; Citus's ERRORs unwind.
-pub fn drop_member_table(relation: &str) -> StoreResult<()> {
+pub fn drop_member_tables(relations: &[&str]) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         // Citus NOTICEs that it does not propagate member changes: true and
         // beside the point here (the whole extension goes).
@@ -93,8 +93,10 @@ pub fn drop_member_table(relation: &str) -> StoreResult<()> {
             .get_one::<String>()?
             .unwrap_or_else(|| "notice".to_owned());
         client.update("SELECT pg_catalog.set_config('client_min_messages', 'warning', true)", None, &[])?;
-        client.update(&format!("ALTER EXTENSION syncular DROP TABLE {relation}"), None, &[])?;
-        client.update(&format!("DROP TABLE {relation}"), None, &[])?;
+        for relation in relations {
+            client.update(&format!("ALTER EXTENSION syncular DROP TABLE {relation}"), None, &[])?;
+            client.update(&format!("DROP TABLE {relation}"), None, &[])?;
+        }
         client.update(
             "SELECT pg_catalog.set_config('client_min_messages', $1, true)",
             None,
@@ -102,38 +104,26 @@ pub fn drop_member_table(relation: &str) -> StoreResult<()> {
         )?;
         Ok(())
     })
-    .map_err(StoreError::spi("drop_member_table"))
+    .map_err(StoreError::spi("drop_member_tables"))
 }
 
-/// `ALTER DATABASE <current> RESET syncular.router_statements` (Citus
-/// propagates it): after the extension's Citus tables are gone.
-/// Errors: SPI failures.
-pub fn reset_router_statements() -> StoreResult<()> {
+/// `ALTER DATABASE <current> SET syncular.router_statements = on` and the
+/// same for this session (`on`), or `ALTER DATABASE <current> RESET
+/// syncular.router_statements` (`!on`, after the extension's Citus tables are
+/// gone). Citus propagates `ALTER DATABASE` to every node. Errors: SPI failures.
+pub fn set_router_statements(on: bool) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         let db = client
             .select("SELECT pg_catalog.quote_ident(pg_catalog.current_database())", None, &[])?
             .first()
             .get_one::<String>()?
             .unwrap_or_default();
-        client.update(&format!("ALTER DATABASE {db} RESET syncular.router_statements"), None, &[])?;
+        let action = if on { "SET syncular.router_statements = on" } else { "RESET syncular.router_statements" };
+        client.update(&format!("ALTER DATABASE {db} {action}"), None, &[])?;
+        if on {
+            client.update("SELECT pg_catalog.set_config('syncular.router_statements', 'on', false)", None, &[])?;
+        }
         Ok(())
     })
-    .map_err(StoreError::spi("reset_router_statements"))
-}
-
-/// `ALTER DATABASE <current> SET syncular.router_statements = on` (Citus
-/// propagates it to every node), and the same for this session.
-/// Errors: SPI failures.
-pub fn enable_router_statements() -> StoreResult<()> {
-    Spi::connect_mut(|client| {
-        let db = client
-            .select("SELECT pg_catalog.quote_ident(pg_catalog.current_database())", None, &[])?
-            .first()
-            .get_one::<String>()?
-            .unwrap_or_default();
-        client.update(&format!("ALTER DATABASE {db} SET syncular.router_statements = on"), None, &[])?;
-        client.update("SELECT pg_catalog.set_config('syncular.router_statements', 'on', false)", None, &[])?;
-        Ok(())
-    })
-    .map_err(StoreError::spi("enable_router_statements"))
+    .map_err(StoreError::spi("set_router_statements"))
 }

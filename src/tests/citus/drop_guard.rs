@@ -1,6 +1,6 @@
 //! The `DROP EXTENSION` event trigger (`src/api/drop_guard.rs`) without
 //! Citus: installed with the extension, and a pass-through for any other
-//! extension's drop.
+//! extension's drop; and the table lists it (and `distribute()`) walk.
 
 #[pgrx::pg_schema]
 mod tests {
@@ -30,5 +30,27 @@ mod tests {
     fn the_guard_cannot_be_called_as_a_function() {
         let err = try_run("SELECT syncular.drop_extension_guard()").unwrap_err();
         assert!(err.message.contains("trigger"), "{err:?}");
+    }
+
+    #[pg_test]
+    fn the_distribution_lists_name_every_table_of_the_extension_once_by_its_partition_column() {
+        use crate::engine::distribution::{DISTRIBUTED_TABLES, REFERENCE_TABLES};
+        let of = |keyed: bool| {
+            text(&format!(
+                "SELECT string_agg('syncular.' || c.relname, ',' ORDER BY c.relname) FROM pg_catalog.pg_class c \
+                  WHERE c.relnamespace = 'syncular'::regnamespace AND c.relkind = 'r' \
+                    AND {} EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a \
+                                   WHERE a.attrelid = c.oid AND a.attname = 'partition' AND NOT a.attisdropped)",
+                if keyed { "" } else { "NOT" }
+            ))
+            .unwrap_or_default()
+        };
+        let sorted = |list: &[&str]| {
+            let mut v = list.to_vec();
+            v.sort_unstable();
+            v.join(",")
+        };
+        assert_eq!(of(true), sorted(&DISTRIBUTED_TABLES));
+        assert_eq!(of(false), sorted(&REFERENCE_TABLES));
     }
 }
