@@ -434,6 +434,12 @@ pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<
     crate::engine::distribution::refuse_worker()?;
     let schema = Schema::from_value(ir).map_err(|e| EngineError::invalid_schema(e.message))?;
     check_app_schema_name(app_schema)?;
+    // First the schema fence, exclusively: every request that read the
+    // marker has ended, and new ones wait for this transaction
+    // (schema_store::SCHEMA_FENCE_CLASS). Taken before the marker lock, so
+    // a transaction that made a request before registering cannot deadlock
+    // with a registration holding the marker lock.
+    schema_store::take_schema_fence()?;
     schema_store::lock_schema_marker()?;
     invalidate_cache();
     let outcome = match schema_store::load_current_version()? {

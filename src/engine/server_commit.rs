@@ -184,6 +184,9 @@ pub fn run(
 ) -> EngineResult<Value> {
     check_caller(caller)?;
     let now_ms = clock::now_ms()?;
+    // Before the marker read: a schema change waits for this commit, or this
+    // commit reads the changed marker (schema_store::SCHEMA_FENCE_CLASS).
+    crate::store::schema_store::share_schema_fence()?;
     let schema = crate::engine::schema::require_registered_schema()?;
     let schema: &RegisteredSchema = &schema;
     let registry = partition::touch(caller.partition, now_ms)?;

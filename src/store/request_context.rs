@@ -1,15 +1,16 @@
-//! What a sync request reads before anything else, in one statement (SPEC
-//! §1.5, §1.6, §2.1; DESIGN §4): the current schema version's cache key, the
-//! partition's registry row, the client's record and the NOTIFY signing key
-//! (and, for a request that pulls, the shared pruning fence)
-//! — primary-key probes, run through [`crate::store::pinned_plan`] so no
-//! sequential scan planned while a table was tiny is kept.
+//! What a sync request reads before anything else (SPEC §1.5, §1.6, §2.1;
+//! DESIGN §4): after taking its fences, in one statement, the current
+//! schema version's cache key, the partition's registry row, the client's
+//! record and the NOTIFY signing key — primary-key probes, run through
+//! [`crate::store::pinned_plan`] so no sequential scan planned while a table
+//! was tiny is kept.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
 use crate::store::partitions::RegistryRow;
-use crate::store::pinned_plan;
+use crate::store::{pinned_plan, plan_cache};
+use crate::store::schema_store;
 use crate::store::{StoreError, StoreResult};
 
 /// The stored client record fields a request checks (§1.5 binding).
@@ -36,67 +37,54 @@ pub struct RequestContextRow {
     pub notification_key: Option<Vec<u8>>,
 }
 
-/// The reads of [`CONTEXT_SQL`] without the fence.
-macro_rules! context_reads {
-    () => {
-        "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_required, r.last_authenticated_at_ms, \
-                c.actor_id, c.wire_version, c.updated_at_ms, \
-                (SELECT k.key FROM syncular.sync_notification_key k WHERE k.id = 1) \
-         FROM (SELECT 1) AS one \
-         LEFT JOIN (SELECT s.version, s.xmin FROM syncular.sync_schema_versions s \
-                    ORDER BY s.version DESC LIMIT 1) v ON true \
-         LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
-         LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2"
-    };
-}
-
-const CONTEXT_SQL: &str = concat!(
-    context_reads!(),
-    " LEFT JOIN LATERAL (SELECT pg_catalog.pg_advisory_xact_lock_shared($4, $5) WHERE $3) f ON true"
-);
-
-/// [`CONTEXT_SQL`] without the fence (`syncular.router_statements`): the
-/// same reads, which Citus routes to the partition's worker.
-const CONTEXT_ROUTER_SQL: &str = context_reads!();
+/// The reads, one statement. Under `syncular.router_statements` (Citus) it
+/// carries the partition equalities, so it is routed to the partition's worker.
+const CONTEXT_SQL: &str = "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_required, r.last_authenticated_at_ms, \
+            c.actor_id, c.wire_version, c.updated_at_ms, \
+            (SELECT k.key FROM syncular.sync_notification_key k WHERE k.id = 1) \
+     FROM (SELECT 1) AS one \
+     LEFT JOIN (SELECT s.version, s.xmin FROM syncular.sync_schema_versions s \
+                ORDER BY s.version DESC LIMIT 1) v ON true \
+     LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
+     LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2";
 
 /// Reads the request context of `client_id` in `partition` (`None`: no
-/// client record is looked up). With `fence`, the statement also takes the
-/// partition's pruning fence in shared mode
-/// ([`crate::store::lifecycle::fence`]): a request with a pull half reads
-/// the log bounds in a later statement. Errors: SPI failures.
+/// client record is looked up). Two statements:
+/// 1. the fences, shared ([`schema_store::SHARE_FENCES_SQL`]): the schema
+///    fence always — so the marker read next is never older than a schema
+///    change this request could meet later ([`schema_store::SCHEMA_FENCE_CLASS`])
+///    — and, with `fence`, the partition's pruning fence
+///    ([`crate::store::lifecycle::fence`]): a request with a pull half reads
+///    the log bounds in a later statement. It is its own statement because
+///    a lock taken inside a statement does not refresh that statement's
+///    snapshot, and it runs where the function runs (under Citus, as the
+///    pruning batch's exclusive fence and the bump's schema fence do);
+/// 2. the reads ([`CONTEXT_SQL`]).
 ///
-/// Under `syncular.router_statements` (Citus) the fence is taken by its own
-/// statement first ([`crate::store::lifecycle::fence::share`]), which runs
-/// where the function runs — as the pruning batch's exclusive fence does —
-/// whereas inside this statement it would run on the worker Citus routes
-/// the statement to.
+/// Errors: SPI failures.
 pub fn read(partition: &str, client_id: Option<&str>, fence: bool) -> StoreResult<RequestContextRow> {
-    let router = crate::settings::router_statements();
-    if fence && router {
-        crate::store::lifecycle::fence::share(partition)?;
-    }
+    Spi::connect_mut(|client| {
+        plan_cache::execute(
+            client,
+            schema_store::SHARE_FENCES_SQL,
+            Some(1),
+            &[
+                DatumWithOid::from(schema_store::SCHEMA_FENCE_CLASS),
+                DatumWithOid::from(crate::store::lifecycle::fence::FENCE_CLASS),
+                DatumWithOid::from(crate::store::lifecycle::fence::fence_key(partition)),
+                DatumWithOid::from(fence),
+            ],
+        )
+        .map(|_| ())
+    })
+    .map_err(StoreError::spi("share_request_fences"))?;
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
-        let table = if router {
-            pinned_plan::execute(
-                client,
-                CONTEXT_ROUTER_SQL,
-                Some(1),
-                &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
-            )?
-        } else {
-            pinned_plan::execute(
-                client,
-                CONTEXT_SQL,
-                Some(1),
-                &[
-                    DatumWithOid::from(partition),
-                    DatumWithOid::from(client_id),
-                    DatumWithOid::from(fence),
-                    DatumWithOid::from(crate::store::lifecycle::fence::FENCE_CLASS),
-                    DatumWithOid::from(crate::store::lifecycle::fence::fence_key(partition)),
-                ],
-            )?
-        };
+        let table = pinned_plan::execute(
+            client,
+            CONTEXT_SQL,
+            Some(1),
+            &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
+        )?;
         let row = table.first();
         let schema_key = row.get::<i64>(1)?.zip(row.get::<String>(2)?);
         let registry = match (row.get::<String>(3)?, row.get::<bool>(4)?, row.get::<i64>(5)?) {

@@ -3,6 +3,7 @@
 //! `syncular.sync_schema_tables` (one row per table of the current version,
 //! with its stored codec layout).
 
+use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::Value;
@@ -48,6 +49,59 @@ pub fn lock_schema_marker() -> StoreResult<()> {
             .update("LOCK TABLE syncular.sync_schema_versions IN EXCLUSIVE MODE", None, &[])
             .map(|_| ())
             .map_err(StoreError::spi("lock_schema_marker"))
+    })
+}
+
+/// The schema fence's first key ("SYNS"; the second is 0): a
+/// transaction-scoped advisory lock that orders sync requests against a
+/// schema change. A request takes it **shared** in a statement *before* it
+/// reads the schema marker ([`crate::store::request_context::read`],
+/// `syncular.commit`); a registration takes it **exclusively** before
+/// anything else (before [`lock_schema_marker`]). So a request either finishes
+/// before the change starts, or reads the new marker in a snapshot taken
+/// after the change committed — it never encodes or decodes app-table
+/// payloads with a layout the table no longer has (a push that read the old
+/// marker and then waited on the bump's `ALTER TABLE` used to read
+/// rewritten payloads with the old layout, or write old-layout payloads into
+/// the widened table). Plain SQL writes do not take it: their statement
+/// locks the app table before its capture trigger reads the marker, which
+/// orders them against the bump's `ALTER TABLE` already.
+pub const SCHEMA_FENCE_CLASS: i32 = 0x5359_4E53;
+
+/// The statement that takes the schema fence `($1, 0)` shared and, when
+/// `$4`, the partition's pruning fence `($2, $3)` shared — see
+/// [`SCHEMA_FENCE_CLASS`].
+pub const SHARE_FENCES_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, 0), \
+     (SELECT pg_catalog.pg_advisory_xact_lock_shared($2, $3) WHERE $4)";
+
+/// Takes the schema fence shared until the end of the transaction (a
+/// request about to read the marker; see [`SCHEMA_FENCE_CLASS`]). Waits
+/// for a schema change in progress. Errors: SPI failures.
+pub fn share_schema_fence() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        crate::store::plan_cache::execute(
+            client,
+            "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, 0)",
+            None,
+            &[DatumWithOid::from(SCHEMA_FENCE_CLASS)],
+        )
+        .map(|_| ())
+        .map_err(StoreError::spi("share_schema_fence"))
+    })
+}
+
+/// Takes the schema fence exclusively until the end of the transaction (a
+/// registration; see [`SCHEMA_FENCE_CLASS`]):
+/// waits until every request that read the marker has ended, and requests
+/// arriving meanwhile wait for this transaction. Errors: SPI failures (a
+/// `lock_timeout` the caller set, a deadlock with a transaction that holds
+/// it shared and waits on this one).
+pub fn take_schema_fence() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update("SELECT pg_catalog.pg_advisory_xact_lock($1, 0)", None, &[DatumWithOid::from(SCHEMA_FENCE_CLASS)])
+            .map(|_| ())
+            .map_err(StoreError::spi("take_schema_fence"))
     })
 }
 

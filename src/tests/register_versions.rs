@@ -288,4 +288,34 @@ mod tests {
         assert_eq!(register(&items(1, vec![])).unwrap(), "created");
         assert_eq!(int8("SELECT count(*) FROM public.items"), Some(1));
     }
+
+    /// The modes in which this backend holds the schema fence
+    /// (`store::schema_store::SCHEMA_FENCE_CLASS`), e.g. `ExclusiveLock,ShareLock`.
+    fn schema_fence_modes() -> Option<String> {
+        text(&format!(
+            "SELECT string_agg(mode, ',' ORDER BY mode) FROM pg_catalog.pg_locks \
+             WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() \
+               AND classid = {} AND objid = 0 AND objsubid = 2",
+            crate::store::schema_store::SCHEMA_FENCE_CLASS
+        ))
+    }
+
+    #[pg_test]
+    fn a_registration_takes_the_schema_fence_exclusively_and_a_sync_request_shares_it() {
+        assert_eq!(schema_fence_modes(), None, "nothing took the fence yet");
+        crate::tests::sync_support::setup_tasks();
+        assert_eq!(schema_fence_modes().as_deref(), Some("ExclusiveLock"));
+        crate::tests::sync_support::acquire_epoch("fence-p", "alice", "fence-c");
+        assert_eq!(schema_fence_modes().as_deref(), Some("ExclusiveLock,ShareLock"));
+    }
+
+    #[pg_test]
+    fn syncular_commit_shares_the_schema_fence() {
+        register(&items(1, vec![])).unwrap();
+        assert_eq!(schema_fence_modes().as_deref(), Some("ExclusiveLock"));
+        run("SELECT syncular.commit('fence-p', 'alice', \
+               '[{\"table\": \"items\", \"op\": \"upsert\", \"row\": {\"id\": \"r1\", \"ws\": \"w1\", \"label\": \"x\"}}]'::jsonb, \
+               allowed_scopes => '{\"ws\": [\"*\"]}'::jsonb)");
+        assert_eq!(schema_fence_modes().as_deref(), Some("ExclusiveLock,ShareLock"));
+    }
 }

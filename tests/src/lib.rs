@@ -32,6 +32,14 @@ pub fn connect_to(dsn: &str) -> Client {
     Client::connect(dsn, NoTls).unwrap_or_else(|e| panic!("cannot connect to {dsn}: {e}"))
 }
 
+/// `dsn` with its `dbname=` replaced (the DSN is libpq key=value form): for
+/// tests that need a database of their own (a schema bump, DROP EXTENSION).
+pub fn dsn_for_db(dsn: &str, db: &str) -> String {
+    let mut parts: Vec<String> = dsn.split_whitespace().filter(|p| !p.starts_with("dbname=")).map(str::to_string).collect();
+    parts.push(format!("dbname={db}"));
+    parts.join(" ")
+}
+
 pub mod bench;
 pub mod capture;
 /// The environment variable `name` as a number, `default` when unset or unparsable

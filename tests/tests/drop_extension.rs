@@ -2,13 +2,7 @@
 //! them and their rows, and after `CREATE EXTENSION` the same registration
 //! adopts the kept table.
 
-use syncular_integration_tests::{connect_to, dsn};
-
-fn dsn_for_db(dsn: &str, db: &str) -> String {
-    let mut parts: Vec<String> = dsn.split_whitespace().filter(|p| !p.starts_with("dbname=")).map(str::to_string).collect();
-    parts.push(format!("dbname={db}"));
-    parts.join(" ")
-}
+use syncular_integration_tests::{connect_to, dsn, dsn_for_db};
 
 const IR: &str = r#"{"version": 2, "tables": [{"name": "boards", "primaryKey": "id",
   "columns": [{"name": "id", "type": "string", "nullable": false}, {"name": "ws", "type": "string", "nullable": false},

@@ -9,14 +9,7 @@
 use std::process::Command;
 
 use postgres::Client;
-use syncular_integration_tests::{connect_to, dsn};
-
-/// `dsn` with its `dbname=` replaced (the DSN is libpq key=value form).
-fn dsn_for_db(dsn: &str, db: &str) -> String {
-    let mut parts: Vec<String> = dsn.split_whitespace().filter(|p| !p.starts_with("dbname=")).map(str::to_string).collect();
-    parts.push(format!("dbname={db}"));
-    parts.join(" ")
-}
+use syncular_integration_tests::{connect_to, dsn, dsn_for_db};
 
 fn pg_bin(tool: &str) -> String {
     match std::env::var("SYNCULAR_PG_BIN") {

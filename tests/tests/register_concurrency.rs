@@ -6,13 +6,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use syncular_integration_tests::{connect_to, dsn};
-
-fn dsn_for_db(dsn: &str, db: &str) -> String {
-    let mut parts: Vec<String> = dsn.split_whitespace().filter(|p| !p.starts_with("dbname=")).map(str::to_string).collect();
-    parts.push(format!("dbname={db}"));
-    parts.join(" ")
-}
+use syncular_integration_tests::{connect_to, dsn, dsn_for_db};
 
 const IR: &str = r#"{"version": 1, "tables": [{"name": "cards", "primaryKey": "id",
   "columns": [{"name": "id", "type": "string", "nullable": false}, {"name": "ws", "type": "string", "nullable": false}],
