@@ -20,6 +20,8 @@ DECLARE
     'register_schema',
     'set_scope_resolver',
     '_set_scope_resolver_oid',
+    'set_write_validator',
+    '_set_write_validator_oid',
     'install_capture_triggers',
     'capture_statement_start',
     'capture_row',

@@ -12,6 +12,13 @@ CREATE TABLE syncular.sync_notification_key(
 );
 SELECT pg_catalog.pg_extension_config_dump('syncular.sync_notification_key', '');
 
+-- Write validators (SPEC §6.7), read with the schema (so before anything below loads it).
+CREATE TABLE syncular.sync_write_validators(
+  tbl TEXT PRIMARY KEY,
+  validator REGPROCEDURE NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_write_validators', '');
+
 -- The commit payload is now signed (it reads the key): no longer IMMUTABLE.
 CREATE OR REPLACE FUNCTION syncular."commit_notification_payload"(
 	"partition" TEXT,
@@ -368,3 +375,20 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'syncular_drop_extension_guard_wrapper';
 CREATE EVENT TRIGGER syncular_drop_extension ON ddl_command_start
   WHEN TAG IN ('DROP EXTENSION') EXECUTE FUNCTION syncular.drop_extension_guard();
 REVOKE ALL ON FUNCTION syncular.drop_extension_guard() FROM PUBLIC;
+
+-- Write validators (SPEC §6.7): one host function per synced table. Admin only.
+-- (The table is created at the top.)
+CREATE FUNCTION syncular."_set_write_validator_oid"(
+	"tbl" TEXT,
+	"function" oid
+) RETURNS void
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'set_write_validator_oid_wrapper';
+CREATE FUNCTION syncular.set_write_validator(tbl text, fn pg_catalog.regprocedure) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$ SELECT syncular._set_write_validator_oid($1, $2::pg_catalog.oid) $$;
+COMMENT ON FUNCTION syncular.set_write_validator(text, pg_catalog.regprocedure) IS
+  'Registers the write validator (write jsonb) returns jsonb of a synced table (SPEC 6.7); NULL removes it.';
+REVOKE ALL ON FUNCTION syncular._set_write_validator_oid(text, oid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.set_write_validator(text, pg_catalog.regprocedure) FROM PUBLIC;

@@ -136,6 +136,12 @@ CREATE TABLE sync_scope_resolver(
   id INTEGER PRIMARY KEY CHECK (id = 1),
   resolver REGPROCEDURE NOT NULL
 );
+-- Write validators (§6.7): at most one host function per IR table
+-- (`syncular.set_write_validator`). `regprocedure`, as the resolver.
+CREATE TABLE sync_write_validators(
+  tbl TEXT PRIMARY KEY,
+  validator REGPROCEDURE NOT NULL
+);
 -- The key that signs the NOTIFY payloads gateways trust (any role may NOTIFY any
 -- channel): at most one row, 32 random bytes, created by the first commit or
 -- `syncular.notification_key()` (not here, so a dump restores its row without
@@ -160,4 +166,5 @@ SELECT pg_catalog.pg_extension_config_dump('sync_tombstones', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_schema_versions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_schema_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_scope_resolver', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_write_validators', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_notification_key', '');

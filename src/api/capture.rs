@@ -24,6 +24,7 @@ use pgrx::prelude::*;
 use pgrx::heap_tuple::PgHeapTuple;
 use pgrx::{pg_sys, AllocatedByPostgres, IntoDatum, JsonB, PgTupleDesc};
 
+use syncular_protocol::frame_fields::Op;
 use syncular_protocol::row_codec::{ColumnType, Row, RowValue};
 
 use crate::api::errors::{raise, OrRaise};
@@ -317,6 +318,7 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
         (None, Some(new)) => {
             let row = read_row(&new, &t, &a);
             let computed = capture::insert_row(&t, &row, &storage(&new, &a)).or_raise();
+            capture::validate::validate(&t, Op::Upsert, &computed.row_id, Some(&row), None).or_raise();
             let values = [
                 (a.partition, t.partition.as_str().into_datum()),
                 (a.row_id, computed.row_id.into_datum()),
@@ -349,13 +351,26 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
                 .any(|(o, n)| o.is_none() && n.is_none())
                 .then(|| old.get::<Vec<u8>>(a.payload))
                 .flatten();
+            let stored = storage(&old, &a);
             let computed =
-                capture::update_row(&t, &old_row, new_row, &storage(&old, &a), &changed, old_payload.as_deref()).or_raise();
+                capture::update_row(&t, &old_row, new_row, &stored, &changed, old_payload.as_deref()).or_raise();
+            if capture::validate::has_validator(&t) {
+                let stored_payload = old.get::<Vec<u8>>(a.payload);
+                let row_id = stored.row_id.unwrap_or_default();
+                capture::validate::validate(&t, Op::Upsert, &row_id, Some(&computed.row), stored_payload.as_deref())
+                    .or_raise();
+            }
             let values = [(a.version, computed.version.into_datum()), (a.payload, computed.payload.into_datum())];
             Ok(Some(replace(&new, &values)))
         }
         (Some(old), None) => {
-            capture::delete_row(&t, &storage(&old, &a)).or_raise();
+            let stored = storage(&old, &a);
+            capture::delete_row(&t, &stored).or_raise();
+            if capture::validate::has_validator(&t) {
+                let stored_payload = old.get::<Vec<u8>>(a.payload);
+                let row_id = stored.row_id.unwrap_or_default();
+                capture::validate::validate(&t, Op::Delete, &row_id, None, stored_payload.as_deref()).or_raise();
+            }
             Ok(Some(unchanged(&old)))
         }
         (None, None) => Ok(None),

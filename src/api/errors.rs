@@ -58,10 +58,13 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
         HostCode::SchemaRefused | HostCode::NoSchema => {
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
         }
-        HostCode::InvalidResolver | HostCode::InvalidArgument => {
+        HostCode::InvalidResolver | HostCode::InvalidValidator | HostCode::InvalidArgument => {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
         }
-        HostCode::ResolverMalformed => PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION,
+        HostCode::ResolverMalformed | HostCode::ValidatorMalformed => {
+            PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION
+        }
+        HostCode::WriteRejected => PgSqlErrorCode::ERRCODE_CHECK_VIOLATION,
         HostCode::PartitionRequired | HostCode::CitusMissing | HostCode::CitusWorker => {
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
         }

@@ -1,5 +1,6 @@
 //! `syncular.register_schema`, `syncular.set_scope_resolver`,
-//! `syncular.current_schema_version` (README "SQL API").
+//! `syncular.set_write_validator`, `syncular.current_schema_version`
+//! (README "SQL API").
 
 use pgrx::prelude::*;
 use pgrx::JsonB;
@@ -85,4 +86,34 @@ COMMENT ON FUNCTION syncular.set_scope_resolver(pg_catalog.regprocedure) IS
 "#,
     name = "set_scope_resolver",
     requires = [set_scope_resolver_oid]
+);
+
+/// `syncular._set_write_validator_oid(tbl text, fn oid) returns void` — the
+/// body of `syncular.set_write_validator(tbl text, fn regprocedure)` (SQL
+/// wrapper below; rules: `crate::engine::validators`). NULL `fn` removes the
+/// table's validator. Errors: `syncular.invalid_validator` (22023: wrong
+/// shape, owner not a superuser, table not in the registered schema),
+/// `syncular.no_schema` (55000), `syncular.invalid_argument` (22023) for a
+/// NULL `tbl`. Admin only.
+#[pg_extern(name = "_set_write_validator_oid", volatile)]
+fn set_write_validator_oid(tbl: Option<String>, function: Option<pg_sys::Oid>) {
+    let tbl = tbl.unwrap_or_else(|| {
+        crate::api::errors::raise(crate::engine::error::EngineError::host(
+            crate::engine::error::HostCode::InvalidArgument,
+            "argument tbl of set_write_validator must not be NULL",
+        ))
+    });
+    crate::engine::validators::set_write_validator(&tbl, function).or_raise();
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION syncular.set_write_validator(tbl text, fn pg_catalog.regprocedure) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$ SELECT syncular._set_write_validator_oid($1, $2::pg_catalog.oid) $$;
+COMMENT ON FUNCTION syncular.set_write_validator(text, pg_catalog.regprocedure) IS
+  'Registers the write validator (write jsonb) returns jsonb of a synced table (SPEC 6.7); NULL removes it.';
+"#,
+    name = "set_write_validator",
+    requires = [set_write_validator_oid]
 );

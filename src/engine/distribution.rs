@@ -38,10 +38,11 @@ pub const DISTRIBUTED_TABLES: [&str; 11] = [
 ];
 
 /// The partition-less tables, made reference tables.
-pub const REFERENCE_TABLES: [&str; 4] = [
+pub const REFERENCE_TABLES: [&str; 5] = [
     "syncular.sync_schema_versions",
     "syncular.sync_schema_tables",
     "syncular.sync_scope_resolver",
+    "syncular.sync_write_validators",
     "syncular.sync_notification_key",
 ];
 

@@ -32,6 +32,19 @@ pub enum HostCode {
     /// The scope resolver returned something that is not a map of string
     /// lists. SQLSTATE 39000 (`external_routine_invocation_exception`).
     ResolverMalformed,
+    /// `set_write_validator` got a function of the wrong shape or owner, or
+    /// a table the registered schema does not declare.
+    /// SQLSTATE 22023 (`invalid_parameter_value`).
+    InvalidValidator,
+    /// A write validator (§6.7) returned something that is not NULL or a
+    /// well-formed rejection (`{"code", "message"?, "details"?}`, a code
+    /// outside the reserved protocol prefixes, §6.3.1 details).
+    /// SQLSTATE 39000 (`external_routine_invocation_exception`).
+    ValidatorMalformed,
+    /// A captured plain SQL write that the table's write validator rejected
+    /// (§6.7); the message carries the validator's code and message.
+    /// SQLSTATE 23514 (`check_violation`).
+    WriteRejected,
     /// A SQL function argument is unusable: NULL where a value is required,
     /// or a malformed `allowed_scopes` map given to `syncular.sync` & co.
     /// SQLSTATE 22023 (`invalid_parameter_value`).
@@ -72,6 +85,9 @@ impl HostCode {
             HostCode::NoSchema => "syncular.no_schema",
             HostCode::InvalidResolver => "syncular.invalid_resolver",
             HostCode::ResolverMalformed => "syncular.resolver_malformed",
+            HostCode::InvalidValidator => "syncular.invalid_validator",
+            HostCode::ValidatorMalformed => "syncular.validator_malformed",
+            HostCode::WriteRejected => "syncular.write_rejected",
             HostCode::InvalidArgument => "syncular.invalid_argument",
             HostCode::PartitionRequired => "syncular.partition_required",
             HostCode::WriteRefused => "syncular.write_refused",
@@ -94,12 +110,15 @@ impl HostCode {
             | HostCode::SchemaRefused
             | HostCode::PartitionRequired
             | HostCode::WriteRefused
+            | HostCode::WriteRejected
             | HostCode::InvalidRow => {
                 (Category::InvalidRequest, false, RecommendedAction::FixRequest)
             }
             HostCode::NoSchema => (Category::Internal, true, RecommendedAction::RetryLater),
             HostCode::InvalidResolver
             | HostCode::ResolverMalformed
+            | HostCode::InvalidValidator
+            | HostCode::ValidatorMalformed
             | HostCode::CitusMissing
             | HostCode::CitusWorker
             | HostCode::Internal => {

@@ -39,8 +39,9 @@ use syncular_protocol::ErrorCode;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::notify;
-use crate::engine::push_apply::{apply_operation, scopes_json, StagedChange};
-use crate::engine::push_result::{cache_miss, StoredOpResult, StoredPushResult, StoredStatus};
+use crate::engine::push_apply::{apply_operation, scopes_json, Busy, StagedChange, Terminated};
+use crate::engine::push_result::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
+use crate::engine::resolver::is_transient_sqlstate;
 use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, SavepointOutcome};
 use crate::store::push_log::{self, LogAuthor, LogChange, RequestLog};
 use crate::store::{push_locks, push_results};
@@ -227,7 +228,7 @@ fn answer(
 /// Why the commit's subtransaction stopped early.
 enum Stop {
     /// A terminating result record: roll back, persist the rejection.
-    Rejected(StoredOpResult),
+    Rejected(Terminated),
     /// A request-level failure: roll back, fail the request.
     Fatal(EngineError),
 }
@@ -241,16 +242,16 @@ impl From<EngineError> for Stop {
 /// Applies one new commit in its own subtransaction and stages its log
 /// rows and outcome in `log` (written by [`run`] after the last commit).
 fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder) -> EngineResult<Outcome> {
-    let writing: Cell<Option<i32>> = Cell::new(None);
+    let busy: Cell<Option<Busy>> = Cell::new(None);
     let outcome = push_savepoint::run(|| -> Result<Vec<StagedChange>, Stop> {
         let mut staged: Vec<StagedChange> = Vec::new();
         for (i, op) in commit.operations.iter().enumerate() {
             let op_index =
                 i32::try_from(i).map_err(|_| EngineError::internal("operation index overflow"))?;
-            match apply_operation(ctx, op_index, op, &writing)? {
+            match apply_operation(ctx, op_index, op, &busy)? {
                 Ok(Some(change)) => staged.push(change),
                 Ok(None) => {}
-                Err(record) => return Err(Stop::Rejected(record)),
+                Err(terminated) => return Err(Stop::Rejected(terminated)),
             }
         }
         Ok(staged)
@@ -261,30 +262,43 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
             return Ok(Outcome::Applied { position, operations: commit.operations.len(), changes: staged.len() });
         }
         SavepointOutcome::RolledBack(Stop::Fatal(e)) => return Err(e),
-        SavepointOutcome::RolledBack(Stop::Rejected(record)) => record,
+        SavepointOutcome::RolledBack(Stop::Rejected(terminated)) => terminated,
         SavepointOutcome::Raised(caught) => {
-            let state = caught_sqlstate(&caught);
-            match (writing.get(), sqlstate_class(state).as_str()) {
-                (Some(op_index), "23") => StoredOpResult::error(
+            let class = sqlstate_class(caught_sqlstate(&caught));
+            let record = match (busy.get(), class.as_str()) {
+                (Some(Busy::Writing(op_index)), "23") => StoredOpResult::error(
                     op_index,
                     ErrorCode::ConstraintViolation,
                     "write violates a relational constraint",
                 ),
-                (Some(op_index), "22") => StoredOpResult::error(
+                (Some(Busy::Writing(op_index)), "22") => StoredOpResult::error(
                     op_index,
                     ErrorCode::InvalidRequest,
                     "a row value cannot be stored in its Postgres column",
                 ),
+                // §6.7: a validator's exception (not a deliberate rejection) is the generic
+                // constraint code, without its text; a transient failure fails the request.
+                (Some(Busy::Validating(op_index)), _) if !is_transient_sqlstate(&class) => StoredOpResult::error(
+                    op_index,
+                    ErrorCode::ConstraintViolation,
+                    "the write validator raised an error",
+                ),
                 _ => (*caught).rethrow(),
-            }
+            };
+            record.into()
         }
     };
+    let details = rejected
+        .details
+        .map(|details_json| StoredDetail { op_index: rejected.record.op_index(), details_json })
+        .into_iter()
+        .collect();
     let stored = StoredPushResult {
         status: StoredStatus::Rejected,
         commit_seq: None,
         recorded_at_ms: ctx.now_ms,
-        results: vec![rejected],
-        details: vec![],
+        results: vec![rejected.record],
+        details,
     };
     log.log.outcomes.push((commit.client_commit_id.clone(), 0, stored.to_json()));
     Ok(Outcome::Rejected(stored))

@@ -20,6 +20,11 @@
 //!
 //! A non-null value for a `crdt` column is `sync.crdt_merge_failed` (no
 //! merger registry exists yet, §5.10.6).
+//!
+//! The table's write validator (§6.7, [`crate::engine::validators`]) runs
+//! last before each write — after decode, authorization, the scope strip
+//! and the version check; a delete of an absent row runs none. Its
+//! rejection terminates the commit with the host's record and details.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -36,7 +41,9 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push_result::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
+use crate::engine::validators;
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
+use crate::store::resolver_store::ResolverName;
 use crate::store::row_scopes;
 
 /// A change staged by an applied operation (§2.2), written to the log once
@@ -60,9 +67,37 @@ pub struct StagedChange {
     pub inserted: bool,
 }
 
+/// The record that terminates a commit and, for a write validator's
+/// rejection that carries them, its §6.3.1 details (JSON text).
+#[derive(Debug, Clone)]
+pub struct Terminated {
+    /// The terminating result record.
+    pub record: StoredOpResult,
+    /// The details of `record` (validated §6.3.1 object), if any.
+    pub details: Option<String>,
+}
+
+impl From<StoredOpResult> for Terminated {
+    fn from(record: StoredOpResult) -> Self {
+        Terminated { record, details: None }
+    }
+}
+
 /// How one operation ended: applied (maybe with a change) or terminated
 /// with its result record.
-pub type OpOutcome = Result<Option<StagedChange>, StoredOpResult>;
+pub type OpOutcome = Result<Option<StagedChange>, Terminated>;
+
+/// What an operation is doing while a Postgres ERROR may be raised, so the
+/// commit's subtransaction can attribute it: an app-table write (a class-23
+/// or class-22 error rejects the commit) or its write validator (any
+/// non-transient error rejects it with `sync.constraint_violation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Busy {
+    /// App-table statements of operation `.0`.
+    Writing(i32),
+    /// The write validator of operation `.0` (§6.7).
+    Validating(i32),
+}
 
 /// The compiled table behind a registered table.
 pub fn table_schema(t: &RegisteredTable) -> &TableSchema {
@@ -107,7 +142,7 @@ fn authorize(
         })
         .collect();
     authorize_write(table, &view, allowed.map()).map_err(|e| {
-        Stop::Record(StoredOpResult::error(
+        Stop::from(StoredOpResult::error(
             op_index,
             ErrorCode::Forbidden,
             e.message,
@@ -133,7 +168,7 @@ fn extract_scopes(table: &TableSchema, row: &Row) -> Result<BTreeMap<String, Str
 fn crdt_check(table: &TableSchema, row: &Row, op_index: i32) -> Result<(), Stop> {
     for (i, col) in table.layout().columns.iter().enumerate() {
         if col.ty == ColumnType::Crdt && matches!(row.get(i), Some(Some(_))) {
-            return Err(Stop::Record(StoredOpResult::error(
+            return Err(Stop::from(StoredOpResult::error(
                 op_index,
                 ErrorCode::CrdtMergeFailed,
                 format!(
@@ -149,7 +184,7 @@ fn crdt_check(table: &TableSchema, row: &Row, op_index: i32) -> Result<(), Stop>
 /// Why an operation did not apply: its terminating result record, or a
 /// request-level failure.
 enum Stop {
-    Record(StoredOpResult),
+    Record(Terminated),
     Fatal(EngineError),
 }
 
@@ -161,7 +196,7 @@ impl From<EngineError> for Stop {
 
 impl From<StoredOpResult> for Stop {
     fn from(r: StoredOpResult) -> Self {
-        Stop::Record(r)
+        Stop::Record(r.into())
     }
 }
 
@@ -176,14 +211,54 @@ struct Target<'a> {
     ctx: &'a SyncContext<'a>,
     table: &'a TableSchema,
     sql: &'a AppTableSql,
+    validator: Option<&'a ResolverName>,
     op_index: i32,
     op: &'a Operation,
-    writing: &'a Cell<Option<i32>>,
+    busy: &'a Cell<Option<Busy>>,
 }
 
 impl Target<'_> {
     fn error(&self, code: ErrorCode, message: impl Into<String>) -> Stop {
-        Stop::Record(StoredOpResult::error(self.op_index, code, message))
+        Stop::from(StoredOpResult::error(self.op_index, code, message))
+    }
+
+    /// Runs the table's write validator, if any (§6.7: after decode and
+    /// authorization, right before the write). A rejection terminates the
+    /// commit with the host's code, message and details.
+    fn validate(&self, op: Op, row: Option<&Row>, stored: Option<&Row>) -> Result<(), Stop> {
+        let Some(validator) = self.validator else { return Ok(()) };
+        let write = validators::Write {
+            partition: &self.ctx.partition,
+            actor_id: Some(&self.ctx.actor_id),
+            table: self.table,
+            op,
+            row_id: &self.op.row_id,
+            row,
+            stored,
+        };
+        self.busy.set(Some(Busy::Validating(self.op_index)));
+        let verdict = validators::validate(validator, &write)?;
+        self.busy.set(None);
+        match verdict {
+            None => Ok(()),
+            Some(r) => Err(Stop::Record(Terminated {
+                record: StoredOpResult::Error { op_index: self.op_index, code: r.code, message: r.message, retryable: false },
+                details: r.details,
+            })),
+        }
+    }
+
+    /// The stored row decoded, for the validator only (`None` without one).
+    fn stored_row_for_validator(&self, stored: &StoredRow) -> Result<Option<Row>, Stop> {
+        if self.validator.is_none() {
+            return Ok(None);
+        }
+        decode_row(self.table.layout(), &stored.payload).map(Some).map_err(|e| {
+            Stop::Fatal(EngineError::internal(format!(
+                "stored payload of {:?}/{:?} does not decode: {}",
+                self.table.name, self.op.row_id, e.message
+            )))
+        })
     }
 
     fn change(
@@ -208,9 +283,9 @@ impl Target<'_> {
     /// App-table writes run with `writing` set, so an ERROR they raise is
     /// attributed to this operation.
     fn write<T>(&self, f: impl FnOnce() -> crate::store::StoreResult<T>) -> Result<T, Stop> {
-        self.writing.set(Some(self.op_index));
+        self.busy.set(Some(Busy::Writing(self.op_index)));
         let out = f()?;
-        self.writing.set(None);
+        self.busy.set(None);
         Ok(out)
     }
 
@@ -220,6 +295,8 @@ impl Target<'_> {
         let partition = self.ctx.partition.as_str();
         let scopes = parse_stored_scopes(&stored.scopes_json);
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
+        let stored_row = self.stored_row_for_validator(&stored)?;
+        self.validate(Op::Delete, None, stored_row.as_ref())?;
         self.write(|| {
             app_rows::delete_app_row(self.sql, partition, &self.op.row_id)?;
             row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)
@@ -270,6 +347,7 @@ impl Target<'_> {
         } else {
             payload.to_vec()
         };
+        self.validate(Op::Upsert, Some(&row), Some(&stored_row))?;
         let version = stored.version + 1;
         let scopes_text = scopes_json(&scopes);
         self.write(|| {
@@ -317,6 +395,7 @@ impl Target<'_> {
             ));
         }
         crdt_check(self.table, &row, self.op_index)?;
+        self.validate(Op::Upsert, Some(&row), None)?;
         let scopes_text = scopes_json(&scopes);
         let entries: Vec<(String, String)> =
             scopes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -377,37 +456,41 @@ impl Target<'_> {
     }
 }
 
-/// Applies operation `op_index` of a commit. `writing` is set to the
-/// operation index while app-table statements run, so a Postgres ERROR they
-/// raise (unique violation, …) can be attributed to the operation.
-/// `Ok(Err(record))` terminates the commit; `Err` is a request-level failure.
+/// Applies operation `op_index` of a commit. `busy` says what the operation
+/// is doing while app-table statements or its write validator run, so a
+/// Postgres ERROR they raise (unique violation, a validator's exception, …)
+/// can be attributed to the operation ([`Busy`]).
+/// `Ok(Err(terminated))` terminates the commit; `Err` is a request-level failure.
 pub fn apply_operation(
     ctx: &SyncContext<'_>,
     op_index: i32,
     op: &Operation,
-    writing: &Cell<Option<i32>>,
+    busy: &Cell<Option<Busy>>,
 ) -> EngineResult<OpOutcome> {
     let Some(registered) = ctx.schema.table(&op.table) else {
         return Ok(Err(StoredOpResult::error(
             op_index,
             ErrorCode::UnknownTable,
             format!("table {:?} is not handled by this server", op.table),
-        )));
+        )
+        .into()));
     };
     if let Allowed::Denied { .. } = ctx.allowed {
         return Ok(Err(StoredOpResult::error(
             op_index,
             ErrorCode::Forbidden,
             "no allowed scopes for this actor (resolver failed or none configured, §3.4 step 4)",
-        )));
+        )
+        .into()));
     }
     let target = Target {
         ctx,
         table: table_schema(registered),
         sql: &registered.sql,
+        validator: registered.validator.as_ref(),
         op_index,
         op,
-        writing,
+        busy,
     };
     match target.apply() {
         Ok(change) => Ok(Ok(change)),

@@ -104,6 +104,15 @@ pub struct StoredPushResult {
 }
 
 impl StoredOpResult {
+    /// The operation the record belongs to.
+    pub fn op_index(&self) -> i32 {
+        match self {
+            StoredOpResult::Applied { op_index }
+            | StoredOpResult::Conflict { op_index, .. }
+            | StoredOpResult::Error { op_index, .. } => *op_index,
+        }
+    }
+
     /// An `error` record with `code`'s §10.2 `retryable` flag. A NUL
     /// character in `message` (it may quote client input) becomes U+FFFD:
     /// `jsonb` cannot store `\u0000`, and the record must always persist.

@@ -73,6 +73,8 @@ pub struct RegisteredTable {
     /// typed projection columns in layout order), built once with the
     /// schema rather than per pushed operation.
     pub sql: AppTableSql,
+    /// The table's write validator (§6.7, `syncular.set_write_validator`).
+    pub validator: Option<crate::store::resolver_store::ResolverName>,
 }
 
 impl RegisteredTable {
@@ -115,6 +117,7 @@ impl RegisteredSchema {
                     sql: AppTableSql::for_table(&qualified_name, t),
                     table: t.clone(),
                     qualified_name,
+                    validator: None,
                 }
             })
             .collect();
@@ -162,7 +165,13 @@ pub fn load_registered_schema_at(key: Option<(i64, String)>) -> EngineResult<Opt
     let schema = Schema::from_value(&stored.ir).map_err(|e| {
         EngineError::internal(format!("stored schema IR version {} no longer parses: {}", stored.version, e.message))
     })?;
-    let loaded = Rc::new(RegisteredSchema::build(schema.version, stored.app_schema, schema));
+    let mut built = RegisteredSchema::build(schema.version, stored.app_schema, schema);
+    for (tbl, validator) in crate::store::validator_store::load_write_validators()? {
+        if let Some(t) = built.tables.iter_mut().find(|t| t.table.name == tbl) {
+            t.validator = Some(validator);
+        }
+    }
+    let loaded = Rc::new(built);
     CACHE.with(|c| *c.borrow_mut() = Some(((stored.version, stored.row_xmin), Rc::clone(&loaded))));
     Ok(Some(loaded))
 }
@@ -170,6 +179,28 @@ pub fn load_registered_schema_at(key: Option<(i64, String)>) -> EngineResult<Opt
 /// The current registered schema, or `syncular.no_schema` (55000).
 pub fn require_registered_schema() -> EngineResult<Rc<RegisteredSchema>> {
     load_registered_schema()?.ok_or_else(no_schema)
+}
+
+/// [`require_registered_schema`] for a caller that goes on to read or write
+/// app rows or log payloads under it: takes the schema fence shared first
+/// ([`schema_store::SCHEMA_FENCE_CLASS`]) and, under REPEATABLE READ or
+/// SERIALIZABLE, confirms the marker is current
+/// ([`schema_store::confirm_marker_in_snapshot`], 40001 otherwise).
+pub fn require_fenced_schema() -> EngineResult<Rc<RegisteredSchema>> {
+    schema_store::share_schema_fence()?;
+    let schema = require_registered_schema()?;
+    schema_store::confirm_marker_in_snapshot(i64::from(schema.version))?;
+    Ok(schema)
+}
+
+/// [`load_registered_schema`] behind the fence (see [`require_fenced_schema`]).
+pub fn load_fenced_schema() -> EngineResult<Option<Rc<RegisteredSchema>>> {
+    schema_store::share_schema_fence()?;
+    let schema = load_registered_schema()?;
+    if let Some(s) = &schema {
+        schema_store::confirm_marker_in_snapshot(i64::from(s.version))?;
+    }
+    Ok(schema)
 }
 
 /// [`require_registered_schema`] for a key the caller read (see [`load_registered_schema_at`]).
@@ -638,7 +669,10 @@ fn register_higher(
     for t in schema.tables.iter().filter(|t| stored_tables.iter().all(|s| s.tbl != t.name)) {
         check_readded_table(t)?;
     }
-    // 2. Apply: retire, create, widen, rebuild indexes, rewrite payloads.
+    // 2. Apply: retire, create, widen, rebuild indexes, rewrite payloads. First the
+    // old marker row is rewritten: a REPEATABLE READ transaction whose snapshot
+    // shows it fails instead of using its layout (schema_store::confirm_marker_in_snapshot).
+    schema_store::touch_current_version()?;
     for tbl in &retired {
         schema_store::delete_row_scopes_of_table(tbl)?;
         ddl::drop_app_table(app_schema, tbl)?;

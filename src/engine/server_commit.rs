@@ -184,10 +184,9 @@ pub fn run(
 ) -> EngineResult<Value> {
     check_caller(caller)?;
     let now_ms = clock::now_ms()?;
-    // Before the marker read: a schema change waits for this commit, or this
-    // commit reads the changed marker (schema_store::SCHEMA_FENCE_CLASS).
-    crate::store::schema_store::share_schema_fence()?;
-    let schema = crate::engine::schema::require_registered_schema()?;
+    // A schema change waits for this commit, or this commit reads the changed
+    // marker (schema_store::SCHEMA_FENCE_CLASS).
+    let schema = crate::engine::schema::require_fenced_schema()?;
     let schema: &RegisteredSchema = &schema;
     let registry = partition::touch(caller.partition, now_ms)?;
     let client_id = client_id.map_or_else(|| format!("sql:{}", caller.actor_id), str::to_owned);
@@ -243,11 +242,20 @@ pub fn run(
         PushStatus::Cached => "cached",
         PushStatus::Rejected => "rejected",
     };
+    let mut results: Vec<Value> =
+        answer.result.results.iter().map(|r| result_json(schema, &commit.operations, r)).collect();
+    // §6.3.1 details (a write validator's rejection) ride on their error record.
+    for entry in answer.details.iter().flat_map(|d| &d.entries) {
+        let details: Value = serde_json::from_str(&entry.details_json).unwrap_or(Value::Null);
+        if let Some(r) = results.iter_mut().find(|r| r["opIndex"] == json!(entry.op_index)) {
+            r["details"] = details;
+        }
+    }
     let mut out = json!({
         "clientId": client_id,
         "clientCommitId": client_commit_id,
         "status": status,
-        "results": answer.result.results.iter().map(|r| result_json(schema, &commit.operations, r)).collect::<Vec<_>>(),
+        "results": results,
     });
     if let Some(seq) = answer.result.commit_seq {
         out["commitSeq"] = json!(seq);

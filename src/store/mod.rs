@@ -29,6 +29,7 @@
 pub mod app_table_ddl;
 pub mod error;
 pub mod resolver_store;
+pub mod validator_store;
 pub mod schema_store;
 pub mod subtransaction;
 

@@ -59,7 +59,9 @@ const CONTEXT_SQL: &str = "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_
 ///    a lock taken inside a statement does not refresh that statement's
 ///    snapshot, and it runs where the function runs (under Citus, as the
 ///    pruning batch's exclusive fence and the bump's schema fence do);
-/// 2. the reads ([`CONTEXT_SQL`]).
+/// 2. the reads ([`CONTEXT_SQL`]);
+/// 3. under REPEATABLE READ / SERIALIZABLE only, the check that the marker
+///    is current ([`schema_store::confirm_marker_in_snapshot`]).
 ///
 /// Errors: SPI failures.
 pub fn read(partition: &str, client_id: Option<&str>, fence: bool) -> StoreResult<RequestContextRow> {
@@ -78,7 +80,7 @@ pub fn read(partition: &str, client_id: Option<&str>, fence: bool) -> StoreResul
         .map(|_| ())
     })
     .map_err(StoreError::spi("share_request_fences"))?;
-    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+    let context = Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let table = pinned_plan::execute(
             client,
             CONTEXT_SQL,
@@ -101,5 +103,9 @@ pub fn read(partition: &str, client_id: Option<&str>, fence: bool) -> StoreResul
         };
         Ok(RequestContextRow { schema_key, registry, client, notification_key: row.get::<Vec<u8>>(9)? })
     })
-    .map_err(StoreError::spi("read_request_context"))
+    .map_err(StoreError::spi("read_request_context"))?;
+    if let Some((version, _)) = &context.schema_key {
+        schema_store::confirm_marker_in_snapshot(*version)?;
+    }
+    Ok(context)
 }

@@ -55,17 +55,21 @@ pub fn lock_schema_marker() -> StoreResult<()> {
 /// The schema fence's first key ("SYNS"; the second is 0): a
 /// transaction-scoped advisory lock that orders sync requests against a
 /// schema change. A request takes it **shared** in a statement *before* it
-/// reads the schema marker ([`crate::store::request_context::read`],
-/// `syncular.commit`); a registration takes it **exclusively** before
-/// anything else (before [`lock_schema_marker`]). So a request either finishes
-/// before the change starts, or reads the new marker in a snapshot taken
-/// after the change committed — it never encodes or decodes app-table
-/// payloads with a layout the table no longer has (a push that read the old
-/// marker and then waited on the bump's `ALTER TABLE` used to read
-/// rewritten payloads with the old layout, or write old-layout payloads into
-/// the widened table). Plain SQL writes do not take it: their statement
-/// locks the app table before its capture trigger reads the marker, which
-/// orders them against the bump's `ALTER TABLE` already.
+/// reads the schema marker ([`crate::store::request_context::read`]; for
+/// `syncular.commit`, the realtime calls, `partition_stats` and
+/// `drop_partition_batch`, `engine::schema::require_fenced_schema`); a
+/// registration takes it **exclusively** before anything else (before
+/// [`lock_schema_marker`]). So a request either finishes before the change
+/// starts, or reads the new marker in a snapshot taken after the change
+/// committed — it never encodes or decodes app-table payloads with a layout
+/// the table no longer has (a push that read the old marker and then waited
+/// on the bump's `ALTER TABLE` used to read rewritten payloads with the old
+/// layout, or write old-layout payloads into the widened table). Plain SQL
+/// writes do not take it: their statement locks the app table before its
+/// capture trigger reads the marker, which orders them against the bump's
+/// `ALTER TABLE` already. A REPEATABLE READ or SERIALIZABLE caller's snapshot
+/// may predate the fence: those callers also run
+/// [`confirm_marker_in_snapshot`] (40001 after a concurrent change).
 pub const SCHEMA_FENCE_CLASS: i32 = 0x5359_4E53;
 
 /// The statement that takes the schema fence `($1, 0)` shared and, when
@@ -102,6 +106,52 @@ pub fn take_schema_fence() -> StoreResult<()> {
             .update("SELECT pg_catalog.pg_advisory_xact_lock($1, 0)", None, &[DatumWithOid::from(SCHEMA_FENCE_CLASS)])
             .map(|_| ())
             .map_err(StoreError::spi("take_schema_fence"))
+    })
+}
+
+/// Under REPEATABLE READ or SERIALIZABLE, confirms that the marker row of
+/// `version` the transaction's snapshot shows is still the current one:
+/// `SELECT … FOR SHARE` of it raises 40001 (could not serialize access due
+/// to concurrent update) when a schema change committed after the snapshot
+/// was taken — every change rewrites that row ([`touch_current_version`]).
+/// The fence alone cannot order such a caller: its snapshot predates the
+/// fence. A no-op under READ COMMITTED (every statement reads the latest
+/// marker after the fence). Errors: SPI failures, 40001.
+pub fn confirm_marker_in_snapshot(version: i64) -> StoreResult<()> {
+    // SAFETY: a backend global, read on the backend's own thread.
+    let isolation = unsafe { pg_sys::XactIsoLevel };
+    if isolation < pg_sys::XACT_REPEATABLE_READ as i32 {
+        return Ok(());
+    }
+    Spi::connect_mut(|client| {
+        crate::store::plan_cache::execute(
+            client,
+            "SELECT 1 FROM syncular.sync_schema_versions WHERE version = $1 FOR SHARE",
+            None,
+            &[DatumWithOid::from(version)],
+        )
+        .map(|_| ())
+        .map_err(StoreError::spi("confirm_marker_in_snapshot"))
+    })
+}
+
+/// Rewrites the current version row unchanged, giving it a new `xmin`: every
+/// backend's schema cache (keyed by `(version, xmin)`) reloads at its next
+/// request, and a REPEATABLE READ transaction whose snapshot shows the old
+/// row fails [`confirm_marker_in_snapshot`]. Every schema change runs it: a
+/// version bump (before inserting the new version's row), a write
+/// validator's (un)registration. No-op before the first registration.
+pub fn touch_current_version() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "UPDATE syncular.sync_schema_versions SET version = version \
+                  WHERE version = (SELECT max(version) FROM syncular.sync_schema_versions)",
+                None,
+                &[],
+            )
+            .map(|_| ())
+            .map_err(StoreError::spi("touch_current_version"))
     })
 }
 

@@ -50,6 +50,9 @@ mod tests {
             (HostCode::InvalidResolver, "syncular.invalid_resolver", "22023"),
             (HostCode::InvalidArgument, "syncular.invalid_argument", "22023"),
             (HostCode::ResolverMalformed, "syncular.resolver_malformed", "39000"),
+            (HostCode::InvalidValidator, "syncular.invalid_validator", "22023"),
+            (HostCode::ValidatorMalformed, "syncular.validator_malformed", "39000"),
+            (HostCode::WriteRejected, "syncular.write_rejected", "23514"),
             (HostCode::Internal, "syncular.internal", "XX000"),
         ] {
             let (got_state, message) = raised(EngineError::host(code, "why"));

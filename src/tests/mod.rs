@@ -13,6 +13,7 @@ mod register;
 mod register_versions;
 mod register_adopt;
 mod resolver;
+mod validators;
 pub mod support;
 mod unique_index;
 mod sync_pull_incremental;

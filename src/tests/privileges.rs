@@ -11,6 +11,8 @@ mod tests {
         "register_schema",
         "set_scope_resolver",
         "_set_scope_resolver_oid",
+        "set_write_validator",
+        "_set_write_validator_oid",
         "install_capture_triggers",
         "capture_statement_start",
         "capture_row",

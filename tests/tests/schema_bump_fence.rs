@@ -9,104 +9,14 @@
 //! for the bump and then use the new layout.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use postgres::Client;
-use serde_json::{json, Value};
-use syncular_integration_tests::{connect_to, dsn, dsn_for_db};
+use syncular_integration_tests::bump::{assert_every_row_updates, register, spawn, upsert, Scratch, PARTITION};
 
-const PARTITION: &str = "bump";
-
-/// Version `v` of the test schema: `cards(id, ws, title)` scoped by
-/// `ws:{ws}`, plus one nullable column `c2 … c{v}` per version above 1.
-fn ir(v: u32) -> Value {
-    let mut columns = vec![
-        json!({"name": "id", "type": "string", "nullable": false}),
-        json!({"name": "ws", "type": "string", "nullable": false}),
-        json!({"name": "title", "type": "string", "nullable": true}),
-    ];
-    columns.extend((2..=v).map(|i| json!({"name": format!("c{i}"), "type": "string", "nullable": true})));
-    json!({"version": v, "tables": [{"name": "cards", "primaryKey": "id", "columns": columns, "scopes": ["ws:{ws}"]}]})
-}
-
-/// A database of its own with the extension and schema version 1; dropped
-/// by [`Scratch::drop`].
-struct Scratch {
-    name: String,
-    dsn: String,
-}
-
-impl Scratch {
-    fn new(label: &str) -> Scratch {
-        let name = format!("syncular_bump_{label}_{}", std::process::id());
-        let mut admin = connect_to(&dsn());
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        let scratch = Scratch { dsn: dsn_for_db(&dsn(), &name), name };
-        let mut c = scratch.connect();
-        c.batch_execute("CREATE EXTENSION syncular").unwrap();
-        register(&mut c, 1).unwrap();
-        scratch
-    }
-
-    fn connect(&self) -> Client {
-        let mut c = connect_to(&self.dsn);
-        c.batch_execute("SET statement_timeout = '60s'").unwrap();
-        c
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&dsn(), postgres::NoTls) {
-            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
-
-fn register(c: &mut impl postgres::GenericClient, v: u32) -> Result<(), postgres::Error> {
-    c.execute("SELECT syncular.register_schema($1::text::jsonb)", &[&ir(v).to_string()]).map(|_| ())
-}
-
-/// `syncular.commit` of one upsert of `id`; returns the result JSON.
-fn upsert(c: &mut impl postgres::GenericClient, id: &str, title: &str, extra: Option<(&str, &str)>) -> Result<Value, postgres::Error> {
-    let mut row = json!({"id": id, "ws": "w1", "title": title});
-    if let Some((column, value)) = extra {
-        row[column] = json!(value);
-    }
-    let ops = json!([{"table": "cards", "op": "upsert", "row": row}]);
-    let result: Value = c
-        .query_one(
-            "SELECT syncular.commit($1, 'alice', $2::text::jsonb, allowed_scopes => '{\"ws\": [\"*\"]}')",
-            &[&PARTITION, &ops.to_string()],
-        )?
-        .get(0);
-    Ok(result)
-}
-
-fn assert_applied(result: &Value, what: &str) {
+fn assert_applied(result: &serde_json::Value, what: &str) {
     assert_eq!(result["status"], "applied", "{what}: {result}");
-}
-
-/// Every stored row decodes under the current layout: an upsert of each one
-/// (an update decodes the stored payload) is applied.
-fn assert_every_row_updates(c: &mut Client, column: &str) {
-    let ids: Vec<String> = c.query("SELECT id FROM public.cards ORDER BY id", &[]).unwrap().iter().map(|r| r.get(0)).collect();
-    assert!(!ids.is_empty());
-    for id in ids {
-        assert_applied(&upsert(c, &id, "final", Some((column, "set"))).unwrap(), &format!("final update of {id}"));
-    }
-}
-
-/// Runs `f` on a thread; the receiver gets its result when it finishes.
-fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> mpsc::Receiver<T> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx
 }
 
 #[test]

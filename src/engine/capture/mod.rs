@@ -32,6 +32,7 @@
 
 pub mod row;
 pub mod statement;
+pub mod validate;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -120,6 +121,10 @@ pub fn partition_changed(tbl: &str, started: &str, now: &str) -> EngineError {
 pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
     let partition = required_partition(tbl)?;
     let schema = require_registered_schema()?;
+    // The statement locked the app table before this read, which orders it against a
+    // bump's ALTER TABLE under READ COMMITTED; under REPEATABLE READ the snapshot may
+    // predate a bump: 40001 then (schema_store::confirm_marker_in_snapshot).
+    crate::store::schema_store::confirm_marker_in_snapshot(i64::from(schema.version))?;
     let index = schema.tables.iter().position(|t| t.name() == tbl).ok_or_else(|| {
         EngineError::internal(format!("capture trigger for {tbl:?}, which the registered schema does not declare"))
     })?;

@@ -47,6 +47,8 @@ pub struct Updated {
     pub version: i64,
     /// `_sync_payload` re-encoded from the new typed columns.
     pub payload: Vec<u8>,
+    /// The row `payload` encodes (with the values only the payload held).
+    pub row: Row,
 }
 
 fn refused(message: String) -> EngineError {
@@ -194,7 +196,7 @@ pub fn update_row(
     }
     let payload = encode(t, &new)?;
     let version = stored.version.unwrap_or(0).checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
-    Ok(Updated { version, payload })
+    Ok(Updated { version, payload, row: new })
 }
 
 /// Checks a deleted row (stored columns `stored`). Errors:

@@ -23,7 +23,8 @@ use crate::store::lifecycle::drop::{delete_rows, SYNC_TABLES};
 /// partition is gone). Errors: store failures.
 pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
     let mut left = max_rows;
-    if let Some(schema) = schema::load_registered_schema()? {
+    // Behind the schema fence: a bump never retires a table between this read and its delete.
+    if let Some(schema) = schema::load_fenced_schema()? {
         let _guards: Vec<EngineWrite> = schema.tables.iter().map(|t| EngineWrite::begin(t.name(), Some(partition))).collect();
         for table in schema.tables.iter().rev() {
             left -= delete_rows(&table.qualified_name, true, partition, left)?;

@@ -28,7 +28,8 @@ pub struct PartitionStats {
 pub fn stats(partition: Option<&str>) -> EngineResult<Vec<PartitionStats>> {
     let now = clock::now_ms()?;
     let retention = retention();
-    let tables = schema::load_registered_schema()?;
+    // Behind the schema fence: a bump never retires a table between this read and its count.
+    let tables = schema::load_fenced_schema()?;
     store::partition_rows(partition, now.saturating_sub(retention.active_window_ms))?
         .into_iter()
         .map(|row| {

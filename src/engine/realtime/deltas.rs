@@ -150,7 +150,9 @@ pub fn run(partition: &str, groups: &Value, max_delta_bytes: i32, through_seq: O
     if let Some(t) = through_seq.filter(|t| *t < 0) {
         return Err(invalid(format!("through_seq must not be negative, got {t}")));
     }
-    let schema = schema::require_registered_schema()?;
+    // Behind the schema fence: a bump never lands between this read and the log reads
+    // (a group of the old version would be served a commit of the new one).
+    let schema = schema::require_fenced_schema()?;
     let groups = parse_groups(groups)?;
     // The log is read after the bounds: hold the pruning fence first (§4.6).
     crate::store::lifecycle::fence::share(partition)?;

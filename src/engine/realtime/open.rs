@@ -78,7 +78,8 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     request::check_client_id(client_id)?;
     let now_ms = clock::now_ms()?;
     let registry = partition::touch(caller.partition, now_ms)?;
-    let schema = schema::require_registered_schema()?;
+    // Behind the schema fence: a bump never lands between this read and the log reads.
+    let schema = schema::require_fenced_schema()?;
     let (session_id, record) = store::open_client(caller.partition, client_id)?;
     if let Some(record) = &record {
         if record.actor_id != caller.actor_id {

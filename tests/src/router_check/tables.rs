@@ -21,6 +21,7 @@ pub const REFERENCE: &[&str] = &[
     "sync_schema_versions",
     "sync_schema_tables",
     "sync_scope_resolver",
+    "sync_write_validators",
     "sync_notification_key",
 ];
 

@@ -1,0 +1,264 @@
+//! Write validators (SPEC §6.7): per IR table, a host SQL function
+//! `f(write jsonb) returns jsonb` that accepts or rejects each write after
+//! decode and scope authorization and right before the row's write — for
+//! pushes, `syncular.commit` and captured plain SQL writes alike.
+//!
+//! Input (one object per operation):
+//! `{"op": "upsert"|"delete", "table", "rowId", "row", "stored",
+//!   "actorId", "partition"}` — `row` the row that will persist (after the
+//! §3.4 scope-column strip), `null` for a delete; `stored` the stored row,
+//! `null` for an insert; rows are objects keyed by column name, values as
+//! `syncular.commit` renders them (`bytes` base64, `json` as JSON).
+//! `actorId` is `null` for a captured plain SQL write (no actor).
+//!
+//! Output: SQL NULL (or JSON `null`) accepts. A rejection is
+//! `{"code": "…", "message"?: "…", "details"?: {…}}`: the commit is
+//! `rejected` with one `error` record carrying `code` and `message`
+//! (`retryable` false) and, with `details` (the §6.3.1 bounded object), a
+//! `PUSH_RESULT_DETAILS` entry. Anything else, a code that is empty, over
+//! 256 bytes or starts with a reserved prefix (`sync.`, `blob.`,
+//! `operation.`, `presence.`, `client.`), or details outside §6.3.1 fail the
+//! request with `syncular.validator_malformed` (39000): a host bug, loud.
+//! An ERROR the validator raises rejects the commit with
+//! `sync.constraint_violation`, except the transient classes (40, 53, 54,
+//! 57, 58, XX), which fail the request as they do for the resolver.
+
+use serde_json::{json, Value};
+use syncular_protocol::frame_fields::Op;
+use syncular_protocol::rejection_details::validate_details_json;
+use syncular_protocol::row_codec::{render_row, Row};
+use syncular_protocol::schema_ir::TableSchema;
+
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::schema;
+use crate::store::resolver_store::{self, ResolverName};
+use crate::store::{schema_store, validator_store};
+
+/// Longest host code a validator may return, in bytes.
+pub const MAX_CODE_BYTES: usize = 256;
+
+/// Prefixes reserved for the protocol's own codes (§6.7, §10.2, §10.3).
+pub const RESERVED_PREFIXES: [&str; 5] = ["sync.", "blob.", "operation.", "presence.", "client."];
+
+/// A deliberate rejection returned by a validator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// The host code (never a reserved prefix).
+    pub code: String,
+    /// The host message.
+    pub message: String,
+    /// The §6.3.1 details object as JSON text, already validated.
+    pub details: Option<String>,
+}
+
+/// One write to validate.
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
+    /// The partition written.
+    pub partition: &'a str,
+    /// The acting actor (`None` for a captured plain SQL write).
+    pub actor_id: Option<&'a str>,
+    /// The IR table.
+    pub table: &'a TableSchema,
+    /// Upsert or delete.
+    pub op: Op,
+    /// The row's `rowId`.
+    pub row_id: &'a str,
+    /// The row that will persist (`None` for a delete).
+    pub row: Option<&'a Row>,
+    /// The stored row (`None` for an insert).
+    pub stored: Option<&'a Row>,
+}
+
+fn invalid(message: String) -> EngineError {
+    EngineError::host(HostCode::InvalidValidator, message)
+}
+
+fn malformed(validator: &ResolverName, message: impl std::fmt::Display) -> EngineError {
+    EngineError::host(
+        HostCode::ValidatorMalformed,
+        format!("write validator {}.{} {message}", validator.schema, validator.name),
+    )
+}
+
+/// `syncular.set_write_validator(tbl, fn)`: registers `function` as the
+/// validator of IR table `tbl`, or removes it (`None`). The function must be
+/// a plain function `(jsonb) returns jsonb` owned by a superuser (it runs
+/// with the extension owner's privileges, as the resolver). Takes the schema
+/// fence (the set of validators is part of the served schema: requests in
+/// flight finish with the old set, later ones load the new one).
+/// Errors: `syncular.no_schema`, `syncular.invalid_validator` (22023).
+pub fn set_write_validator(tbl: &str, function: Option<pgrx::pg_sys::Oid>) -> EngineResult<()> {
+    crate::engine::distribution::refuse_worker()?;
+    schema_store::take_schema_fence()?;
+    let registered = schema::require_registered_schema()?;
+    if registered.table(tbl).is_none() {
+        return Err(invalid(format!(
+            "table {tbl:?} is not declared by the registered schema (version {})",
+            registered.version
+        )));
+    }
+    match function {
+        None => validator_store::delete_write_validator(tbl)?,
+        Some(function) => {
+            check_shape(function)?;
+            check_owner_of(function)?;
+            validator_store::upsert_write_validator(tbl, function)?;
+        }
+    }
+    schema_store::touch_current_version()?;
+    schema::invalidate_cache();
+    Ok(())
+}
+
+fn check_shape(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
+    let shape = resolver_store::describe_function(function)?
+        .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
+    let jsonb = resolver_store::jsonb_type_oid();
+    let problems = [
+        (shape.kind != "f").then(|| format!("it is not a plain function (prokind {:?})", shape.kind)),
+        (shape.arg_types != [jsonb]).then(|| "its arguments must be exactly (write jsonb)".to_string()),
+        (shape.return_type != jsonb).then(|| "it must return jsonb".to_string()),
+        shape.returns_set.then(|| "it must not return a set".to_string()),
+    ];
+    match problems.into_iter().flatten().next() {
+        None => Ok(()),
+        Some(problem) => Err(invalid(format!("{} cannot be a write validator: {problem}", shape.signature))),
+    }
+}
+
+fn check_owner(signature: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
+    if owner_is_superuser {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "{signature} cannot be a write validator: it is owned by role {owner:?}, which is not a superuser \
+         (validators run with the extension owner's privileges, so only a superuser may own one)"
+    )))
+}
+
+fn check_owner_of(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
+    let signature = resolver_store::describe_function(function)?
+        .map(|shape| shape.signature)
+        .unwrap_or_else(|| format!("function {}", u32::from(function)));
+    let owner = resolver_store::function_owner(function)?
+        .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
+    check_owner(&signature, &owner.role, owner.is_superuser)
+}
+
+/// The JSON a validator receives for `write` (module docs).
+pub fn input(write: &Write<'_>) -> Value {
+    let layout = write.table.layout();
+    json!({
+        "op": if write.op == Op::Delete { "delete" } else { "upsert" },
+        "table": write.table.name,
+        "rowId": write.row_id,
+        "row": write.row.map_or(Value::Null, |r| render_row(layout, r)),
+        "stored": write.stored.map_or(Value::Null, |r| render_row(layout, r)),
+        "actorId": write.actor_id,
+        "partition": write.partition,
+    })
+}
+
+/// Runs `validator` on `write`. `Ok(None)` accepts, `Ok(Some(_))` is a
+/// deliberate rejection. Errors: `syncular.validator_malformed` (module
+/// docs), `syncular.invalid_validator` when its owner is no longer a
+/// superuser; an ERROR the validator raises unwinds to the caller.
+pub fn validate(validator: &ResolverName, write: &Write<'_>) -> EngineResult<Option<Rejection>> {
+    check_owner(&format!("{}.{}", validator.schema, validator.name), &validator.owner, validator.owner_is_superuser)?;
+    let out = validator_store::call_write_validator(validator, &input(write))?;
+    parse_output(validator, out)
+}
+
+fn parse_output(validator: &ResolverName, out: Option<Value>) -> EngineResult<Option<Rejection>> {
+    let map = match out {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(malformed(validator, format_args!("returned {other}: expected NULL or {{\"code\", \"message\"?, \"details\"?}}")))
+        }
+    };
+    if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "code" | "message" | "details")) {
+        return Err(malformed(validator, format_args!("returned a rejection with unknown member {key:?}")));
+    }
+    let code = match map.get("code") {
+        Some(Value::String(code)) => code.clone(),
+        _ => return Err(malformed(validator, "returned a rejection without a string \"code\"")),
+    };
+    rejection(validator, code, map.get("message"), map.get("details")).map(Some)
+}
+
+fn rejection(validator: &ResolverName, code: String, message: Option<&Value>, details: Option<&Value>) -> EngineResult<Rejection> {
+    if code.is_empty() || code.len() > MAX_CODE_BYTES || code.contains('\0') {
+        return Err(malformed(validator, format_args!("returned code {code:?}: a code is 1–{MAX_CODE_BYTES} bytes")));
+    }
+    if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| code.starts_with(*p)) {
+        return Err(malformed(
+            validator,
+            format_args!("returned code {code:?}: the prefix {prefix:?} is reserved for protocol codes (§6.7)"),
+        ));
+    }
+    let message = match message {
+        None | Some(Value::Null) => "rejected by the write validator".to_owned(),
+        Some(Value::String(m)) => m.replace('\0', "\u{FFFD}"),
+        Some(_) => return Err(malformed(validator, "returned a non-string \"message\"")),
+    };
+    let details = match details {
+        None | Some(Value::Null) => None,
+        Some(d) => {
+            let text = d.to_string();
+            validate_details_json(&text).map_err(|e| malformed(validator, format_args!("returned details outside §6.3.1: {}", e.message)))?;
+            Some(text)
+        }
+    };
+    Ok(Rejection { code, message, details })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v() -> ResolverName {
+        ResolverName { schema: "public".into(), name: "check".into(), owner: "postgres".into(), owner_is_superuser: true }
+    }
+
+    #[test]
+    fn null_accepts_and_an_object_rejects() {
+        assert_eq!(parse_output(&v(), None).unwrap(), None);
+        assert_eq!(parse_output(&v(), Some(Value::Null)).unwrap(), None);
+        let r = parse_output(&v(), Some(json!({"code": "invoice.closed", "message": "closed"}))).unwrap().unwrap();
+        assert_eq!((r.code.as_str(), r.message.as_str(), r.details), ("invoice.closed", "closed", None));
+        let r = parse_output(&v(), Some(json!({"code": "x"}))).unwrap().unwrap();
+        assert_eq!(r.message, "rejected by the write validator");
+    }
+
+    #[test]
+    fn reserved_prefixes_unknown_members_and_bad_details_are_malformed() {
+        for out in [
+            json!({"code": "sync.forbidden"}),
+            json!({"code": "blob.x"}),
+            json!({"code": "client.x"}),
+            json!({"code": ""}),
+            json!({"code": "x".repeat(MAX_CODE_BYTES + 1)}),
+            json!({"code": 7}),
+            json!({"message": "no code"}),
+            json!({"code": "x", "extra": 1}),
+            json!({"code": "x", "message": 5}),
+            json!({"code": "x", "details": {"bogus": 1}}),
+            json!(true),
+            json!(["code"]),
+        ] {
+            let err = parse_output(&v(), Some(out.clone())).unwrap_err();
+            assert!(err.to_string().starts_with("syncular.validator_malformed: write validator public.check"), "{out}: {err}");
+        }
+    }
+
+    #[test]
+    fn details_inside_the_bounds_are_kept_as_text() {
+        let r = parse_output(&v(), Some(json!({"code": "x", "details": {"reason": "too_long", "fieldPaths": ["title"]}})))
+            .unwrap()
+            .unwrap();
+        let kept: Value = serde_json::from_str(r.details.as_deref().unwrap()).unwrap();
+        assert_eq!(kept, json!({"reason": "too_long", "fieldPaths": ["title"]}));
+    }
+}
