@@ -2,7 +2,9 @@
 //! `PUSH_COMMIT` of the request, sequentially in frame order.
 //!
 //! First, one statement takes the request's advisory locks in ascending
-//! key order ([`crate::store::push_locks`]): one per distinct
+//! key order ([`crate::store::push_locks`]; for a sync request it is the
+//! request's first statement, with the fences —
+//! `store::request_context::read` — and [`run_locked`] follows): one per distinct
 //! `clientCommitId` — simultaneous deliveries of one commit serialize there
 //! and the later one replays — and one per row bucket the operations name,
 //! so two requests writing the same rows in different orders queue instead
@@ -95,7 +97,17 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
     if commits.is_empty() {
         return Ok(Vec::new());
     }
-    lock(ctx, commits)?;
+    push_locks::lock_keys(lock_keys(&ctx.partition, &ctx.client_id, commits))?;
+    run_locked(ctx, commits)
+}
+
+/// [`run`] for a request whose locks ([`lock_keys`]) the caller already
+/// took (a sync request takes them with its fences, in its first statement:
+/// `store::request_context::read`).
+pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<CommitAnswer>> {
+    if commits.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut slots: Vec<Slot> = Vec::with_capacity(commits.len());
     let mut first: HashMap<&str, usize> = HashMap::new();
     let mut outcomes: Vec<Outcome> = Vec::new();
@@ -165,19 +177,18 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
     Ok(answers)
 }
 
-/// The request's locks, before any lookup or write: one per distinct
-/// `clientCommitId` (a duplicate delivery waits for the first, then replays
-/// its stored outcome) and one per row bucket its operations name (pushes
-/// touching the same rows queue here, in one order, instead of deadlocking
-/// on the rows).
-fn lock(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<()> {
-    let p = ctx.partition.as_str();
+/// The request's lock keys, taken before any lookup or write: one per
+/// distinct `clientCommitId` of `client_id` (a duplicate delivery waits for
+/// the first, then replays its stored outcome) and one per row bucket the
+/// operations name (pushes touching the same rows queue here, in one
+/// order, instead of deadlocking on the rows). Ascending, each once.
+pub fn lock_keys(partition: &str, client_id: &str, commits: &[PushCommit]) -> Vec<i64> {
     let mut keys = Vec::with_capacity(commits.len() * 2);
     for c in commits {
-        keys.push(push_locks::idempotency_key(p, &ctx.client_id, &c.client_commit_id));
-        keys.extend(c.operations.iter().map(|op| push_locks::row_key(p, &op.table, &op.row_id)));
+        keys.push(push_locks::idempotency_key(partition, client_id, &c.client_commit_id));
+        keys.extend(c.operations.iter().map(|op| push_locks::row_key(partition, &op.table, &op.row_id)));
     }
-    Ok(push_locks::lock_keys(keys)?)
+    push_locks::ordered(keys)
 }
 
 /// The `applied` record of a commit with `operations` operations at `commit_seq`.

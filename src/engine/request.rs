@@ -251,7 +251,13 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     let lookup_id = Some(req.header.client_id.as_str()).filter(|c| !c.contains('\0'));
     // A pull reads the log bounds later: take the pruning fence now (§4.6).
     let pulls = halves != Halves::PushOnly && req.pull.is_some();
-    let context = request_context::read(caller.partition, lookup_id, pulls)?;
+    // The push's locks go with the fences, in the first statement — unless the request
+    // is over the operation cap (refused below: no thousands of lock-table entries first).
+    let total_ops: usize = req.commits.iter().map(|c| c.operations.len()).sum();
+    let pushes = halves != Halves::PullOnly && total_ops <= crate::settings::max_operations();
+    let push_keys =
+        if pushes { push::lock_keys(caller.partition, &req.header.client_id, &req.commits) } else { Vec::new() };
+    let context = request_context::read(caller.partition, lookup_id, pulls, &push_keys)?;
 
     let registry = partition::touch_read(caller.partition, context.registry, now_ms)?;
     let gate = partition::gate(
@@ -289,7 +295,6 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     bind_client_read(caller.partition, client_id, caller.actor_id, wire, now_ms, context.client.as_ref())?;
 
     let max_operations = crate::settings::max_operations();
-    let total_ops: usize = req.commits.iter().map(|c| c.operations.len()).sum();
     if total_ops > max_operations {
         return Err(EngineError::protocol(
             ErrorCode::TooManyOperations,
@@ -344,7 +349,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     .map_err(encoding)?;
 
     if halves != Halves::PullOnly {
-        for answer in push::run(&ctx, &req.commits)? {
+        for answer in push::run_locked(&ctx, &req.commits)? {
             writer.push_result(&answer.result).map_err(encoding)?;
             if let Some(details) = &answer.details {
                 writer.push_result_details(details).map_err(encoding)?;

@@ -49,14 +49,20 @@ pub fn row_key(partition: &str, table: &str, row_id: &str) -> i64 {
     fnv1a(&[b"syncular:row", partition.as_bytes(), &bucket.to_be_bytes()]) as i64
 }
 
+/// `keys` ascending, each once: the order every taker of these locks uses.
+pub fn ordered(mut keys: Vec<i64>) -> Vec<i64> {
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
 /// Takes `pg_advisory_xact_lock` on every key (held to the end of the
 /// caller's transaction), in ascending order, in one statement; duplicates
 /// are taken once. Blocks while another transaction holds one of them.
 /// Errors: SPI failures; a deadlock with a lock taken outside this order
 /// (another extension, the host) raises 40P01.
-pub fn lock_keys(mut keys: Vec<i64>) -> StoreResult<()> {
-    keys.sort_unstable();
-    keys.dedup();
+pub fn lock_keys(keys: Vec<i64>) -> StoreResult<()> {
+    let keys = ordered(keys);
     if keys.is_empty() {
         return Ok(());
     }

@@ -48,14 +48,28 @@ const CONTEXT_SQL: &str = "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_
      LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
      LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2";
 
+/// The request's locks, one statement, taken in this order (target-list
+/// order): the schema fence `($1, 0)` shared, the partition's pruning fence
+/// `($2, $3)` shared when `$4`, then the push's advisory locks `$5`
+/// (ascending, [`crate::store::push_locks`]; empty for a request without
+/// pushes). The fence comes first: a push holding row locks never waits
+/// behind a queued bump while a request that holds the fence waits for
+/// those row locks.
+const REQUEST_LOCKS_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, 0), \
+     (SELECT pg_catalog.pg_advisory_xact_lock_shared($2, $3) WHERE $4), \
+     (SELECT count(pg_catalog.pg_advisory_xact_lock(k.key)) \
+        FROM (SELECT u.key FROM unnest($5::int8[]) AS u(key) ORDER BY u.key) k)";
+
 /// Reads the request context of `client_id` in `partition` (`None`: no
 /// client record is looked up). Two statements:
-/// 1. the fences, shared ([`schema_store::SHARE_FENCES_SQL`]): the schema
-///    fence always — so the marker read next is never older than a schema
-///    change this request could meet later ([`schema_store::SCHEMA_FENCE_CLASS`])
-///    — and, with `fence`, the partition's pruning fence
+/// 1. the locks ([`REQUEST_LOCKS_SQL`]): the schema fence always — so the
+///    marker read next is never older than a schema change this request
+///    could meet later ([`schema_store::SCHEMA_FENCE_CLASS`]) — with
+///    `fence`, the partition's pruning fence
 ///    ([`crate::store::lifecycle::fence`]): a request with a pull half reads
-///    the log bounds in a later statement. It is its own statement because
+///    the log bounds in a later statement — and `push_locks`, the push's
+///    idempotency and row-bucket locks (`engine::push::lock_keys`; the push
+///    then runs without taking them again). It is its own statement because
 ///    a lock taken inside a statement does not refresh that statement's
 ///    snapshot, and it runs where the function runs (under Citus, as the
 ///    pruning batch's exclusive fence and the bump's schema fence do);
@@ -64,22 +78,24 @@ const CONTEXT_SQL: &str = "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_
 ///    is current ([`schema_store::confirm_marker_in_snapshot`]).
 ///
 /// Errors: SPI failures.
-pub fn read(partition: &str, client_id: Option<&str>, fence: bool) -> StoreResult<RequestContextRow> {
+pub fn read(partition: &str, client_id: Option<&str>, fence: bool, push_locks: &[i64]) -> StoreResult<RequestContextRow> {
+    let push_locks = crate::store::push_locks::ordered(push_locks.to_vec());
     Spi::connect_mut(|client| {
         plan_cache::execute(
             client,
-            schema_store::SHARE_FENCES_SQL,
+            REQUEST_LOCKS_SQL,
             Some(1),
             &[
                 DatumWithOid::from(schema_store::SCHEMA_FENCE_CLASS),
                 DatumWithOid::from(crate::store::lifecycle::fence::FENCE_CLASS),
                 DatumWithOid::from(crate::store::lifecycle::fence::fence_key(partition)),
                 DatumWithOid::from(fence),
+                DatumWithOid::from(push_locks),
             ],
         )
         .map(|_| ())
     })
-    .map_err(StoreError::spi("share_request_fences"))?;
+    .map_err(StoreError::spi("take_request_locks"))?;
     let context = Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let table = pinned_plan::execute(
             client,

@@ -72,11 +72,6 @@ pub fn lock_schema_marker() -> StoreResult<()> {
 /// [`confirm_marker_in_snapshot`] (40001 after a concurrent change).
 pub const SCHEMA_FENCE_CLASS: i32 = 0x5359_4E53;
 
-/// The statement that takes the schema fence `($1, 0)` shared and, when
-/// `$4`, the partition's pruning fence `($2, $3)` shared — see
-/// [`SCHEMA_FENCE_CLASS`].
-pub const SHARE_FENCES_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, 0), \
-     (SELECT pg_catalog.pg_advisory_xact_lock_shared($2, $3) WHERE $4)";
 
 /// Takes the schema fence shared until the end of the transaction (a
 /// request about to read the marker; see [`SCHEMA_FENCE_CLASS`]). Waits
