@@ -22,6 +22,8 @@ DECLARE
     '_set_scope_resolver_oid',
     'set_write_validator',
     '_set_write_validator_oid',
+    'set_commit_validator',
+    '_set_commit_validator_oid',
     'install_capture_triggers',
     'capture_statement_start',
     'capture_row',

@@ -18,6 +18,11 @@ CREATE TABLE syncular.sync_write_validators(
   validator REGPROCEDURE NOT NULL
 );
 SELECT pg_catalog.pg_extension_config_dump('syncular.sync_write_validators', '');
+CREATE TABLE syncular.sync_commit_validator(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  validator REGPROCEDURE NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_commit_validator', '');
 
 -- The commit payload is now signed (it reads the key): no longer IMMUTABLE.
 CREATE OR REPLACE FUNCTION syncular."commit_notification_payload"(
@@ -392,3 +397,18 @@ COMMENT ON FUNCTION syncular.set_write_validator(text, pg_catalog.regprocedure) 
   'Registers the write validator (write jsonb) returns jsonb of a synced table (SPEC 6.7); NULL removes it.';
 REVOKE ALL ON FUNCTION syncular._set_write_validator_oid(text, oid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.set_write_validator(text, pg_catalog.regprocedure) FROM PUBLIC;
+
+-- The whole-commit validator (SPEC §6.8). Admin only. (The table is created at the top.)
+CREATE FUNCTION syncular."_set_commit_validator_oid"(
+	"function" oid
+) RETURNS void
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'set_commit_validator_oid_wrapper';
+CREATE FUNCTION syncular.set_commit_validator(fn pg_catalog.regprocedure) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$ SELECT syncular._set_commit_validator_oid($1::pg_catalog.oid) $$;
+COMMENT ON FUNCTION syncular.set_commit_validator(pg_catalog.regprocedure) IS
+  'Registers the whole-commit validator (commit jsonb) returns jsonb (SPEC 6.8); NULL removes it.';
+REVOKE ALL ON FUNCTION syncular._set_commit_validator_oid(oid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.set_commit_validator(pg_catalog.regprocedure) FROM PUBLIC;

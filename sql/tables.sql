@@ -142,6 +142,11 @@ CREATE TABLE sync_write_validators(
   tbl TEXT PRIMARY KEY,
   validator REGPROCEDURE NOT NULL
 );
+-- The whole-commit validator (§6.8): at most one row (`syncular.set_commit_validator`).
+CREATE TABLE sync_commit_validator(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  validator REGPROCEDURE NOT NULL
+);
 -- The key that signs the NOTIFY payloads gateways trust (any role may NOTIFY any
 -- channel): at most one row, 32 random bytes, created by the first commit or
 -- `syncular.notification_key()` (not here, so a dump restores its row without
@@ -167,4 +172,5 @@ SELECT pg_catalog.pg_extension_config_dump('sync_schema_versions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_schema_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_scope_resolver', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_write_validators', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_commit_validator', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_notification_key', '');

@@ -1,5 +1,6 @@
 //! `syncular.register_schema`, `syncular.set_scope_resolver`,
-//! `syncular.set_write_validator`, `syncular.current_schema_version`
+//! `syncular.set_write_validator`, `syncular.set_commit_validator`,
+//! `syncular.current_schema_version`
 //! (README "SQL API").
 
 use pgrx::prelude::*;
@@ -116,4 +117,26 @@ COMMENT ON FUNCTION syncular.set_write_validator(text, pg_catalog.regprocedure) 
 "#,
     name = "set_write_validator",
     requires = [set_write_validator_oid]
+);
+
+/// `syncular._set_commit_validator_oid(fn oid) returns void` — the body of
+/// `syncular.set_commit_validator(fn regprocedure)` (SQL wrapper below;
+/// rules: `crate::engine::commit_validator`). NULL removes it. Errors:
+/// `syncular.invalid_validator` (22023: wrong shape, owner not a
+/// superuser), `syncular.no_schema` (55000). Admin only.
+#[pg_extern(name = "_set_commit_validator_oid", volatile)]
+fn set_commit_validator_oid(function: Option<pg_sys::Oid>) {
+    crate::engine::commit_validator::set_commit_validator(function).or_raise();
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION syncular.set_commit_validator(fn pg_catalog.regprocedure) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$ SELECT syncular._set_commit_validator_oid($1::pg_catalog.oid) $$;
+COMMENT ON FUNCTION syncular.set_commit_validator(pg_catalog.regprocedure) IS
+  'Registers the whole-commit validator (commit jsonb) returns jsonb (SPEC 6.8); NULL removes it.';
+"#,
+    name = "set_commit_validator",
+    requires = [set_commit_validator_oid]
 );

@@ -38,11 +38,12 @@ pub const DISTRIBUTED_TABLES: [&str; 11] = [
 ];
 
 /// The partition-less tables, made reference tables.
-pub const REFERENCE_TABLES: [&str; 5] = [
+pub const REFERENCE_TABLES: [&str; 6] = [
     "syncular.sync_schema_versions",
     "syncular.sync_schema_tables",
     "syncular.sync_scope_resolver",
     "syncular.sync_write_validators",
+    "syncular.sync_commit_validator",
     "syncular.sync_notification_key",
 ];
 

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod error;
 pub mod resolver;
 pub mod validators;
+pub mod commit_validator;
 pub mod schema;
 pub mod context;
 pub mod notify;

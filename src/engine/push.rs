@@ -30,7 +30,7 @@
 //! partition-wide critical section) and writes every staged row and
 //! outcome; each applied commit with changes queues its notification.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use syncular_protocol::frame_fields::Op;
@@ -38,6 +38,7 @@ use syncular_protocol::request::PushCommit;
 use syncular_protocol::response::{PushResult, PushResultDetails};
 use syncular_protocol::ErrorCode;
 
+use crate::engine::commit_validator::{self, Verdict};
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::notify;
@@ -46,6 +47,7 @@ use crate::engine::push_result::{cache_miss, StoredDetail, StoredOpResult, Store
 use crate::engine::resolver::is_transient_sqlstate;
 use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, SavepointOutcome};
 use crate::store::push_log::{self, LogAuthor, LogChange, RequestLog};
+use crate::store::resolver_store::ResolverName;
 use crate::store::{push_locks, push_results};
 
 /// The answer to one `PUSH_COMMIT`: its `PUSH_RESULT` and, for a rejection
@@ -107,6 +109,10 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
 pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<CommitAnswer>> {
     if commits.is_empty() {
         return Ok(Vec::new());
+    }
+    if ctx.schema.commit_validator.is_some() {
+        // §6.8: candidate-state validation needs the partition serialized.
+        push_locks::lock_keys(vec![push_locks::partition_key(&ctx.partition)])?;
     }
     let mut slots: Vec<Slot> = Vec::with_capacity(commits.len());
     let mut first: HashMap<&str, usize> = HashMap::new();
@@ -254,16 +260,20 @@ impl From<EngineError> for Stop {
 /// rows and outcome in `log` (written by [`run`] after the last commit).
 fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder) -> EngineResult<Outcome> {
     let busy: Cell<Option<Busy>> = Cell::new(None);
+    let evidence = ctx.schema.commit_validator.as_ref().map(|_| RefCell::new(Vec::new()));
     let outcome = push_savepoint::run(|| -> Result<Vec<StagedChange>, Stop> {
         let mut staged: Vec<StagedChange> = Vec::new();
         for (i, op) in commit.operations.iter().enumerate() {
             let op_index =
                 i32::try_from(i).map_err(|_| EngineError::internal("operation index overflow"))?;
-            match apply_operation(ctx, op_index, op, &busy)? {
+            match apply_operation(ctx, op_index, op, &busy, evidence.as_ref())? {
                 Ok(Some(change)) => staged.push(change),
                 Ok(None) => {}
                 Err(terminated) => return Err(Stop::Rejected(terminated)),
             }
+        }
+        if let (Some(validator), Some(evidence)) = (ctx.schema.commit_validator.as_ref(), evidence.as_ref()) {
+            validate_commit(ctx, commit, validator, evidence.take(), &busy)?;
         }
         Ok(staged)
     });
@@ -313,6 +323,31 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
     };
     log.log.outcomes.push((commit.client_commit_id.clone(), 0, stored.to_json()));
     Ok(Outcome::Rejected(stored))
+}
+
+/// Runs the whole-commit validator (§6.8) on the staged commit, inside its
+/// subtransaction: a rejection terminates the commit like an operation's.
+fn validate_commit(
+    ctx: &SyncContext<'_>,
+    commit: &PushCommit,
+    validator: &ResolverName,
+    evidence: Vec<serde_json::Value>,
+    busy: &Cell<Option<Busy>>,
+) -> Result<(), Stop> {
+    let input = commit_validator::input(&ctx.client_id, &commit.client_commit_id, &ctx.actor_id, &ctx.partition, evidence);
+    busy.set(Some(Busy::Validating(0)));
+    let verdict = commit_validator::validate(validator, &input, commit.operations.len())?;
+    busy.set(None);
+    match verdict {
+        Verdict::Accept => Ok(()),
+        Verdict::Reject { op_index, rejection } => Err(Stop::Rejected(Terminated {
+            record: StoredOpResult::Error { op_index, code: rejection.code, message: rejection.message, retryable: false },
+            details: rejection.details,
+        })),
+        Verdict::BadIndex(message) => {
+            Err(Stop::Rejected(StoredOpResult::error(0, ErrorCode::ConstraintViolation, message).into()))
+        }
+    }
 }
 
 /// The request's log, staged commit by commit.

@@ -26,12 +26,12 @@
 //! and the version check; a delete of an absent row runs none. Its
 //! rejection terminates the commit with the host's record and details.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::Operation;
-use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row};
+use syncular_protocol::row_codec::{decode_row, encode_row, render_row, ColumnType, Row};
 use syncular_protocol::schema_ir::TableSchema;
 use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
@@ -41,7 +41,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push_result::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
-use crate::engine::validators;
+use crate::engine::{commit_validator, validators};
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
 use crate::store::resolver_store::ResolverName;
 use crate::store::row_scopes;
@@ -215,6 +215,7 @@ struct Target<'a> {
     op_index: i32,
     op: &'a Operation,
     busy: &'a Cell<Option<Busy>>,
+    evidence: Option<&'a RefCell<Vec<serde_json::Value>>>,
 }
 
 impl Target<'_> {
@@ -225,7 +226,8 @@ impl Target<'_> {
     /// Runs the table's write validator, if any (§6.7: after decode and
     /// authorization, right before the write). A rejection terminates the
     /// commit with the host's code, message and details.
-    fn validate(&self, op: Op, row: Option<&Row>, stored: Option<&Row>) -> Result<(), Stop> {
+    fn validate(&self, op: Op, row: Option<&Row>, stored: Option<&Row>, versions: (Option<i64>, Option<i64>)) -> Result<(), Stop> {
+        self.record_evidence(op, row, stored, versions);
         let Some(validator) = self.validator else { return Ok(()) };
         let write = validators::Write {
             partition: &self.ctx.partition,
@@ -248,9 +250,26 @@ impl Target<'_> {
         }
     }
 
-    /// The stored row decoded, for the validator only (`None` without one).
+    /// Adds this operation's evidence for the whole-commit validator (§6.8),
+    /// when one runs: `versions` = (stored, next) server versions.
+    fn record_evidence(&self, op: Op, row: Option<&Row>, stored: Option<&Row>, versions: (Option<i64>, Option<i64>)) {
+        let Some(evidence) = self.evidence else { return };
+        let layout = self.table.layout();
+        evidence.borrow_mut().push(commit_validator::evidence(
+            self.op_index,
+            if op == Op::Delete { "delete" } else { "upsert" },
+            &self.table.name,
+            &self.op.row_id,
+            row.map(|r| render_row(layout, r)),
+            stored.map(|r| render_row(layout, r)),
+            versions.0,
+            versions.1,
+        ));
+    }
+
+    /// The stored row decoded, for the validators only (`None` without one).
     fn stored_row_for_validator(&self, stored: &StoredRow) -> Result<Option<Row>, Stop> {
-        if self.validator.is_none() {
+        if self.validator.is_none() && self.evidence.is_none() {
             return Ok(None);
         }
         decode_row(self.table.layout(), &stored.payload).map(Some).map_err(|e| {
@@ -296,7 +315,7 @@ impl Target<'_> {
         let scopes = parse_stored_scopes(&stored.scopes_json);
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
         let stored_row = self.stored_row_for_validator(&stored)?;
-        self.validate(Op::Delete, None, stored_row.as_ref())?;
+        self.validate(Op::Delete, None, stored_row.as_ref(), (Some(stored.version), None))?;
         self.write(|| {
             app_rows::delete_app_row(self.sql, partition, &self.op.row_id)?;
             row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)
@@ -347,7 +366,7 @@ impl Target<'_> {
         } else {
             payload.to_vec()
         };
-        self.validate(Op::Upsert, Some(&row), Some(&stored_row))?;
+        self.validate(Op::Upsert, Some(&row), Some(&stored_row), (Some(stored.version), Some(stored.version + 1)))?;
         let version = stored.version + 1;
         let scopes_text = scopes_json(&scopes);
         self.write(|| {
@@ -395,7 +414,7 @@ impl Target<'_> {
             ));
         }
         crdt_check(self.table, &row, self.op_index)?;
-        self.validate(Op::Upsert, Some(&row), None)?;
+        self.validate(Op::Upsert, Some(&row), None, (None, Some(1)))?;
         let scopes_text = scopes_json(&scopes);
         let entries: Vec<(String, String)> =
             scopes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -429,7 +448,11 @@ impl Target<'_> {
         }
         let stored = app_rows::select_app_row(self.sql, &self.ctx.partition, &self.op.row_id)?;
         if self.op.op == Op::Delete {
-            // §6.2: deleting an absent row is applied, emits nothing.
+            // §6.2: deleting an absent row is applied, emits nothing (and runs no write
+            // validator; it is still evidence for the whole-commit validator, §6.8).
+            if stored.is_none() {
+                self.record_evidence(Op::Delete, None, None, (None, None));
+            }
             return stored.map(|s| self.delete(s)).transpose();
         }
         let payload = self
@@ -460,12 +483,14 @@ impl Target<'_> {
 /// is doing while app-table statements or its write validator run, so a
 /// Postgres ERROR they raise (unique violation, a validator's exception, …)
 /// can be attributed to the operation ([`Busy`]).
+/// With `evidence`, the operation's §6.8 evidence is appended to it.
 /// `Ok(Err(terminated))` terminates the commit; `Err` is a request-level failure.
 pub fn apply_operation(
     ctx: &SyncContext<'_>,
     op_index: i32,
     op: &Operation,
     busy: &Cell<Option<Busy>>,
+    evidence: Option<&RefCell<Vec<serde_json::Value>>>,
 ) -> EngineResult<OpOutcome> {
     let Some(registered) = ctx.schema.table(&op.table) else {
         return Ok(Err(StoredOpResult::error(
@@ -491,6 +516,7 @@ pub fn apply_operation(
         op_index,
         op,
         busy,
+        evidence,
     };
     match target.apply() {
         Ok(change) => Ok(Ok(change)),

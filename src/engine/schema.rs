@@ -59,6 +59,8 @@ pub struct RegisteredSchema {
     pub schema: Schema,
     /// Tables in IR (bootstrap) order, parallel to `schema.tables`.
     pub tables: Vec<RegisteredTable>,
+    /// The whole-commit validator (§6.8, `syncular.set_commit_validator`).
+    pub commit_validator: Option<crate::store::resolver_store::ResolverName>,
 }
 
 /// One synced table with its Postgres placement.
@@ -121,7 +123,7 @@ impl RegisteredSchema {
                 }
             })
             .collect();
-        RegisteredSchema { version, app_schema, schema, tables }
+        RegisteredSchema { version, app_schema, schema, tables, commit_validator: None }
     }
 }
 
@@ -171,6 +173,7 @@ pub fn load_registered_schema_at(key: Option<(i64, String)>) -> EngineResult<Opt
             t.validator = Some(validator);
         }
     }
+    built.commit_validator = crate::store::validator_store::load_commit_validator()?;
     let loaded = Rc::new(built);
     CACHE.with(|c| *c.borrow_mut() = Some(((stored.version, stored.row_xmin), Rc::clone(&loaded))));
     Ok(Some(loaded))

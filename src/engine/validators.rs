@@ -74,10 +74,10 @@ fn invalid(message: String) -> EngineError {
     EngineError::host(HostCode::InvalidValidator, message)
 }
 
-fn malformed(validator: &ResolverName, message: impl std::fmt::Display) -> EngineError {
+fn malformed(validator: &ResolverName, kind: &str, message: impl std::fmt::Display) -> EngineError {
     EngineError::host(
         HostCode::ValidatorMalformed,
-        format!("write validator {}.{} {message}", validator.schema, validator.name),
+        format!("{kind} {}.{} {message}", validator.schema, validator.name),
     )
 }
 
@@ -101,8 +101,7 @@ pub fn set_write_validator(tbl: &str, function: Option<pgrx::pg_sys::Oid>) -> En
     match function {
         None => validator_store::delete_write_validator(tbl)?,
         Some(function) => {
-            check_shape(function)?;
-            check_owner_of(function)?;
+            check_function(function, "write", "a write validator")?;
             validator_store::upsert_write_validator(tbl, function)?;
         }
     }
@@ -111,39 +110,55 @@ pub fn set_write_validator(tbl: &str, function: Option<pgrx::pg_sys::Oid>) -> En
     Ok(())
 }
 
-fn check_shape(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
+/// Checks that `function` can be a validator (`what`, e.g. "a write
+/// validator"): a plain non-set function `(<arg> jsonb) returns jsonb`
+/// owned by a superuser. Errors: `syncular.invalid_validator` (22023).
+pub fn check_function(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> EngineResult<()> {
+    check_shape(function, arg, what)?;
+    check_owner_of(function, what)
+}
+
+fn check_shape(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> EngineResult<()> {
     let shape = resolver_store::describe_function(function)?
         .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
     let jsonb = resolver_store::jsonb_type_oid();
     let problems = [
         (shape.kind != "f").then(|| format!("it is not a plain function (prokind {:?})", shape.kind)),
-        (shape.arg_types != [jsonb]).then(|| "its arguments must be exactly (write jsonb)".to_string()),
+        (shape.arg_types != [jsonb]).then(|| format!("its arguments must be exactly ({arg} jsonb)")),
         (shape.return_type != jsonb).then(|| "it must return jsonb".to_string()),
         shape.returns_set.then(|| "it must not return a set".to_string()),
     ];
     match problems.into_iter().flatten().next() {
         None => Ok(()),
-        Some(problem) => Err(invalid(format!("{} cannot be a write validator: {problem}", shape.signature))),
+        Some(problem) => Err(invalid(format!("{} cannot be {what}: {problem}", shape.signature))),
     }
 }
 
-fn check_owner(signature: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
+/// Refuses a validator whose owner is not a superuser (it runs with the
+/// extension owner's privileges). Errors: `syncular.invalid_validator`.
+pub fn check_owner(signature: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
     if owner_is_superuser {
         return Ok(());
     }
     Err(invalid(format!(
-        "{signature} cannot be a write validator: it is owned by role {owner:?}, which is not a superuser \
+        "{signature} cannot be a validator: it is owned by role {owner:?}, which is not a superuser \
          (validators run with the extension owner's privileges, so only a superuser may own one)"
     )))
 }
 
-fn check_owner_of(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
+fn check_owner_of(function: pgrx::pg_sys::Oid, what: &str) -> EngineResult<()> {
     let signature = resolver_store::describe_function(function)?
         .map(|shape| shape.signature)
         .unwrap_or_else(|| format!("function {}", u32::from(function)));
     let owner = resolver_store::function_owner(function)?
         .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
-    check_owner(&signature, &owner.role, owner.is_superuser)
+    check_owner(&signature, &owner.role, owner.is_superuser).map_err(|_| {
+        invalid(format!(
+            "{signature} cannot be {what}: it is owned by role {:?}, which is not a superuser \
+             (validators run with the extension owner's privileges, so only a superuser may own one)",
+            owner.role
+        ))
+    })
 }
 
 /// The JSON a validator receives for `write` (module docs).
@@ -166,7 +181,7 @@ pub fn input(write: &Write<'_>) -> Value {
 /// superuser; an ERROR the validator raises unwinds to the caller.
 pub fn validate(validator: &ResolverName, write: &Write<'_>) -> EngineResult<Option<Rejection>> {
     check_owner(&format!("{}.{}", validator.schema, validator.name), &validator.owner, validator.owner_is_superuser)?;
-    let out = validator_store::call_write_validator(validator, &input(write))?;
+    let out = validator_store::call_validator(validator, &input(write))?;
     parse_output(validator, out)
 }
 
@@ -175,39 +190,52 @@ fn parse_output(validator: &ResolverName, out: Option<Value>) -> EngineResult<Op
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(map)) => map,
         Some(other) => {
-            return Err(malformed(validator, format_args!("returned {other}: expected NULL or {{\"code\", \"message\"?, \"details\"?}}")))
+            return Err(malformed(validator, WRITE, format_args!("returned {other}: expected NULL or {{\"code\", \"message\"?, \"details\"?}}")))
         }
     };
     if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "code" | "message" | "details")) {
-        return Err(malformed(validator, format_args!("returned a rejection with unknown member {key:?}")));
+        return Err(malformed(validator, WRITE, format_args!("returned a rejection with unknown member {key:?}")));
     }
     let code = match map.get("code") {
         Some(Value::String(code)) => code.clone(),
-        _ => return Err(malformed(validator, "returned a rejection without a string \"code\"")),
+        _ => return Err(malformed(validator, WRITE, "returned a rejection without a string \"code\"")),
     };
-    rejection(validator, code, map.get("message"), map.get("details")).map(Some)
+    rejection(validator, WRITE, code, map.get("message"), map.get("details")).map(Some)
 }
 
-fn rejection(validator: &ResolverName, code: String, message: Option<&Value>, details: Option<&Value>) -> EngineResult<Rejection> {
+const WRITE: &str = "write validator";
+
+/// A rejection's code, message and details checked (module docs) for a
+/// validator of `kind` ("write validator", "commit validator"). Errors:
+/// `syncular.validator_malformed`.
+pub fn rejection(
+    validator: &ResolverName,
+    kind: &str,
+    code: String,
+    message: Option<&Value>,
+    details: Option<&Value>,
+) -> EngineResult<Rejection> {
     if code.is_empty() || code.len() > MAX_CODE_BYTES || code.contains('\0') {
-        return Err(malformed(validator, format_args!("returned code {code:?}: a code is 1–{MAX_CODE_BYTES} bytes")));
+        return Err(malformed(validator, kind, format_args!("returned code {code:?}: a code is 1–{MAX_CODE_BYTES} bytes")));
     }
     if let Some(prefix) = RESERVED_PREFIXES.iter().find(|p| code.starts_with(*p)) {
         return Err(malformed(
             validator,
+            kind,
             format_args!("returned code {code:?}: the prefix {prefix:?} is reserved for protocol codes (§6.7)"),
         ));
     }
     let message = match message {
         None | Some(Value::Null) => "rejected by the write validator".to_owned(),
         Some(Value::String(m)) => m.replace('\0', "\u{FFFD}"),
-        Some(_) => return Err(malformed(validator, "returned a non-string \"message\"")),
+        Some(_) => return Err(malformed(validator, kind, "returned a non-string \"message\"")),
     };
     let details = match details {
         None | Some(Value::Null) => None,
         Some(d) => {
             let text = d.to_string();
-            validate_details_json(&text).map_err(|e| malformed(validator, format_args!("returned details outside §6.3.1: {}", e.message)))?;
+            validate_details_json(&text)
+                .map_err(|e| malformed(validator, kind, format_args!("returned details outside §6.3.1: {}", e.message)))?;
             Some(text)
         }
     };

@@ -49,6 +49,15 @@ pub fn row_key(partition: &str, table: &str, row_id: &str) -> i64 {
     fnv1a(&[b"syncular:row", partition.as_bytes(), &bucket.to_be_bytes()]) as i64
 }
 
+/// The lock serializing every push of `partition` while a whole-commit
+/// validator (§6.8) is registered: taken after the request's other locks
+/// (so it closes no cycle with them), held to the transaction's end, so no
+/// two commits of the partition are validated against candidate states that
+/// exclude one another.
+pub fn partition_key(partition: &str) -> i64 {
+    fnv1a(&[b"syncular:partition", partition.as_bytes()]) as i64
+}
+
 /// `keys` ascending, each once: the order every taker of these locks uses.
 pub fn ordered(mut keys: Vec<i64>) -> Vec<i64> {
     keys.sort_unstable();

@@ -1,5 +1,6 @@
-//! Statements behind the write validators (SPEC §6.7): the registrations in
-//! `syncular.sync_write_validators` and the call itself.
+//! Statements behind the validators: the write validators (SPEC §6.7) in
+//! `syncular.sync_write_validators`, the whole-commit validator (§6.8) in
+//! `syncular.sync_commit_validator`, and the call itself.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -69,11 +70,65 @@ pub fn load_write_validators() -> StoreResult<Vec<(String, ResolverName)>> {
     })
 }
 
+/// Stores `function` as the whole-commit validator (§6.8; replacing any).
+pub fn upsert_commit_validator(function: pg_sys::Oid) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "INSERT INTO syncular.sync_commit_validator(id, validator) \
+                 VALUES (1, $1::pg_catalog.oid::pg_catalog.regprocedure) \
+                 ON CONFLICT (id) DO UPDATE SET validator = EXCLUDED.validator",
+                None,
+                &[function.into()],
+            )
+            .map(|_| ())
+            .map_err(StoreError::spi("upsert_commit_validator"))
+    })
+}
+
+/// Removes the whole-commit validator (no-op when none).
+pub fn delete_commit_validator() -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update("DELETE FROM syncular.sync_commit_validator", None, &[])
+            .map(|_| ())
+            .map_err(StoreError::spi("delete_commit_validator"))
+    })
+}
+
+/// The whole-commit validator's schema, name and owner; `None` when none is set.
+pub fn load_commit_validator() -> StoreResult<Option<ResolverName>> {
+    const STATEMENT: &str = "load_commit_validator";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
+                   FROM syncular.sync_commit_validator v \
+                   JOIN pg_catalog.pg_proc p ON p.oid = v.validator \
+                   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+                   JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
+                  WHERE v.id = 1",
+                Some(1),
+                &[],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let schema: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
+        let name: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+        let owner: String = row.get(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let owner_is_superuser: bool = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
+        match (schema, name) {
+            (Some(schema), Some(name)) => Ok(Some(ResolverName { schema, name, owner, owner_is_superuser })),
+            _ => Err(StoreError::new(STATEMENT, "commit validator row without a name")),
+        }
+    })
+}
+
 /// Calls `validator(input)` and returns its jsonb result (`None` for SQL
 /// NULL). A Postgres ERROR raised by the validator unwinds to the caller's
 /// subtransaction (the push's per-commit one; a captured statement's own).
-pub fn call_write_validator(validator: &ResolverName, input: &Value) -> StoreResult<Option<Value>> {
-    const STATEMENT: &str = "call_write_validator";
+pub fn call_validator(validator: &ResolverName, input: &Value) -> StoreResult<Option<Value>> {
+    const STATEMENT: &str = "call_validator";
     // Identifiers come from pg_proc and are quoted; the value is a parameter.
     let sql = format!(
         "SELECT {}.{}($1::pg_catalog.jsonb)::pg_catalog.jsonb",

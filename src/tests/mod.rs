@@ -14,6 +14,7 @@ mod register_versions;
 mod register_adopt;
 mod resolver;
 mod validators;
+mod commit_validator;
 pub mod support;
 mod unique_index;
 mod sync_pull_incremental;

@@ -111,3 +111,46 @@ fn a_rejected_commit_replays_its_rejection_without_validating_again() {
     let rows: i64 = c.query_one("SELECT count(*) FROM public.cards", &[]).unwrap().get(0);
     assert_eq!(rows, 0);
 }
+
+/// §6.8: candidate-state validation needs the partition serialized. The
+/// commit validator allows at most two cards; one exists. A commit adding a
+/// second is left open while another connection commits a third card (a
+/// different row): the second one must wait for the first and then see its
+/// card — rejected — instead of validating against a state without it and
+/// leaving three cards.
+#[test]
+fn a_commit_validator_sees_the_commits_before_it_in_its_partition() {
+    let db = Scratch::new("valserial");
+    let mut admin = db.connect();
+    admin
+        .batch_execute(
+            "CREATE FUNCTION public.at_most_two(commit jsonb) RETURNS jsonb LANGUAGE sql AS $$ \
+               SELECT CASE WHEN (SELECT count(*) FROM public.cards WHERE _sync_partition = commit->>'partition') > 2 \
+                 THEN '{\"code\": \"cards.full\"}'::jsonb END $$; \
+             SELECT syncular.set_commit_validator('public.at_most_two(jsonb)');",
+        )
+        .unwrap();
+    assert_eq!(deliver(&mut admin, "seed", "a", "x").unwrap()["status"], "applied");
+    let mut first = db.connect();
+    let mut tx = first.transaction().unwrap();
+    let ops = json!([{"table": "cards", "op": "upsert", "row": {"id": "b", "ws": "w1", "title": "x"}}]);
+    let r: Value = tx
+        .query_one(
+            "SELECT syncular.commit($1, 'alice', $2::text::jsonb, allowed_scopes => '{\"ws\": [\"*\"]}')",
+            &[&PARTITION, &ops.to_string()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(r["status"], "applied");
+    let second = {
+        let mut c = db.connect();
+        thread::spawn(move || deliver(&mut c, "third", "c", "y").unwrap())
+    };
+    thread::sleep(std::time::Duration::from_millis(400));
+    assert!(!second.is_finished(), "the second commit waits for the open one");
+    tx.commit().unwrap();
+    let third = second.join().unwrap();
+    assert_eq!((third["status"].as_str(), third["results"][0]["code"].as_str()), (Some("rejected"), Some("cards.full")), "{third}");
+    let cards: i64 = admin.query_one("SELECT count(*) FROM public.cards", &[]).unwrap().get(0);
+    assert_eq!(cards, 2);
+}

@@ -22,6 +22,7 @@ pub const REFERENCE: &[&str] = &[
     "sync_schema_tables",
     "sync_scope_resolver",
     "sync_write_validators",
+    "sync_commit_validator",
     "sync_notification_key",
 ];
 
