@@ -297,12 +297,12 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
                     ErrorCode::InvalidRequest,
                     "a row value cannot be stored in its Postgres column",
                 ),
-                // §6.7: a validator's exception (not a deliberate rejection) is the generic
+                // §6.7, §6.8: a validator's exception (not a deliberate rejection) is the generic
                 // constraint code, without its text; a transient failure fails the request.
                 (Some(Busy::Validating(op_index)), _) if !is_transient_sqlstate(&class) => StoredOpResult::error(
                     op_index,
                     ErrorCode::ConstraintViolation,
-                    "the write validator raised an error",
+                    "the validator raised an error",
                 ),
                 _ => (*caught).rethrow(),
             };

@@ -231,7 +231,7 @@ impl Target<'_> {
         let Some(validator) = self.validator else { return Ok(()) };
         let write = validators::Write {
             partition: &self.ctx.partition,
-            actor_id: Some(&self.ctx.actor_id),
+            actor_id: &self.ctx.actor_id,
             table: self.table,
             op,
             row_id: &self.op.row_id,

@@ -678,6 +678,8 @@ fn register_higher(
     schema_store::touch_current_version()?;
     for tbl in &retired {
         schema_store::delete_row_scopes_of_table(tbl)?;
+        // A retired table's write validator goes with it (a re-added table starts without one).
+        crate::store::validator_store::delete_write_validator(tbl)?;
         ddl::drop_app_table(app_schema, tbl)?;
     }
     let mut rewritten_rows = 0u64;

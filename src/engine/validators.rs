@@ -9,7 +9,8 @@
 //! §3.4 scope-column strip), `null` for a delete; `stored` the stored row,
 //! `null` for an insert; rows are objects keyed by column name, values as
 //! `syncular.commit` renders them (`bytes` base64, `json` as JSON).
-//! `actorId` is `null` for a captured plain SQL write (no actor).
+//! For a captured plain SQL write, `actorId` is the captured commit's actor
+//! (`syncular.actor_id`, else the current role).
 //!
 //! Output: SQL NULL (or JSON `null`) accepts. A rejection is
 //! `{"code": "…", "message"?: "…", "details"?: {…}}`: the commit is
@@ -56,8 +57,8 @@ pub struct Rejection {
 pub struct Write<'a> {
     /// The partition written.
     pub partition: &'a str,
-    /// The acting actor (`None` for a captured plain SQL write).
-    pub actor_id: Option<&'a str>,
+    /// The acting actor.
+    pub actor_id: &'a str,
     /// The IR table.
     pub table: &'a TableSchema,
     /// Upsert or delete.

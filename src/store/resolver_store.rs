@@ -130,30 +130,33 @@ pub fn delete_scope_resolver() -> StoreResult<()> {
 
 /// The stored resolver's schema, name and owner; `None` when none is set.
 pub fn load_scope_resolver() -> StoreResult<Option<ResolverName>> {
-    const STATEMENT: &str = "load_scope_resolver";
+    load_registered_function(
+        "load_scope_resolver",
+        "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
+           FROM syncular.sync_scope_resolver r \
+           JOIN pg_catalog.pg_proc p ON p.oid = r.resolver \
+           JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+           JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
+          WHERE r.id = 1",
+    )
+}
+
+/// The function `sql` names — one row `(schema, name, owner, owner is
+/// superuser)` or none — for the single-row registrations (the resolver,
+/// the whole-commit validator). Errors: SPI failures, a row without a name.
+pub fn load_registered_function(statement: &'static str, sql: &str) -> StoreResult<Option<ResolverName>> {
     Spi::connect_mut(|client| {
-        let rows = client
-            .update(
-                "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
-                   FROM syncular.sync_scope_resolver r \
-                   JOIN pg_catalog.pg_proc p ON p.oid = r.resolver \
-                   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
-                   JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
-                  WHERE r.id = 1",
-                Some(1),
-                &[],
-            )
-            .map_err(StoreError::spi(STATEMENT))?;
+        let rows = client.update(sql, Some(1), &[]).map_err(StoreError::spi(statement))?;
         let Some(row) = rows.into_iter().next() else {
             return Ok(None);
         };
-        let schema: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
-        let name: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
-        let owner: String = row.get(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
-        let owner_is_superuser: bool = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
+        let schema: Option<String> = row.get(1).map_err(StoreError::spi(statement))?;
+        let name: Option<String> = row.get(2).map_err(StoreError::spi(statement))?;
+        let owner: String = row.get(3).map_err(StoreError::spi(statement))?.unwrap_or_default();
+        let owner_is_superuser: bool = row.get(4).map_err(StoreError::spi(statement))?.unwrap_or(false);
         match (schema, name) {
             (Some(schema), Some(name)) => Ok(Some(ResolverName { schema, name, owner, owner_is_superuser })),
-            _ => Err(StoreError::new(STATEMENT, "resolver row without a name")),
+            _ => Err(StoreError::new(statement, "registered function row without a name")),
         }
     })
 }

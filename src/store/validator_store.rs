@@ -98,30 +98,15 @@ pub fn delete_commit_validator() -> StoreResult<()> {
 
 /// The whole-commit validator's schema, name and owner; `None` when none is set.
 pub fn load_commit_validator() -> StoreResult<Option<ResolverName>> {
-    const STATEMENT: &str = "load_commit_validator";
-    Spi::connect_mut(|client| {
-        let rows = client
-            .update(
-                "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
-                   FROM syncular.sync_commit_validator v \
-                   JOIN pg_catalog.pg_proc p ON p.oid = v.validator \
-                   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
-                   JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
-                  WHERE v.id = 1",
-                Some(1),
-                &[],
-            )
-            .map_err(StoreError::spi(STATEMENT))?;
-        let Some(row) = rows.into_iter().next() else { return Ok(None) };
-        let schema: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
-        let name: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
-        let owner: String = row.get(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
-        let owner_is_superuser: bool = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
-        match (schema, name) {
-            (Some(schema), Some(name)) => Ok(Some(ResolverName { schema, name, owner, owner_is_superuser })),
-            _ => Err(StoreError::new(STATEMENT, "commit validator row without a name")),
-        }
-    })
+    crate::store::resolver_store::load_registered_function(
+        "load_commit_validator",
+        "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
+           FROM syncular.sync_commit_validator v \
+           JOIN pg_catalog.pg_proc p ON p.oid = v.validator \
+           JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+           JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
+          WHERE v.id = 1",
+    )
 }
 
 /// Calls `validator(input)` and returns its jsonb result (`None` for SQL

@@ -98,6 +98,16 @@ mod tests {
     }
 
     #[pg_test]
+    fn retiring_a_table_removes_its_validator() {
+        register(&ir_of(1, vec![small_table("items"), small_table("notes")])).unwrap();
+        run("CREATE FUNCTION public.v(write jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'");
+        run("SELECT syncular.set_write_validator('notes', 'public.v(jsonb)')");
+        run("SELECT syncular.set_write_validator('items', 'public.v(jsonb)')");
+        register_with(&ir_of(2, vec![small_table("items")]), "public", true).unwrap();
+        assert_eq!(text("SELECT string_agg(tbl, ',') FROM syncular.sync_write_validators"), Some("items".into()));
+    }
+
+    #[pg_test]
     fn a_validator_sees_inserts_updates_and_deletes_of_existing_rows() {
         setup_tasks();
         run("CREATE TABLE public.validator_log(n serial, input jsonb)");

@@ -35,7 +35,7 @@ pub fn validate(t: &CaptureTable, op: Op, row_id: &str, row: Option<&Row>, store
     let actor = super::statement::actor_id()?;
     let write = validators::Write {
         partition: &t.partition,
-        actor_id: Some(&actor),
+        actor_id: &actor,
         table,
         op,
         row_id,
