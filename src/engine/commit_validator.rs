@@ -94,17 +94,17 @@ pub fn input(client_id: &str, client_commit_id: &str, actor_id: &str, partition:
     })
 }
 
-/// Runs `validator` on `input` (a commit of `operations` operations).
-/// Errors: `syncular.validator_malformed` (39000), `syncular.invalid_validator`
-/// (its owner is no longer a superuser); an ERROR it raises unwinds.
-pub fn validate(validator: &ResolverName, input: &Value, operations: usize) -> EngineResult<Verdict> {
-    crate::engine::validators::check_owner(
-        &format!("{}.{}", validator.schema, validator.name),
-        &validator.owner,
-        validator.owner_is_superuser,
-    )?;
-    let out = validator_store::call_validator(validator, input)?;
-    parse_output(validator, out, operations)
+/// Runs the commit validator `oid` on `input` (a commit of `operations`
+/// operations). Errors: `syncular.validator_malformed` (39000),
+/// `syncular.invalid_validator` (dropped, reshaped, or its owner no longer a
+/// superuser: `validators::resolve`); an ERROR it raises unwinds.
+pub fn validate(oid: pgrx::pg_sys::Oid, input: &Value, operations: usize) -> EngineResult<Verdict> {
+    let validator = crate::engine::validators::resolve(oid, "the commit validator")?;
+    let out = {
+        let _running = crate::engine::validators::Running::begin();
+        validator_store::call_validator(&validator, input)?
+    };
+    parse_output(&validator, out, operations)
 }
 
 fn malformed(validator: &ResolverName, message: impl std::fmt::Display) -> EngineError {
@@ -135,7 +135,8 @@ fn parse_output(validator: &ResolverName, out: Option<Value>, operations: usize)
     let rejection = rejection(validator, "commit validator", code, map.get("message"), map.get("details"))?;
     let op_index = match map.get("opIndex") {
         None | Some(Value::Null) => 0,
-        Some(v) => match v.as_i64().and_then(|i| i32::try_from(i).ok()) {
+        // A whole number, also when jsonb arithmetic made it `1.0`.
+        Some(v) => match v.as_i64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e9).map(|f| f as i64)).and_then(|i| i32::try_from(i).ok()) {
             Some(i) if i >= 0 && usize::try_from(i).is_ok_and(|i| i < operations) => i,
             _ => return Ok(Verdict::BadIndex(format!("the commit validator named operation {v}, which the commit does not have"))),
         },
@@ -166,6 +167,10 @@ mod tests {
 
     #[test]
     fn an_index_outside_the_commit_is_a_bad_index_and_a_reserved_code_is_malformed() {
+        let Verdict::Reject { op_index, .. } = parse_output(&v(), Some(json!({"opIndex": 1.0, "code": "x"})), 2).unwrap() else {
+            panic!("1.0 names operation 1")
+        };
+        assert_eq!(op_index, 1);
         for bad in [json!(2), json!(-1), json!("0"), json!(1.5)] {
             assert!(matches!(parse_output(&v(), Some(json!({"opIndex": bad, "code": "x"})), 2).unwrap(), Verdict::BadIndex(_)), "{bad}");
         }

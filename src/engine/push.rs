@@ -47,7 +47,6 @@ use crate::engine::push_result::{cache_miss, StoredDetail, StoredOpResult, Store
 use crate::engine::resolver::is_transient_sqlstate;
 use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, SavepointOutcome};
 use crate::store::push_log::{self, LogAuthor, LogChange, RequestLog};
-use crate::store::resolver_store::ResolverName;
 use crate::store::{push_locks, push_results};
 
 /// The answer to one `PUSH_COMMIT`: its `PUSH_RESULT` and, for a rejection
@@ -272,7 +271,7 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
                 Err(terminated) => return Err(Stop::Rejected(terminated)),
             }
         }
-        if let (Some(validator), Some(evidence)) = (ctx.schema.commit_validator.as_ref(), evidence.as_ref()) {
+        if let (Some(validator), Some(evidence)) = (ctx.schema.commit_validator, evidence.as_ref()) {
             validate_commit(ctx, commit, validator, evidence.take(), &busy)?;
         }
         Ok(staged)
@@ -330,7 +329,7 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
 fn validate_commit(
     ctx: &SyncContext<'_>,
     commit: &PushCommit,
-    validator: &ResolverName,
+    validator: pgrx::pg_sys::Oid,
     evidence: Vec<serde_json::Value>,
     busy: &Cell<Option<Busy>>,
 ) -> Result<(), Stop> {

@@ -43,7 +43,6 @@ use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
 use crate::engine::{commit_validator, validators};
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
-use crate::store::resolver_store::ResolverName;
 use crate::store::row_scopes;
 
 /// A change staged by an applied operation (§2.2), written to the log once
@@ -211,7 +210,7 @@ struct Target<'a> {
     ctx: &'a SyncContext<'a>,
     table: &'a TableSchema,
     sql: &'a AppTableSql,
-    validator: Option<&'a ResolverName>,
+    validator: Option<pgrx::pg_sys::Oid>,
     op_index: i32,
     op: &'a Operation,
     busy: &'a Cell<Option<Busy>>,
@@ -512,7 +511,7 @@ pub fn apply_operation(
         ctx,
         table: table_schema(registered),
         sql: &registered.sql,
-        validator: registered.validator.as_ref(),
+        validator: registered.validator,
         op_index,
         op,
         busy,

@@ -60,7 +60,7 @@ pub struct RegisteredSchema {
     /// Tables in IR (bootstrap) order, parallel to `schema.tables`.
     pub tables: Vec<RegisteredTable>,
     /// The whole-commit validator (§6.8, `syncular.set_commit_validator`).
-    pub commit_validator: Option<crate::store::resolver_store::ResolverName>,
+    pub commit_validator: Option<pgrx::pg_sys::Oid>,
 }
 
 /// One synced table with its Postgres placement.
@@ -76,7 +76,7 @@ pub struct RegisteredTable {
     /// schema rather than per pushed operation.
     pub sql: AppTableSql,
     /// The table's write validator (§6.7, `syncular.set_write_validator`).
-    pub validator: Option<crate::store::resolver_store::ResolverName>,
+    pub validator: Option<pgrx::pg_sys::Oid>,
 }
 
 impl RegisteredTable {

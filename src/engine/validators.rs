@@ -176,14 +176,72 @@ pub fn input(write: &Write<'_>) -> Value {
     })
 }
 
-/// Runs `validator` on `write`. `Ok(None)` accepts, `Ok(Some(_))` is a
-/// deliberate rejection. Errors: `syncular.validator_malformed` (module
-/// docs), `syncular.invalid_validator` when its owner is no longer a
-/// superuser; an ERROR the validator raises unwinds to the caller.
-pub fn validate(validator: &ResolverName, write: &Write<'_>) -> EngineResult<Option<Rejection>> {
-    check_owner(&format!("{}.{}", validator.schema, validator.name), &validator.owner, validator.owner_is_superuser)?;
-    let out = validator_store::call_validator(validator, &input(write))?;
-    parse_output(validator, out)
+/// Longest rejection message kept, in bytes (a longer one is cut at a
+/// character boundary and ends with `…`): it is stored and replayed with
+/// every answer of the commit.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+thread_local! {
+    /// Set while a validator runs ([`Running`]).
+    static RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks a validator call in progress until dropped (also when the call
+/// raises and unwinds): the capture refuses plain SQL writes of synced
+/// tables meanwhile ([`running`]).
+pub struct Running(bool);
+
+impl Running {
+    /// Marks the call.
+    pub fn begin() -> Running {
+        Running(RUNNING.with(|r| r.replace(true)))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|r| r.set(self.0));
+    }
+}
+
+/// `true` while a validator runs: a write it makes to a synced table would
+/// be logged as its own commit ahead of the commit being validated (§6.7,
+/// §6.8: a validator must not mutate storage), so the capture refuses it.
+pub fn running() -> bool {
+    RUNNING.with(std::cell::Cell::get)
+}
+
+/// The registered function `oid` as the catalog describes it now, checked
+/// again at every call: it must still exist (a dropped validator fails
+/// closed), have the validator shape, and be owned by a superuser (an
+/// owner changed since registration is refused). `what` names it in
+/// errors. Errors: `syncular.invalid_validator` (22023).
+pub fn resolve(oid: pgrx::pg_sys::Oid, what: &str) -> EngineResult<ResolverName> {
+    let Some(now) = validator_store::function_now(oid)? else {
+        return Err(invalid(format!(
+            "{what} (function OID {}) no longer exists: register it again or remove the registration",
+            u32::from(oid)
+        )));
+    };
+    let signature = format!("{}.{}", now.name.schema, now.name.name);
+    if !now.shape_ok {
+        return Err(invalid(format!("{signature} is {what} but is no longer a plain (jsonb) returns jsonb function")));
+    }
+    check_owner(&signature, &now.name.owner, now.name.owner_is_superuser)?;
+    Ok(now.name)
+}
+
+/// Runs the write validator `oid` on `write`. `Ok(None)` accepts,
+/// `Ok(Some(_))` is a deliberate rejection. Errors:
+/// `syncular.validator_malformed` (module docs), `syncular.invalid_validator`
+/// ([`resolve`]); an ERROR the validator raises unwinds to the caller.
+pub fn validate(oid: pgrx::pg_sys::Oid, write: &Write<'_>) -> EngineResult<Option<Rejection>> {
+    let validator = resolve(oid, &format!("the write validator of table {:?}", write.table.name))?;
+    let out = {
+        let _running = Running::begin();
+        validator_store::call_validator(&validator, &input(write))?
+    };
+    parse_output(&validator, out)
 }
 
 fn parse_output(validator: &ResolverName, out: Option<Value>) -> EngineResult<Option<Rejection>> {
@@ -227,8 +285,8 @@ pub fn rejection(
         ));
     }
     let message = match message {
-        None | Some(Value::Null) => "rejected by the write validator".to_owned(),
-        Some(Value::String(m)) => m.replace('\0', "\u{FFFD}"),
+        None | Some(Value::Null) => format!("rejected by the {kind}"),
+        Some(Value::String(m)) => capped(m),
         Some(_) => return Err(malformed(validator, kind, "returned a non-string \"message\"")),
     };
     let details = match details {
@@ -241,6 +299,19 @@ pub fn rejection(
         }
     };
     Ok(Rejection { code, message, details })
+}
+
+/// `message` without NULs, at most [`MAX_MESSAGE_BYTES`] bytes.
+fn capped(message: &str) -> String {
+    let clean = message.replace('\0', "\u{FFFD}");
+    if clean.len() <= MAX_MESSAGE_BYTES {
+        return clean;
+    }
+    let mut end = MAX_MESSAGE_BYTES - '…'.len_utf8();
+    while !clean.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &clean[..end])
 }
 
 #[cfg(test)]
@@ -280,6 +351,15 @@ mod tests {
             let err = parse_output(&v(), Some(out.clone())).unwrap_err();
             assert!(err.to_string().starts_with("syncular.validator_malformed: write validator public.check"), "{out}: {err}");
         }
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let r = parse_output(&v(), Some(json!({"code": "x", "message": long}))).unwrap().unwrap();
+        assert!(r.message.len() <= MAX_MESSAGE_BYTES && r.message.ends_with('…'), "{}", r.message.len());
+        let short = parse_output(&v(), Some(json!({"code": "x", "message": "fine"}))).unwrap().unwrap();
+        assert_eq!(short.message, "fine");
     }
 
     #[test]

@@ -142,9 +142,8 @@ pub fn load_scope_resolver() -> StoreResult<Option<ResolverName>> {
 }
 
 /// The function `sql` names — one row `(schema, name, owner, owner is
-/// superuser)` or none — for the single-row registrations (the resolver,
-/// the whole-commit validator). Errors: SPI failures, a row without a name.
-pub fn load_registered_function(statement: &'static str, sql: &str) -> StoreResult<Option<ResolverName>> {
+/// superuser)` or none. Errors: SPI failures, a row without a name.
+fn load_registered_function(statement: &'static str, sql: &str) -> StoreResult<Option<ResolverName>> {
     Spi::connect_mut(|client| {
         let rows = client.update(sql, Some(1), &[]).map_err(StoreError::spi(statement))?;
         let Some(row) = rows.into_iter().next() else {

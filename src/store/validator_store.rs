@@ -36,37 +36,63 @@ pub fn delete_write_validator(tbl: &str) -> StoreResult<()> {
     })
 }
 
-/// Every registration: IR table name → the function's schema, name and owner.
-pub fn load_write_validators() -> StoreResult<Vec<(String, ResolverName)>> {
+/// Every registration: IR table name → the function's OID, whether or not
+/// the function still exists (a dropped one must fail closed, not vanish).
+pub fn load_write_validators() -> StoreResult<Vec<(String, pg_sys::Oid)>> {
     const STATEMENT: &str = "load_write_validators";
     Spi::connect_mut(|client| {
         let rows = client
-            .update(
-                "SELECT v.tbl, n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
-                   FROM syncular.sync_write_validators v \
-                   JOIN pg_catalog.pg_proc p ON p.oid = v.validator \
-                   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
-                   JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
-                  ORDER BY v.tbl",
-                None,
-                &[],
-            )
+            .update("SELECT tbl, validator::pg_catalog.oid FROM syncular.sync_write_validators ORDER BY tbl", None, &[])
             .map_err(StoreError::spi(STATEMENT))?;
         let mut out = Vec::new();
         for row in rows {
             let tbl: Option<String> = row.get(1).map_err(StoreError::spi(STATEMENT))?;
-            let schema: Option<String> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
-            let name: Option<String> = row.get(3).map_err(StoreError::spi(STATEMENT))?;
-            let owner: String = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
-            let owner_is_superuser: bool = row.get(5).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
-            match (tbl, schema, name) {
-                (Some(tbl), Some(schema), Some(name)) => {
-                    out.push((tbl, ResolverName { schema, name, owner, owner_is_superuser }));
-                }
-                _ => return Err(StoreError::new(STATEMENT, "validator row without a name")),
+            let oid: Option<pg_sys::Oid> = row.get(2).map_err(StoreError::spi(STATEMENT))?;
+            match (tbl, oid) {
+                (Some(tbl), Some(oid)) => out.push((tbl, oid)),
+                _ => return Err(StoreError::new(STATEMENT, "validator row without a table or function")),
             }
         }
         Ok(out)
+    })
+}
+
+/// A validator function as the catalog describes it at the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionNow {
+    /// Schema, name and owner (the call names it schema-qualified).
+    pub name: ResolverName,
+    /// `(jsonb) returns jsonb`, a plain non-set function.
+    pub shape_ok: bool,
+}
+
+/// The function with OID `function` now — `None` when it was dropped. One
+/// catalog probe per validator call: the owner, name and shape are never
+/// taken from a cache (an owner or body changed since registration must be
+/// seen at the next call).
+pub fn function_now(function: pg_sys::Oid) -> StoreResult<Option<FunctionNow>> {
+    const STATEMENT: &str = "validator_function_now";
+    Spi::connect_mut(|client| {
+        let rows = crate::store::plan_cache::execute(
+            client,
+            "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper, \
+                    p.prokind = 'f' AND NOT p.proretset AND p.prorettype = 'pg_catalog.jsonb'::pg_catalog.regtype \
+                    AND p.pronargs = 1 AND p.proargtypes[0] = 'pg_catalog.jsonb'::pg_catalog.regtype \
+               FROM pg_catalog.pg_proc p \
+               JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+               JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
+              WHERE p.oid = $1",
+            Some(1),
+            &[function.into()],
+        )
+        .map_err(StoreError::spi(STATEMENT))?;
+        let Some(row) = rows.into_iter().next() else { return Ok(None) };
+        let schema: String = row.get(1).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let name: String = row.get(2).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let owner: String = row.get(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
+        let owner_is_superuser: bool = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
+        let shape_ok: bool = row.get(5).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
+        Ok(Some(FunctionNow { name: ResolverName { schema, name, owner, owner_is_superuser }, shape_ok }))
     })
 }
 
@@ -96,17 +122,11 @@ pub fn delete_commit_validator() -> StoreResult<()> {
     })
 }
 
-/// The whole-commit validator's schema, name and owner; `None` when none is set.
-pub fn load_commit_validator() -> StoreResult<Option<ResolverName>> {
-    crate::store::resolver_store::load_registered_function(
-        "load_commit_validator",
-        "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
-           FROM syncular.sync_commit_validator v \
-           JOIN pg_catalog.pg_proc p ON p.oid = v.validator \
-           JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
-           JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
-          WHERE v.id = 1",
-    )
+/// The whole-commit validator's function OID (kept when the function was
+/// dropped: it must fail closed); `None` when none is set.
+pub fn load_commit_validator() -> StoreResult<Option<pg_sys::Oid>> {
+    Spi::get_one::<pg_sys::Oid>("SELECT (SELECT validator::pg_catalog.oid FROM syncular.sync_commit_validator WHERE id = 1)")
+        .map_err(StoreError::spi("load_commit_validator"))
 }
 
 /// Calls `validator(input)` and returns its jsonb result (`None` for SQL

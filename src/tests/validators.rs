@@ -271,4 +271,53 @@ mod tests {
         assert_eq!(rows_of_tasks(), "t1:fine");
         assert_eq!(count(&format!("SELECT count(*) FROM syncular.sync_commits WHERE partition = '{P}'")), 1, "only the accepted insert");
     }
+
+    #[pg_test]
+    fn an_owner_changed_after_registration_or_a_dropped_validator_fails_closed() {
+        setup_tasks();
+        set_validator("RETURN NULL;");
+        let epoch = epoch();
+        let push_one = |id: &str| {
+            let req = request(2, "c1", 1, Some(&epoch), vec![commit(id, vec![upsert(&task(id, "p1", "x", None), None)])], None);
+            call("sync", P, "alice", &req, Some(&allowed_p1_p2()))
+        };
+        assert!(push_one("t1").is_ok(), "the cache is loaded and the validator accepts");
+        run("CREATE ROLE syncular_test_late_owner NOSUPERUSER");
+        run("ALTER FUNCTION public.test_validator(jsonb) OWNER TO syncular_test_late_owner");
+        expect_error(push_one("t2"), "22023", "syncular.invalid_validator", "not a superuser");
+        run("ALTER FUNCTION public.test_validator(jsonb) OWNER TO CURRENT_USER");
+        assert!(push_one("t3").is_ok(), "a superuser owner again");
+        run("DROP FUNCTION public.test_validator(jsonb)");
+        expect_error(push_one("t4"), "22023", "syncular.invalid_validator", "no longer exists");
+        // An impostor of the same name and shape is not the registered function.
+        run("CREATE FUNCTION public.test_validator(write jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'");
+        expect_error(push_one("t5"), "22023", "syncular.invalid_validator", "no longer exists");
+        assert_eq!(rows_of_tasks(), "t1:x,t3:x");
+    }
+
+    #[pg_test]
+    fn a_validator_that_writes_a_synced_table_rejects_the_commit() {
+        setup_tasks();
+        set_validator(&format!(
+            "IF write->>'rowId' = 't1' THEN \
+               PERFORM set_config('syncular.partition', '{P}', true); \
+               DELETE FROM public.tasks WHERE id = 't0'; END IF; RETURN NULL;"
+        ));
+        let epoch = epoch();
+        let results = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![
+                commit("seed", vec![upsert(&task("t0", "p1", "seed", None), None)]),
+                commit("mutating", vec![upsert(&task("t1", "p1", "x", None), None)]),
+            ],
+            Some(&allowed_p1_p2()),
+        );
+        assert_eq!(results[0].status, syncular_protocol::response::PushStatus::Applied);
+        assert_eq!(rejection(&results[1]), (0, "sync.constraint_violation".to_string(), false));
+        assert_eq!(rows_of_tasks(), "t0:seed", "the validator's write did not happen");
+        assert_eq!(count(&format!("SELECT count(*) FROM syncular.sync_commits WHERE partition = '{P}'")), 1);
+    }
 }

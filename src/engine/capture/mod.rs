@@ -119,6 +119,15 @@ pub fn partition_changed(tbl: &str, started: &str, now: &str) -> EngineError {
 /// `syncular.no_schema`, `syncular.internal` (a trigger on a table that is
 /// not this registered app table), store failures.
 pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
+    if crate::engine::validators::running() {
+        return Err(EngineError::host(
+            HostCode::WriteRefused,
+            format!(
+                "a validator wrote synced table {tbl:?}: validators must not change synced tables (§6.7, §6.8) — \
+                 the write would reach clients as its own commit ahead of the one being validated"
+            ),
+        ));
+    }
     let partition = required_partition(tbl)?;
     let schema = require_registered_schema()?;
     // The statement locked the app table before this read, which orders it against a

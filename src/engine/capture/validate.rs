@@ -26,7 +26,7 @@ pub fn has_validator(t: &CaptureTable) -> bool {
 /// `syncular.internal` (a stored payload that does not decode).
 pub fn validate(t: &CaptureTable, op: Op, row_id: &str, row: Option<&Row>, stored_payload: Option<&[u8]>) -> EngineResult<()> {
     let registered = t.registered();
-    let Some(validator) = registered.validator.as_ref() else { return Ok(()) };
+    let Some(validator) = registered.validator else { return Ok(()) };
     let table = &registered.table;
     let stored = stored_payload
         .map(|p| decode_row(table.layout(), p))
