@@ -21,11 +21,11 @@
 //! raises (transient classes aside, which fail the request), rejects the
 //! commit with `sync.constraint_violation` at operation 0.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::error::EngineResult;
 use crate::engine::schema;
-use crate::engine::validators::{check_function, rejection, Rejection};
+use crate::engine::validators::{check_function, parse_answer, Rejection};
 use crate::store::resolver_store::ResolverName;
 use crate::store::{schema_store, validator_store};
 
@@ -107,33 +107,11 @@ pub fn validate(oid: pgrx::pg_sys::Oid, input: &Value, operations: usize) -> Eng
     parse_output(&validator, out, operations)
 }
 
-fn malformed(validator: &ResolverName, message: impl std::fmt::Display) -> EngineError {
-    EngineError::host(
-        HostCode::ValidatorMalformed,
-        format!("commit validator {}.{} {message}", validator.schema, validator.name),
-    )
-}
-
 fn parse_output(validator: &ResolverName, out: Option<Value>, operations: usize) -> EngineResult<Verdict> {
-    let map: Map<String, Value> = match out {
-        None | Some(Value::Null) => return Ok(Verdict::Accept),
-        Some(Value::Object(map)) => map,
-        Some(other) => {
-            return Err(malformed(
-                validator,
-                format_args!("returned {other}: expected NULL or {{\"opIndex\"?, \"code\", \"message\"?, \"details\"?}}"),
-            ))
-        }
+    let Some((rejection, rest)) = parse_answer(validator, "commit validator", out, &["opIndex"])? else {
+        return Ok(Verdict::Accept);
     };
-    if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "opIndex" | "code" | "message" | "details")) {
-        return Err(malformed(validator, format_args!("returned a rejection with unknown member {key:?}")));
-    }
-    let code = match map.get("code") {
-        Some(Value::String(code)) => code.clone(),
-        _ => return Err(malformed(validator, "returned a rejection without a string \"code\"")),
-    };
-    let rejection = rejection(validator, "commit validator", code, map.get("message"), map.get("details"))?;
-    let op_index = match map.get("opIndex") {
+    let op_index = match rest.get("opIndex") {
         None | Some(Value::Null) => 0,
         // A whole number, also when jsonb arithmetic made it `1.0`.
         Some(v) => match v.as_i64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e9).map(|f| f as i64)).and_then(|i| i32::try_from(i).ok()) {

@@ -257,7 +257,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     let pushes = halves != Halves::PullOnly && total_ops <= crate::settings::max_operations();
     let push_keys =
         if pushes { push::lock_keys(caller.partition, &req.header.client_id, &req.commits) } else { Vec::new() };
-    let context = request_context::read(caller.partition, lookup_id, pulls, &push_keys)?;
+    let context = request_context::read(caller.partition, lookup_id, pulls, push_keys)?;
 
     let registry = partition::touch_read(caller.partition, context.registry, now_ms)?;
     let gate = partition::gate(

@@ -190,10 +190,7 @@ pub fn require_registered_schema() -> EngineResult<Rc<RegisteredSchema>> {
 /// SERIALIZABLE, confirms the marker is current
 /// ([`schema_store::confirm_marker_in_snapshot`], 40001 otherwise).
 pub fn require_fenced_schema() -> EngineResult<Rc<RegisteredSchema>> {
-    schema_store::share_schema_fence()?;
-    let schema = require_registered_schema()?;
-    schema_store::confirm_marker_in_snapshot(i64::from(schema.version))?;
-    Ok(schema)
+    load_fenced_schema()?.ok_or_else(no_schema)
 }
 
 /// [`load_registered_schema`] behind the fence (see [`require_fenced_schema`]).

@@ -135,14 +135,14 @@ fn check_shape(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> EngineResu
     }
 }
 
-/// Refuses a validator whose owner is not a superuser (it runs with the
-/// extension owner's privileges). Errors: `syncular.invalid_validator`.
-pub fn check_owner(signature: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
+/// Refuses a validator (`what`) whose owner is not a superuser (it runs with
+/// the extension owner's privileges). Errors: `syncular.invalid_validator`.
+fn check_owner(signature: &str, what: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
     if owner_is_superuser {
         return Ok(());
     }
     Err(invalid(format!(
-        "{signature} cannot be a validator: it is owned by role {owner:?}, which is not a superuser \
+        "{signature} cannot be {what}: it is owned by role {owner:?}, which is not a superuser \
          (validators run with the extension owner's privileges, so only a superuser may own one)"
     )))
 }
@@ -153,13 +153,7 @@ fn check_owner_of(function: pgrx::pg_sys::Oid, what: &str) -> EngineResult<()> {
         .unwrap_or_else(|| format!("function {}", u32::from(function)));
     let owner = resolver_store::function_owner(function)?
         .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
-    check_owner(&signature, &owner.role, owner.is_superuser).map_err(|_| {
-        invalid(format!(
-            "{signature} cannot be {what}: it is owned by role {:?}, which is not a superuser \
-             (validators run with the extension owner's privileges, so only a superuser may own one)",
-            owner.role
-        ))
-    })
+    check_owner(&signature, what, &owner.role, owner.is_superuser)
 }
 
 /// The JSON a validator receives for `write` (module docs).
@@ -227,7 +221,7 @@ pub fn resolve(oid: pgrx::pg_sys::Oid, what: &str) -> EngineResult<ResolverName>
     if !now.shape_ok {
         return Err(invalid(format!("{signature} is {what} but is no longer a plain (jsonb) returns jsonb function")));
     }
-    check_owner(&signature, &now.name.owner, now.name.owner_is_superuser)?;
+    check_owner(&signature, what, &now.name.owner, now.name.owner_is_superuser)?;
     Ok(now.name)
 }
 
@@ -245,29 +239,45 @@ pub fn validate(oid: pgrx::pg_sys::Oid, write: &Write<'_>) -> EngineResult<Optio
 }
 
 fn parse_output(validator: &ResolverName, out: Option<Value>) -> EngineResult<Option<Rejection>> {
-    let map = match out {
+    Ok(parse_answer(validator, "write validator", out, &[])?.map(|(rejection, _)| rejection))
+}
+
+/// A validator's answer (module docs) from a validator of `kind` ("write
+/// validator", "commit validator"): `None` accepts (SQL NULL or JSON
+/// `null`); else the checked rejection and the object's other members,
+/// which may only be `extra` ones. Errors: `syncular.validator_malformed`.
+pub fn parse_answer(
+    validator: &ResolverName,
+    kind: &str,
+    out: Option<Value>,
+    extra: &[&str],
+) -> EngineResult<Option<(Rejection, serde_json::Map<String, Value>)>> {
+    let mut map = match out {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(map)) => map,
         Some(other) => {
-            return Err(malformed(validator, WRITE, format_args!("returned {other}: expected NULL or {{\"code\", \"message\"?, \"details\"?}}")))
+            let optional: Vec<&str> = ["message", "details"].iter().chain(extra).copied().collect();
+            return Err(malformed(
+                validator,
+                kind,
+                format_args!("returned {other}: expected NULL or an object with \"code\" and optional {optional:?}"),
+            ));
         }
     };
-    if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "code" | "message" | "details")) {
-        return Err(malformed(validator, WRITE, format_args!("returned a rejection with unknown member {key:?}")));
+    if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "code" | "message" | "details") && !extra.contains(&k.as_str())) {
+        return Err(malformed(validator, kind, format_args!("returned a rejection with unknown member {key:?}")));
     }
-    let code = match map.get("code") {
-        Some(Value::String(code)) => code.clone(),
-        _ => return Err(malformed(validator, WRITE, "returned a rejection without a string \"code\"")),
+    let code = match map.remove("code") {
+        Some(Value::String(code)) => code,
+        _ => return Err(malformed(validator, kind, "returned a rejection without a string \"code\"")),
     };
-    rejection(validator, WRITE, code, map.get("message"), map.get("details")).map(Some)
+    let rejection = rejection(validator, kind, code, map.remove("message").as_ref(), map.remove("details").as_ref())?;
+    Ok(Some((rejection, map)))
 }
 
-const WRITE: &str = "write validator";
-
 /// A rejection's code, message and details checked (module docs) for a
-/// validator of `kind` ("write validator", "commit validator"). Errors:
-/// `syncular.validator_malformed`.
-pub fn rejection(
+/// validator of `kind`. Errors: `syncular.validator_malformed`.
+fn rejection(
     validator: &ResolverName,
     kind: &str,
     code: String,

@@ -68,8 +68,8 @@ const REQUEST_LOCKS_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared(
 ///    `fence`, the partition's pruning fence
 ///    ([`crate::store::lifecycle::fence`]): a request with a pull half reads
 ///    the log bounds in a later statement — and `push_locks`, the push's
-///    idempotency and row-bucket locks (`engine::push::lock_keys`; the push
-///    then runs without taking them again). It is its own statement because
+///    idempotency and row-bucket locks (`engine::push::lock_keys`: ascending,
+///    each once; the push then runs without taking them again). It is its own statement because
 ///    a lock taken inside a statement does not refresh that statement's
 ///    snapshot, and it runs where the function runs (under Citus, as the
 ///    pruning batch's exclusive fence and the bump's schema fence do);
@@ -78,8 +78,7 @@ const REQUEST_LOCKS_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared(
 ///    is current ([`schema_store::confirm_marker_in_snapshot`]).
 ///
 /// Errors: SPI failures.
-pub fn read(partition: &str, client_id: Option<&str>, fence: bool, push_locks: &[i64]) -> StoreResult<RequestContextRow> {
-    let push_locks = crate::store::push_locks::ordered(push_locks.to_vec());
+pub fn read(partition: &str, client_id: Option<&str>, fence: bool, push_locks: Vec<i64>) -> StoreResult<RequestContextRow> {
     Spi::connect_mut(|client| {
         plan_cache::execute(
             client,
