@@ -12,15 +12,23 @@ CREATE TABLE syncular.sync_notification_key(
 );
 SELECT pg_catalog.pg_extension_config_dump('syncular.sync_notification_key', '');
 
+-- The resolver is stored by its schema-qualified signature as text, not
+-- `regprocedure` (pg_upgrade refuses reg* columns in user tables). With
+-- search_path = pg_catalog, regprocedure's text form qualifies every function
+-- outside pg_catalog.
+SET LOCAL search_path TO pg_catalog;
+ALTER TABLE syncular.sync_scope_resolver ALTER COLUMN resolver TYPE pg_catalog.text USING resolver::pg_catalog.text;
+SET LOCAL search_path TO syncular, pg_catalog;
+
 -- Write validators (SPEC §6.7), read with the schema (so before anything below loads it).
 CREATE TABLE syncular.sync_write_validators(
   tbl TEXT PRIMARY KEY,
-  validator REGPROCEDURE NOT NULL
+  validator TEXT NOT NULL
 );
 SELECT pg_catalog.pg_extension_config_dump('syncular.sync_write_validators', '');
 CREATE TABLE syncular.sync_commit_validator(
   id INTEGER PRIMARY KEY CHECK (id = 1),
-  validator REGPROCEDURE NOT NULL
+  validator TEXT NOT NULL
 );
 SELECT pg_catalog.pg_extension_config_dump('syncular.sync_commit_validator', '');
 

@@ -130,22 +130,25 @@ CREATE TABLE sync_schema_tables(
   app_table TEXT NOT NULL,
   layout JSONB NOT NULL
 );
--- The host scope resolver (§3.2): at most one row. `regprocedure` so a dump
--- restores it by name, not by OID.
+-- The host scope resolver (§3.2): at most one row. Registered functions are
+-- stored by their schema-qualified signature as text (`public.f(text,text)`),
+-- resolved with `to_regprocedure` when loaded: a dump restores them by name, and
+-- not `regprocedure`, because pg_upgrade refuses any cluster with a reg* column
+-- in a user table (function OIDs are not preserved).
 CREATE TABLE sync_scope_resolver(
   id INTEGER PRIMARY KEY CHECK (id = 1),
-  resolver REGPROCEDURE NOT NULL
+  resolver TEXT NOT NULL
 );
 -- Write validators (§6.7): at most one host function per IR table
--- (`syncular.set_write_validator`). `regprocedure`, as the resolver.
+-- (`syncular.set_write_validator`), stored by signature as the resolver.
 CREATE TABLE sync_write_validators(
   tbl TEXT PRIMARY KEY,
-  validator REGPROCEDURE NOT NULL
+  validator TEXT NOT NULL
 );
 -- The whole-commit validator (§6.8): at most one row (`syncular.set_commit_validator`).
 CREATE TABLE sync_commit_validator(
   id INTEGER PRIMARY KEY CHECK (id = 1),
-  validator REGPROCEDURE NOT NULL
+  validator TEXT NOT NULL
 );
 -- The key that signs the NOTIFY payloads gateways trust (any role may NOTIFY any
 -- channel): at most one row, 32 random bytes, created by the first commit or

@@ -36,6 +36,19 @@ pub struct ResolverName {
     pub owner_is_superuser: bool,
 }
 
+/// The stored form of a registered function (resolver, validators): its
+/// schema-qualified signature as text, `schema.name(argtypes)` with quoted
+/// identifiers, for the function whose OID is the statement's parameter
+/// `$N`. Read back with `to_regprocedure`. Text rather than a `regprocedure`
+/// column: pg_upgrade refuses a cluster with a reg* column in a user table.
+pub fn signature_of_param(n: usize) -> String {
+    format!(
+        "(SELECT pg_catalog.format('%I.%I(%s)', n.nspname, p.proname, pg_catalog.replace(pg_catalog.oidvectortypes(p.proargtypes), ', ', ',')) \
+            FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
+           WHERE p.oid = ${n})"
+    )
+}
+
 /// Who owns a function: role name and whether it is a superuser.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionOwner {
@@ -107,9 +120,11 @@ pub fn upsert_scope_resolver(function: pg_sys::Oid) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         client
             .update(
-                "INSERT INTO syncular.sync_scope_resolver(id, resolver) \
-                 VALUES (1, $1::pg_catalog.oid::pg_catalog.regprocedure) \
-                 ON CONFLICT (id) DO UPDATE SET resolver = EXCLUDED.resolver",
+                &format!(
+                    "INSERT INTO syncular.sync_scope_resolver(id, resolver) VALUES (1, {}) \
+                     ON CONFLICT (id) DO UPDATE SET resolver = EXCLUDED.resolver",
+                    signature_of_param(1)
+                ),
                 None,
                 &[function.into()],
             )
@@ -134,7 +149,7 @@ pub fn load_scope_resolver() -> StoreResult<Option<ResolverName>> {
         "load_scope_resolver",
         "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper \
            FROM syncular.sync_scope_resolver r \
-           JOIN pg_catalog.pg_proc p ON p.oid = r.resolver \
+           JOIN pg_catalog.pg_proc p ON p.oid = pg_catalog.to_regprocedure(r.resolver::pg_catalog.text) \
            JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
            JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
           WHERE r.id = 1",

@@ -8,16 +8,18 @@ use pgrx::JsonB;
 use serde_json::Value;
 
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::resolver_store::ResolverName;
+use crate::store::resolver_store::{signature_of_param, ResolverName};
 
 /// Stores `function` as the validator of IR table `tbl` (replacing any).
 pub fn upsert_write_validator(tbl: &str, function: pg_sys::Oid) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         client
             .update(
-                "INSERT INTO syncular.sync_write_validators(tbl, validator) \
-                 VALUES ($1, $2::pg_catalog.oid::pg_catalog.regprocedure) \
-                 ON CONFLICT (tbl) DO UPDATE SET validator = EXCLUDED.validator",
+                &format!(
+                    "INSERT INTO syncular.sync_write_validators(tbl, validator) VALUES ($1, {}) \
+                     ON CONFLICT (tbl) DO UPDATE SET validator = EXCLUDED.validator",
+                    signature_of_param(2)
+                ),
                 None,
                 &[DatumWithOid::from(tbl), function.into()],
             )
@@ -36,13 +38,15 @@ pub fn delete_write_validator(tbl: &str) -> StoreResult<()> {
     })
 }
 
-/// Every registration: IR table name → the function's OID, whether or not
-/// the function still exists (a dropped one must fail closed, not vanish).
+/// Every registration: IR table name → the function's OID, resolved from the
+/// stored signature; `InvalidOid` when no such function exists now (a dropped
+/// one must fail closed, not vanish).
 pub fn load_write_validators() -> StoreResult<Vec<(String, pg_sys::Oid)>> {
     const STATEMENT: &str = "load_write_validators";
     Spi::connect_mut(|client| {
         let rows = client
-            .update("SELECT tbl, validator::pg_catalog.oid FROM syncular.sync_write_validators ORDER BY tbl", None, &[])
+            .update("SELECT tbl, COALESCE(pg_catalog.to_regprocedure(validator)::pg_catalog.oid, 0::pg_catalog.oid) \
+                   FROM syncular.sync_write_validators ORDER BY tbl", None, &[])
             .map_err(StoreError::spi(STATEMENT))?;
         let mut out = Vec::new();
         for row in rows {
@@ -101,9 +105,11 @@ pub fn upsert_commit_validator(function: pg_sys::Oid) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         client
             .update(
-                "INSERT INTO syncular.sync_commit_validator(id, validator) \
-                 VALUES (1, $1::pg_catalog.oid::pg_catalog.regprocedure) \
-                 ON CONFLICT (id) DO UPDATE SET validator = EXCLUDED.validator",
+                &format!(
+                    "INSERT INTO syncular.sync_commit_validator(id, validator) VALUES (1, {}) \
+                     ON CONFLICT (id) DO UPDATE SET validator = EXCLUDED.validator",
+                    signature_of_param(1)
+                ),
                 None,
                 &[function.into()],
             )
@@ -122,10 +128,14 @@ pub fn delete_commit_validator() -> StoreResult<()> {
     })
 }
 
-/// The whole-commit validator's function OID (kept when the function was
-/// dropped: it must fail closed); `None` when none is set.
+/// The whole-commit validator's function OID, resolved from the stored
+/// signature (`InvalidOid` when no such function exists now: it must fail
+/// closed); `None` when none is set.
 pub fn load_commit_validator() -> StoreResult<Option<pg_sys::Oid>> {
-    Spi::get_one::<pg_sys::Oid>("SELECT (SELECT validator::pg_catalog.oid FROM syncular.sync_commit_validator WHERE id = 1)")
+    Spi::get_one::<pg_sys::Oid>(
+        "SELECT (SELECT COALESCE(pg_catalog.to_regprocedure(validator)::pg_catalog.oid, 0::pg_catalog.oid) \
+                   FROM syncular.sync_commit_validator WHERE id = 1)",
+    )
         .map_err(StoreError::spi("load_commit_validator"))
 }
 

@@ -76,6 +76,25 @@ mod tests {
         }
     }
 
+    /// pg_upgrade refuses a cluster with a column of a reg* type other than
+    /// regclass/regrole/regtype in any user table (the OIDs they store are not
+    /// preserved); `tests/tests/pg_upgrade_check.rs` runs pg_upgrade itself.
+    #[pg_test]
+    fn no_extension_table_has_a_column_pg_upgrade_refuses() {
+        let refused = text(
+            "SELECT string_agg(c.relname || '.' || a.attname || ' ' || a.atttypid::regtype::text, ', ') \
+               FROM pg_catalog.pg_attribute a \
+               JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+              WHERE n.nspname = 'syncular' AND a.attnum > 0 AND NOT a.attisdropped \
+                AND a.atttypid IN ('pg_catalog.regproc'::regtype, 'pg_catalog.regprocedure'::regtype, \
+                                   'pg_catalog.regoper'::regtype, 'pg_catalog.regoperator'::regtype, \
+                                   'pg_catalog.regconfig'::regtype, 'pg_catalog.regdictionary'::regtype, \
+                                   'pg_catalog.regnamespace'::regtype, 'pg_catalog.regcollation'::regtype)",
+        );
+        assert_eq!(refused, None, "columns pg_upgrade refuses");
+    }
+
     #[pg_test]
     fn every_extension_table_is_marked_for_pg_dump() {
         let unmarked = text(

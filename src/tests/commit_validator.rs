@@ -70,7 +70,7 @@ mod tests {
         );
         assert_eq!(int8("SELECT count(*) FROM syncular.sync_commit_validator"), Some(0));
         run("SELECT syncular.set_commit_validator('public.whole(jsonb)')");
-        assert_eq!(text("SELECT validator::text FROM syncular.sync_commit_validator"), Some("whole(jsonb)".into()));
+        assert_eq!(text("SELECT validator::text FROM syncular.sync_commit_validator"), Some("public.whole(jsonb)".into()));
         run("SELECT syncular.set_commit_validator(NULL)");
         assert_eq!(int8("SELECT count(*) FROM syncular.sync_commit_validator"), Some(0));
     }

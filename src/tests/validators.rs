@@ -91,7 +91,7 @@ mod tests {
         run("SELECT syncular.set_write_validator('tasks', 'public.good_validator(jsonb)')");
         assert_eq!(
             text("SELECT tbl || '=' || validator::text FROM syncular.sync_write_validators"),
-            Some("tasks=good_validator(jsonb)".into())
+            Some("tasks=public.good_validator(jsonb)".into())
         );
         run("SELECT syncular.set_write_validator('tasks', NULL)");
         assert_eq!(int8("SELECT count(*) FROM syncular.sync_write_validators"), Some(0), "NULL removes it");
@@ -289,10 +289,25 @@ mod tests {
         assert!(push_one("t3").is_ok(), "a superuser owner again");
         run("DROP FUNCTION public.test_validator(jsonb)");
         expect_error(push_one("t4"), "22023", "syncular.invalid_validator", "no longer exists");
-        // An impostor of the same name and shape is not the registered function.
+        // A function re-created under the registered signature (by a weak
+        // role here) is not called by a backend that loaded the old one…
+        run("GRANT CREATE ON SCHEMA public TO syncular_test_late_owner");
+        run("SET ROLE syncular_test_late_owner");
         run("CREATE FUNCTION public.test_validator(write jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'");
+        run("RESET ROLE");
         expect_error(push_one("t5"), "22023", "syncular.invalid_validator", "no longer exists");
-        assert_eq!(rows_of_tasks(), "t1:x,t3:x");
+        // …registering it again checks its owner…
+        expect_error(
+            try_run("SELECT syncular.set_write_validator('tasks', 'public.test_validator(jsonb)')"),
+            "22023",
+            "syncular.invalid_validator",
+            "not a superuser",
+        );
+        // …and once a superuser owns it, the registration by signature calls it.
+        run("ALTER FUNCTION public.test_validator(jsonb) OWNER TO CURRENT_USER");
+        run("SELECT syncular.set_write_validator('tasks', 'public.test_validator(jsonb)')");
+        assert!(push_one("t6").is_ok(), "the signature names the re-created function");
+        assert_eq!(rows_of_tasks(), "t1:x,t3:x,t6:x");
     }
 
     #[pg_test]

@@ -128,7 +128,7 @@ fn dump_and_restore_keep_log_registry_schema_and_app_rows() {
     let version: Option<i32> = restored.query_one("SELECT syncular.current_schema_version()", &[]).unwrap().get(0);
     assert_eq!(version, Some(3));
     let resolver: String = restored.query_one("SELECT resolver::text FROM syncular.sync_scope_resolver", &[]).unwrap().get(0);
-    assert_eq!(resolver, "dump_resolver(text,text)");
+    assert_eq!(resolver, "public.dump_resolver(text,text)");
     // The capture triggers came back (created after the data was loaded).
     let triggers: String = restored
         .query_one(
