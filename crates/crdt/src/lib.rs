@@ -10,7 +10,8 @@
 //! - [`Registry`]: `crdtType` → merger; [`Registry::builtin`] holds the one
 //!   type this rung defines, `"yjs-doc"` ([`YjsDocMerger`]);
 //! - [`MergeError`]: an update that does not decode (or a merger that
-//!   panicked) — the engine turns it into `sync.crdt_merge_failed`.
+//!   panicked) — the engine turns it into `sync.crdt_merge_failed`;
+//! - [`text`]: read / author Yjs text in column bytes (tests, tools).
 //!
 //! Yjs (the `yrs` crate, the Rust port, Yjs-v1 update encoding) enters the
 //! dependency tree here and nowhere else: the protocol crate and the gateway
@@ -26,6 +27,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+pub mod text;
 mod yjs_v1;
 
 use yrs::updates::decoder::Decode;
@@ -98,7 +100,7 @@ impl CrdtMerger for YjsDocMerger {
     fn merge(&self, stored: Option<&[u8]>, incoming: &[u8]) -> Result<Vec<u8>, MergeError> {
         let doc = Doc::new();
         apply(&doc, stored.unwrap_or_default(), "the stored value")?;
-        apply(&doc, incoming, "the pushed value")?;
+        apply(&doc, incoming, "the incoming value")?;
         let merged = doc.transact().encode_state_as_update_v1(&StateVector::default());
         Ok(merged)
     }

@@ -99,7 +99,7 @@ fn a_delta_whose_base_is_missing_is_kept_pending_not_dropped() {
 fn bytes_that_are_not_an_update_fail_and_name_the_side() {
     let good = insert(None, 6, 0, "ok");
     let e = Registry::builtin().merge(YJS_DOC, Some(&good), &[9, 9, 9]).unwrap_err();
-    assert!(e.message.contains("pushed value"), "{e}");
+    assert!(e.message.contains("incoming value"), "{e}");
     let e = Registry::builtin().merge(YJS_DOC, Some(&[0xff, 0xff, 0xff]), &good).unwrap_err();
     assert!(e.message.contains("stored value"), "{e}");
 }
@@ -181,4 +181,14 @@ fn invalid_utf8_in_a_string_is_refused_before_yrs() {
     bad[at + 1] = 0xff;
     let e = Registry::builtin().merge(YJS_DOC, None, &bad).unwrap_err();
     assert!(e.message.contains("UTF-8"), "{e}");
+}
+
+#[test]
+fn text_helpers_author_and_read() {
+    let a = text::insert(&[], 21, "text", 0, "hi").unwrap();
+    let b = text::insert(&a, 22, "text", 2, " there").unwrap();
+    assert_eq!(text::read(&b, "text").unwrap(), "hi there");
+    assert_eq!(text::read(&[], "text").unwrap(), "");
+    assert!(text::insert(&a, 23, "text", 9, "x").is_err());
+    assert!(text::read(&[1, 2, 3], "text").is_err());
 }
