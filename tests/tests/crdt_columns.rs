@@ -3,7 +3,9 @@
 //! column on both sides while offline, from the same base, then both sync
 //! (baseVersion-less pushes of full Yjs states): the server merges, neither
 //! push conflicts, and both clients and the server end with the same merged
-//! bytes, whose text holds both edits.
+//! bytes, whose text holds both edits. And (c): a `baseVersion` conflict on
+//! another column still fires, its `serverRow` carries the merged crdt state,
+//! and the rebased push converges.
 
 use serde_json::{json, Map, Value};
 use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport};
@@ -129,4 +131,74 @@ fn two_clients_edit_one_crdt_column_offline_and_converge_on_the_merged_document(
     let final_text = a.crdt_text("cards", "d1", "doc", "text").unwrap();
     assert_eq!(final_text, format!("> {text}"));
     assert_eq!(held_doc(&a), held_doc(&b));
+}
+
+/// Values of card `d1` with `title` and `doc` (bytes) for a mutation.
+fn card(title: &str, doc: &[u8]) -> Map<String, Value> {
+    let mut values = Map::new();
+    values.insert("id".into(), json!("d1"));
+    values.insert("ws".into(), json!("w1"));
+    values.insert("title".into(), json!(title));
+    values.insert("doc".into(), json!({"$bytes": hex(doc)}));
+    values
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+#[test]
+fn a_base_version_conflict_on_another_column_carries_the_merged_crdt_state_and_the_rebase_converges() {
+    let db = Scratch::new("crdtconflict");
+    db.connect().execute("SELECT syncular.register_schema($1::jsonb)", &[&ir()]).expect("register v2");
+    let (mut a, mut ta) = client(&db, "client-a");
+    let (mut b, mut tb) = client(&db, "client-b");
+    let base = syncular_client::crdt::insert_text(&[], "text", 0, "base").unwrap();
+    a.mutate(vec![Mutation::Upsert { table: "cards".into(), values: card("t0", &base), base_version: None }]).unwrap();
+    sync(&mut a, &mut ta);
+    sync(&mut b, &mut tb);
+    let v = b.read_rows("cards").unwrap()[0].version;
+    assert_eq!(v, 1);
+
+    // Both edit the title (optimistic, baseVersion 1) and the document.
+    let doc_a = syncular_client::crdt::insert_text(&base, "text", 4, " A").unwrap();
+    let doc_b = syncular_client::crdt::insert_text(&base, "text", 4, " B").unwrap();
+    a.mutate(vec![Mutation::Upsert { table: "cards".into(), values: card("from A", &doc_a), base_version: Some(v) }]).unwrap();
+    b.mutate(vec![Mutation::Upsert { table: "cards".into(), values: card("from B", &doc_b), base_version: Some(v) }]).unwrap();
+    sync(&mut a, &mut ta);
+    let report = match b.sync_until_idle(&mut tb, Some(12)) {
+        SyncOutcome::Ok(r) => r,
+        SyncOutcome::Failed { error_code, message } => panic!("{error_code}: {message}"),
+    };
+    assert_eq!(report.conflicts, 1, "{report:?}");
+    let conflict = b.conflicts().last().expect("B's conflict").clone();
+    assert_eq!(conflict.code, "sync.version_conflict");
+    assert_eq!(conflict.server_version, 2);
+    // serverRow carries the winner's merged crdt state (A's edit merged in), B's edit not.
+    let server: Vec<u8> = db
+        .connect()
+        .query_one("SELECT doc FROM public.cards WHERE _sync_partition = $1 AND id = 'd1'", &[&PARTITION])
+        .unwrap()
+        .get(0);
+    let server_row_doc = conflict.server_row["doc"]["$bytes"].as_str().expect("serverRow doc").to_lowercase();
+    assert_eq!(server_row_doc, hex(&server));
+    assert_eq!(syncular_client::crdt::text(&server, "text").unwrap(), "base A");
+    assert_eq!(conflict.server_row["title"], json!("from A"));
+
+    // B rebases on the serverRow (§6.5): its document edit applied on top, its title kept.
+    let rebased = syncular_client::crdt::apply_update(&unhex(&server_row_doc), &doc_b).unwrap();
+    b.mutate(vec![Mutation::Upsert {
+        table: "cards".into(),
+        values: card("from B", &rebased),
+        base_version: Some(conflict.server_version),
+    }])
+    .unwrap();
+    sync(&mut b, &mut tb);
+    sync(&mut a, &mut ta);
+    let text = a.crdt_text("cards", "d1", "doc", "text").unwrap();
+    assert!(text.starts_with("base") && text.contains(" A") && text.contains(" B"), "{text}");
+    assert_eq!(held_doc(&a), held_doc(&b));
+    let rows = a.read_rows("cards").unwrap();
+    assert_eq!(rows[0].values["title"], json!("from B"));
+    assert_eq!(rows[0].version, 3);
 }
