@@ -317,7 +317,7 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     match (old, new) {
         (None, Some(new)) => {
             let row = read_row(&new, &t, &a);
-            let computed = capture::insert_row(&t, &row, &storage(&new, &a)).or_raise();
+            let computed = capture::insert_row(&t, row, &storage(&new, &a)).or_raise();
             capture::validate::validate(&t, Op::Upsert, &computed.row_id, Some(&computed.row), None).or_raise();
             let mut values = vec![
                 (a.partition, t.partition.as_str().into_datum()),

@@ -18,18 +18,21 @@
 //! and a push against one still fails per operation (a schema stored before
 //! an upgrade that dropped a merger).
 
+use std::sync::OnceLock;
+
 use syncular_crdt::Registry;
 use syncular_protocol::row_codec::{ColumnType, Row, RowValue};
 use syncular_protocol::schema_ir::TableSchema;
 
-/// The mergers this server serves with.
-pub fn registry() -> Registry<'static> {
-    Registry::builtin()
+/// The mergers this server serves with (built once per backend).
+pub fn registry() -> &'static Registry<'static> {
+    static REGISTRY: OnceLock<Registry<'static>> = OnceLock::new();
+    REGISTRY.get_or_init(Registry::builtin)
 }
 
 /// The `crdtType` names [`registry`] serves (for the §5.10.1 check).
-pub fn known_types() -> Vec<String> {
-    registry().types().into_iter().map(str::to_owned).collect()
+pub fn known_types() -> Vec<&'static str> {
+    registry().types()
 }
 
 /// A merge that failed: the column and the reason (`sync.crdt_merge_failed`).
@@ -51,16 +54,15 @@ impl MergeFailure {
 /// Replaces every non-NULL `crdt` value of `row` with `merge(stored,
 /// incoming)`, `stored` the same column of `stored` (`None`: an insert).
 /// Columns listed in `skip` are left as they are (a captured UPDATE that
-/// did not change them). Returns whether any value changed (the caller
-/// re-encodes the payload then).
+/// did not change them). Returns the positions whose value changed (the
+/// caller re-encodes the payload then).
 pub fn merge_row(
     table: &TableSchema,
     row: &mut Row,
     stored: Option<&Row>,
     skip: &dyn Fn(usize) -> bool,
-) -> Result<bool, MergeFailure> {
-    let registry = registry();
-    let mut changed = false;
+) -> Result<Vec<usize>, MergeFailure> {
+    let mut changed = Vec::new();
     for (i, col) in table.columns.iter().enumerate() {
         if col.ty != ColumnType::Crdt || skip(i) {
             continue;
@@ -71,11 +73,11 @@ pub fn merge_row(
             Some(Some(RowValue::Crdt(b))) => Some(b.as_slice()),
             _ => None,
         };
-        let merged = registry
+        let merged = registry()
             .merge(crdt_type, before, incoming)
             .map_err(|e| MergeFailure { column: col.name.clone(), message: e.message })?;
         if &merged != incoming {
-            changed = true;
+            changed.push(i);
             row[i] = Some(RowValue::Crdt(merged));
         }
     }

@@ -26,8 +26,9 @@
 //!
 //! The table's write validator (§6.7, [`crate::engine::validators`]) runs
 //! last before each write — after decode, authorization, the scope strip,
-//! the version check and the crdt merge (it sees the merged row, §6.7); a delete of an absent row runs none. Its
-//! rejection terminates the commit with the host's record and details.
+//! the version check and the crdt merge (it sees the merged row, §6.7); a
+//! delete of an absent row runs none. Its rejection terminates the commit
+//! with the host's record and details.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -171,7 +172,7 @@ fn extract_scopes(table: &TableSchema, row: &Row) -> Result<BTreeMap<String, Str
 /// `merge(stored, incoming)` ([`crdt::merge_row`]); a failure is a
 /// `sync.crdt_merge_failed` record. Returns whether `row` changed.
 fn merge_crdt(table: &TableSchema, row: &mut Row, stored: Option<&Row>, op_index: i32) -> Result<bool, Stop> {
-    crdt::merge_row(table, row, stored, &|_| false).map_err(|f| {
+    crdt::merge_row(table, row, stored, &|_| false).map(|changed| !changed.is_empty()).map_err(|f| {
         Stop::from(StoredOpResult::error(op_index, ErrorCode::CrdtMergeFailed, f.describe(&table.name)))
     })
 }

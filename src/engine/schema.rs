@@ -467,9 +467,7 @@ pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<
     crate::engine::distribution::refuse_worker()?;
     let schema = Schema::from_value(ir).map_err(|e| EngineError::invalid_schema(e.message))?;
     // §5.10.1: a crdt column whose crdtType has no merger is refused before serving.
-    let known = crate::engine::crdt::known_types();
-    let known: Vec<&str> = known.iter().map(String::as_str).collect();
-    schema.check_crdt_types(&known).map_err(|e| EngineError::invalid_schema(e.message))?;
+    schema.check_crdt_types(&crate::engine::crdt::known_types()).map_err(|e| EngineError::invalid_schema(e.message))?;
     check_app_schema_name(app_schema)?;
     // First the schema fence, exclusively: every request that read the
     // marker has ended, and new ones wait for this transaction

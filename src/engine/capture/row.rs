@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use syncular_protocol::row_codec::{decode_row, encode_row, Row, RowValue};
+use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row, RowValue};
 use syncular_protocol::ErrorCode;
 
 use super::CaptureTable;
@@ -101,15 +101,12 @@ fn merge_crdt(
     skip: &dyn Fn(usize) -> bool,
 ) -> EngineResult<Vec<(usize, Vec<u8>)>> {
     let table = &t.registered().table;
-    let before = row.clone();
-    crdt::merge_row(table, row, stored, skip)
+    let changed = crdt::merge_row(table, row, stored, skip)
         .map_err(|f| EngineError::protocol(ErrorCode::CrdtMergeFailed, f.describe(t.name())))?;
-    Ok(row
-        .iter()
-        .zip(&before)
-        .enumerate()
-        .filter_map(|(i, (now, was))| match now {
-            Some(RowValue::Crdt(b)) if now != was => Some((i, b.clone())),
+    Ok(changed
+        .into_iter()
+        .filter_map(|i| match &row[i] {
+            Some(RowValue::Crdt(b)) => Some((i, b.clone())),
             _ => None,
         })
         .collect())
@@ -137,12 +134,13 @@ fn scopes_of(t: &CaptureTable, row: &Row) -> EngineResult<BTreeMap<String, Strin
     Ok(out)
 }
 
-/// The computed columns of a row inserted with typed values `row` and the
+/// The computed columns of a row inserted with typed values `row` (its crdt
+/// values merged against the empty document, §5.10.3) and the
 /// storage columns `given` (which must be absent, or equal to what would be
 /// computed for the partition and row id). Errors: `syncular.write_refused`
 /// (computed columns written, another partition, a mismatching row id),
 /// `syncular.invalid_row`, `sync.crdt_merge_failed`.
-pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResult<Inserted> {
+pub fn insert_row(t: &CaptureTable, mut row: Row, given: &RowStorage) -> EngineResult<Inserted> {
     let tbl = t.name();
     if given.version.is_some() || given.scopes_set || given.payload_set {
         return Err(refused(format!(
@@ -152,12 +150,10 @@ pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResu
     if given.partition.is_some() {
         check_partition(t, given, "INSERT")?;
     }
-    let mut row = row.clone();
     let merged = merge_crdt(t, &mut row, None, &|_| false)?;
-    let row = &row;
-    let payload = encode(t, row)?;
+    let payload = encode(t, &row)?;
     let table = &t.registered().table;
-    let row_id = table.row_id(row).ok_or_else(|| {
+    let row_id = table.row_id(&row).ok_or_else(|| {
         invalid_row(format!("a row of synced table {tbl:?} needs its primary key column {:?}: it is NULL", table.primary_key))
     })?;
     if let Some(given_id) = given.row_id.as_deref().filter(|g| *g != row_id) {
@@ -165,13 +161,13 @@ pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResu
             "INSERT into synced table {tbl:?} writes {ROW_ID_COLUMN} {given_id:?}, but it is derived from the primary key ({row_id:?}) — leave it out"
         )));
     }
-    let scopes = scopes_of(t, row)?;
+    let scopes = scopes_of(t, &row)?;
     Ok(Inserted {
         row_id,
         version: 1,
         scopes: Value::Object(scopes.into_iter().map(|(k, v)| (k, Value::String(v))).collect()),
         payload,
-        row: row.clone(),
+        row,
         merged,
     })
 }
@@ -226,8 +222,13 @@ pub fn update_row(
         }
     }
     // A crdt column the statement left as it was is not merged again.
-    let new_before = new.clone();
-    let merged = merge_crdt(t, &mut new, Some(old), &|i| old.get(i) == new_before.get(i))?;
+    let unchanged: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| c.ty == ColumnType::Crdt && old.get(*i) == new.get(*i))
+        .map(|(i, _)| i)
+        .collect();
+    let merged = merge_crdt(t, &mut new, Some(old), &|i| unchanged.contains(&i))?;
     let payload = encode(t, &new)?;
     let version = stored.version.unwrap_or(0).checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
     Ok(Updated { version, payload, row: new, merged })
