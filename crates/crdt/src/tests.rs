@@ -192,3 +192,67 @@ fn text_helpers_author_and_read() {
     assert!(text::insert(&a, 23, "text", 9, "x").is_err());
     assert!(text::read(&[1, 2, 3], "text").is_err());
 }
+
+/// A longer mutation run than the default tests (`cargo test -p
+/// syncular-crdt -- --ignored`): multi-byte edits, truncations and splices
+/// of real updates, each merged against a real state — Ok or Err, never an
+/// abort.
+#[test]
+#[ignore]
+fn fuzz_mutated_updates() {
+    let mut docs = Vec::new();
+    for (client, text) in [(31u64, "one two"), (32, "ünïcödé 😀"), (33, "")] {
+        let doc = Doc::with_client_id(client);
+        {
+            let t = doc.get_or_insert_text("text");
+            let m = doc.get_or_insert_map("map");
+            let a = doc.get_or_insert_array("arr");
+            let mut txn = doc.transact_mut();
+            t.insert(&mut txn, 0, text);
+            if text.is_ascii() && !text.is_empty() {
+                t.remove_range(&mut txn, 0, 1);
+            }
+            yrs::Map::insert(&m, &mut txn, "k", yrs::Any::from(vec![yrs::Any::from(2.5), yrs::Any::from("v")]));
+            yrs::Array::push_back(&a, &mut txn, yrs::Any::from(7.0));
+            yrs::Array::insert(&a, &mut txn, 0, yrs::MapPrelim::default());
+        }
+        let u = doc.transact().encode_state_as_update_v1(&StateVector::default());
+        docs.push(u);
+    }
+    let base = insert(None, 12, 0, "base");
+    let r = Registry::builtin();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let iterations: usize = std::env::var("CRDT_FUZZ").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    for _ in 0..iterations {
+        let src = &docs[(next() % docs.len() as u64) as usize];
+        let mut m = src.clone();
+        match next() % 4 {
+            0 => {
+                for _ in 0..1 + next() % 4 {
+                    let i = (next() % m.len() as u64) as usize;
+                    m[i] = next() as u8;
+                }
+            }
+            1 => m.truncate((next() % m.len() as u64) as usize),
+            2 => {
+                let other = &docs[(next() % docs.len() as u64) as usize];
+                let cut = (next() % m.len() as u64) as usize;
+                let from = (next() % other.len() as u64) as usize;
+                m.truncate(cut);
+                m.extend_from_slice(&other[from..]);
+            }
+            _ => {
+                let i = (next() % m.len() as u64) as usize;
+                m.insert(i, next() as u8);
+            }
+        }
+        let _ = r.merge(YJS_DOC, Some(&base), &m);
+        let _ = r.merge(YJS_DOC, Some(&m), &base);
+    }
+}

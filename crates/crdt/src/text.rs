@@ -3,20 +3,12 @@
 //! §5.10.5): read the shared text of a state, and author an insert as a
 //! full-state update. Not used by the merge path.
 
-use yrs::updates::decoder::Decode;
-use yrs::{Doc, GetString, ReadTxn, StateVector, Text, Transact, Update};
+use yrs::{Doc, GetString, ReadTxn, StateVector, Text, Transact};
 
 use crate::MergeError;
 
 fn load(doc: &Doc, bytes: &[u8]) -> Result<(), MergeError> {
-    if bytes.is_empty() {
-        return Ok(());
-    }
-    crate::yjs_v1::check_update(bytes).map_err(|e| MergeError { message: format!("not a Yjs (v1) update: {e}") })?;
-    let update = Update::decode_v1(bytes).map_err(|e| MergeError { message: format!("not a Yjs (v1) update: {e}") })?;
-    doc.transact_mut()
-        .apply_update(update)
-        .map_err(|e| MergeError { message: format!("cannot apply the update: {e}") })
+    crate::apply(doc, bytes, "the document")
 }
 
 /// The shared text `name` of the document `bytes` holds (empty for empty
