@@ -3,7 +3,8 @@
 //! state; an update that does not decode is `sync.crdt_merge_failed` with
 //! nothing applied; NULL clears; an insert merges against the empty
 //! document; a stale `baseVersion` still conflicts (no merge) with the
-//! merged state in `serverRow`; validators see the merged row;
+//! merged state in `serverRow`; write and commit validators see the merged
+//! row;
 //! `syncular.commit` and captured plain SQL writes merge the same way; a
 //! schema naming an unknown `crdtType` is refused at registration.
 
@@ -197,6 +198,32 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[pg_test]
+    fn the_commit_validator_sees_the_merged_value_and_the_candidate_row() {
+        let e = ready();
+        let base = text::insert(&[], 1, "text", 0, "base").unwrap();
+        push_one(&e, "c1", "k0", &doc_row("t1", Some(base.clone())), None);
+        // Rejects every commit, echoing the evidence row's doc and the candidate state's doc.
+        run("CREATE FUNCTION public.echo_commit(commit jsonb) RETURNS jsonb LANGUAGE sql AS \
+             $$ SELECT jsonb_build_object('code', 'test.echo', 'message', \
+                  (commit->'operations'->0->'row'->>'doc') || '|' || \
+                  (SELECT encode(doc, 'base64') FROM public.tasks WHERE _sync_partition = commit->>'partition' AND id = 't1')) $$");
+        run("SELECT syncular.set_commit_validator('public.echo_commit(jsonb)')");
+        let a = text::insert(&base, 2, "text", 4, "!").unwrap();
+        let r = push_one(&e, "c2", "k1", &doc_row("t1", Some(a.clone())), None);
+        use base64::Engine as _;
+        let expected = base64::engine::general_purpose::STANDARD.encode(merge(Some(&base), &a));
+        match &r.results[0] {
+            OpResult::Error { code, message, .. } => {
+                assert_eq!(code, "test.echo");
+                // Postgres' base64 wraps lines at 76 characters.
+                assert_eq!(message.replace('\n', ""), format!("{expected}|{expected}"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(stored_doc("t1"), Some(base), "the rejection rolled the merge back");
     }
 
     #[pg_test]
