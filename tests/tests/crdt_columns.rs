@@ -5,10 +5,12 @@
 //! push conflicts, and both clients and the server end with the same merged
 //! bytes, whose text holds both edits. And (c): a `baseVersion` conflict on
 //! another column still fires, its `serverRow` carries the merged crdt state,
-//! and the rebased push converges.
+//! and the rebased push converges. And (d): offline edits replayed after a
+//! lost acknowledgement are answered from the idempotency record (no new
+//! commit, no second merge) and still converge.
 
 use serde_json::{json, Map, Value};
-use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport};
+use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport, Transport};
 use syncular_integration_tests::bump::{Scratch, PARTITION};
 use syncular_integration_tests::transport::PgTransport;
 
@@ -201,4 +203,91 @@ fn a_base_version_conflict_on_another_column_carries_the_merged_crdt_state_and_t
     let rows = a.read_rows("cards").unwrap();
     assert_eq!(rows[0].values["title"], json!("from B"));
     assert_eq!(rows[0].version, 3);
+}
+
+/// A transport that loses the response of its next round after the server
+/// answered it (a dropped acknowledgement, §7.2).
+struct DropNextAck {
+    inner: PgTransport,
+    drop_next: bool,
+}
+
+impl syncular_client::Transport for DropNextAck {
+    fn sync(&mut self, request: &[u8]) -> Result<Vec<u8>, syncular_client::TransportError> {
+        let response = self.inner.sync(request)?;
+        if std::mem::take(&mut self.drop_next) {
+            return Err(syncular_client::TransportError::new("transport.network", "the response was lost"));
+        }
+        Ok(response)
+    }
+
+    fn realtime_sync(&mut self, request: &[u8]) -> Result<Vec<u8>, syncular_client::TransportError> {
+        self.sync(request)
+    }
+
+    fn download_segment(
+        &mut self,
+        request: &syncular_client::SegmentRequest,
+    ) -> Result<Vec<u8>, syncular_client::TransportError> {
+        self.inner.download_segment(request)
+    }
+
+    fn realtime_connect(&mut self) -> Result<(), syncular_client::TransportError> {
+        self.inner.realtime_connect()
+    }
+
+    fn realtime_send(&mut self, text: &str) -> Result<(), syncular_client::TransportError> {
+        self.inner.realtime_send(text)
+    }
+
+    fn realtime_close(&mut self) -> Result<(), syncular_client::TransportError> {
+        self.inner.realtime_close()
+    }
+}
+
+#[test]
+fn offline_crdt_edits_replay_after_a_lost_ack_without_applying_twice() {
+    let db = Scratch::new("crdtreplay");
+    db.connect().execute("SELECT syncular.register_schema($1::jsonb)", &[&ir()]).expect("register v2");
+    let (mut a, ta) = client(&db, "client-a");
+    let (mut b, mut tb) = client(&db, "client-b");
+    let mut ta = DropNextAck { inner: ta, drop_next: false };
+    let base = syncular_client::crdt::insert_text(&[], "text", 0, "x").unwrap();
+    a.mutate(vec![Mutation::Upsert { table: "cards".into(), values: card("t", &base), base_version: None }]).unwrap();
+    assert!(matches!(a.sync_until_idle(&mut ta, Some(12)), SyncOutcome::Ok(_)));
+
+    // Three offline edits, FIFO; the round that pushes them loses its response.
+    for s in ["1", "2", "3"] {
+        let at = a.crdt_text("cards", "d1", "doc", "text").unwrap().encode_utf16().count() as u32;
+        a.crdt_insert_text("cards", "d1", "doc", "text", at, s).unwrap();
+    }
+    ta.drop_next = true;
+    assert!(matches!(a.sync(&mut ta), SyncOutcome::Failed { .. }), "the lost response fails the round");
+    assert_eq!(a.pending_commit_ids().len(), 3, "the client still holds its outbox");
+    let seq_after_apply: i64 = db
+        .connect()
+        .query_one("SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1", &[&PARTITION])
+        .unwrap()
+        .get(0);
+    // The retry delivers the same commits again: replayed (cached), not merged again.
+    let r = match a.sync_until_idle(&mut ta, Some(12)) {
+        SyncOutcome::Ok(r) => r,
+        SyncOutcome::Failed { error_code, message } => panic!("{error_code}: {message}"),
+    };
+    assert!(r.rejected.is_empty() && r.conflicts == 0, "{r:?}");
+    assert!(a.pending_commit_ids().is_empty());
+    let mut c = db.connect();
+    let seq: i64 = c
+        .query_one("SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1", &[&PARTITION])
+        .unwrap()
+        .get(0);
+    assert_eq!(seq, seq_after_apply, "the replay appended no commit");
+    let server: Vec<u8> = c
+        .query_one("SELECT doc FROM public.cards WHERE _sync_partition = $1 AND id = 'd1'", &[&PARTITION])
+        .unwrap()
+        .get(0);
+    assert_eq!(syncular_client::crdt::text(&server, "text").unwrap(), "x123");
+    sync(&mut b, &mut tb);
+    assert_eq!(held_doc(&a), hex(&server));
+    assert_eq!(held_doc(&b), hex(&server));
 }
