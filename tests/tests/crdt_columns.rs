@@ -7,7 +7,8 @@
 //! another column still fires, its `serverRow` carries the merged crdt state,
 //! and the rebased push converges. And (d): offline edits replayed after a
 //! lost acknowledgement are answered from the idempotency record (no new
-//! commit, no second merge) and still converge.
+//! commit, no second merge) and still converge. Concurrent merges on one row
+//! from two connections lose no update (the push row locks serialize them).
 
 use serde_json::{json, Map, Value};
 use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport, Transport};
@@ -290,4 +291,56 @@ fn offline_crdt_edits_replay_after_a_lost_ack_without_applying_twice() {
     sync(&mut b, &mut tb);
     assert_eq!(held_doc(&a), hex(&server));
     assert_eq!(held_doc(&b), hex(&server));
+}
+
+#[test]
+fn concurrent_crdt_merges_on_one_row_from_two_connections_lose_no_update() {
+    use base64::Engine as _;
+    use std::sync::{Arc, Barrier};
+    let db = Scratch::new("crdtconc");
+    db.connect().execute("SELECT syncular.register_schema($1::jsonb)", &[&ir()]).expect("register v2");
+    let base = syncular_client::crdt::insert_text(&[], "text", 0, "|").unwrap();
+    let commit = |c: &mut postgres::Client, doc: &[u8]| -> Value {
+        let ops = json!([{"table": "cards", "op": "upsert", "row": {
+            "id": "d1", "ws": "w1", "title": "t", "doc": base64::engine::general_purpose::STANDARD.encode(doc)}}]);
+        c.query_one(
+            "SELECT syncular.commit($1, 'alice', $2::text::jsonb, allowed_scopes => '{\"ws\": [\"w1\"]}')",
+            &[&PARTITION, &ops.to_string()],
+        )
+        .expect("commit")
+        .get(0)
+    };
+    assert_eq!(commit(&mut db.connect(), &base)["status"], "applied");
+    let per_thread = 20;
+    let start = Arc::new(Barrier::new(2));
+    let workers: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|who| {
+            let (mut c, start, base) = (db.connect(), Arc::clone(&start), base.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                for i in 0..per_thread {
+                    // Each edit is made on the original base only (a client that never pulled).
+                    let doc = syncular_client::crdt::insert_text(&base, "text", 1, &format!("<{who}{i}>")).unwrap();
+                    assert_eq!(commit(&mut c, &doc)["status"], "applied");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let server: Vec<u8> = db
+        .connect()
+        .query_one("SELECT doc FROM public.cards WHERE _sync_partition = $1 AND id = 'd1'", &[&PARTITION])
+        .unwrap()
+        .get(0);
+    let text = syncular_client::crdt::text(&server, "text").unwrap();
+    for who in ["a", "b"] {
+        for i in 0..per_thread {
+            let marker = format!("<{who}{i}>");
+            assert_eq!(text.matches(&marker).count(), 1, "{marker} in {text}");
+        }
+    }
+    assert_eq!(text.matches('|').count(), 1, "{text}");
 }
