@@ -22,8 +22,9 @@ pub fn read(bytes: &[u8], name: &str) -> Result<String, MergeError> {
 }
 
 /// Loads `base` (empty: the empty document) into a document whose Yjs
-/// client id is `client` (< 2^53), inserts `value` at UTF-16 offset `at` of
-/// the shared text `name`, and returns the whole state as one Yjs-v1 update.
+/// client id is `client` (< 2^53), inserts `value` at offset `at` of the
+/// shared text `name` (a UTF-8 byte offset on a char boundary: `yrs`' default
+/// `OffsetKind::Bytes`), and returns the whole state as one Yjs-v1 update.
 /// Errors: `base` is not an update, `at` is past the end.
 pub fn insert(base: &[u8], client: u64, name: &str, at: u32, value: &str) -> Result<Vec<u8>, MergeError> {
     let doc = Doc::with_client_id(client);
