@@ -317,15 +317,16 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     match (old, new) {
         (None, Some(new)) => {
             let row = read_row(&new, &t, &a);
-            let computed = capture::insert_row(&t, &row, &storage(&new, &a)).or_raise();
-            capture::validate::validate(&t, Op::Upsert, &computed.row_id, Some(&row), None).or_raise();
-            let values = [
+            let computed = capture::insert_row(&t, row, &storage(&new, &a)).or_raise();
+            capture::validate::validate(&t, Op::Upsert, &computed.row_id, Some(&computed.row), None).or_raise();
+            let mut values = vec![
                 (a.partition, t.partition.as_str().into_datum()),
                 (a.row_id, computed.row_id.into_datum()),
                 (a.version, computed.version.into_datum()),
                 (a.scopes, JsonB(computed.scopes).into_datum()),
                 (a.payload, computed.payload.into_datum()),
             ];
+            values.extend(computed.merged.into_iter().map(|(i, b)| (a.projection[i], b.into_datum())));
             Ok(Some(replace(&new, &values)))
         }
         (Some(old), Some(new)) => {
@@ -360,7 +361,8 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
                 capture::validate::validate(&t, Op::Upsert, &row_id, Some(&computed.row), stored_payload.as_deref())
                     .or_raise();
             }
-            let values = [(a.version, computed.version.into_datum()), (a.payload, computed.payload.into_datum())];
+            let mut values = vec![(a.version, computed.version.into_datum()), (a.payload, computed.payload.into_datum())];
+            values.extend(computed.merged.into_iter().map(|(i, b)| (a.projection[i], b.into_datum())));
             Ok(Some(replace(&new, &values)))
         }
         (Some(old), None) => {

@@ -13,25 +13,29 @@
 //!   (`sync.invalid_request`); existing row ⇒ authorize the STORED row,
 //!   `baseVersion` 0 or ≠ stored version ⇒ `conflict` carrying the stored
 //!   row, strip the scope columns back to the stored values (re-encoding the
-//!   payload when that changed it), crdt check, write version + 1;
+//!   payload when that changed it), crdt merge, write version + 1;
 //!   absent row ⇒ `baseVersion ≠ 0` ⇒ authorize the payload then
-//!   `sync.row_missing`; else authorize the payload's scopes, crdt check,
+//!   `sync.row_missing`; else authorize the payload's scopes, crdt merge,
 //!   write version 1 and the row's scope entries.
 //!
-//! A non-null value for a `crdt` column is `sync.crdt_merge_failed` (no
-//! merger registry exists yet, §5.10.6).
+//! The crdt merge (§5.10.3, [`crate::engine::crdt`]) replaces every
+//! non-NULL `crdt` value with `merge(stored, incoming)` and re-encodes the
+//! payload when that changed it; it runs only on a clean apply (after the
+//! version check, which looks at `baseVersion` alone, so a crdt column never
+//! conflicts on its own account), and a failure is `sync.crdt_merge_failed`.
 //!
 //! The table's write validator (§6.7, [`crate::engine::validators`]) runs
-//! last before each write — after decode, authorization, the scope strip
-//! and the version check; a delete of an absent row runs none. Its
-//! rejection terminates the commit with the host's record and details.
+//! last before each write — after decode, authorization, the scope strip,
+//! the version check and the crdt merge (it sees the merged row, §6.7); a
+//! delete of an absent row runs none. Its rejection terminates the commit
+//! with the host's record and details.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::Operation;
-use syncular_protocol::row_codec::{decode_row, encode_row, render_row, ColumnType, Row};
+use syncular_protocol::row_codec::{decode_row, encode_row, render_row, Row};
 use syncular_protocol::schema_ir::TableSchema;
 use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
@@ -41,7 +45,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push_result::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
-use crate::engine::{commit_validator, validators};
+use crate::engine::{commit_validator, crdt, validators};
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
 use crate::store::row_scopes;
 
@@ -164,20 +168,13 @@ fn extract_scopes(table: &TableSchema, row: &Row) -> Result<BTreeMap<String, Str
     Ok(out)
 }
 
-fn crdt_check(table: &TableSchema, row: &Row, op_index: i32) -> Result<(), Stop> {
-    for (i, col) in table.layout().columns.iter().enumerate() {
-        if col.ty == ColumnType::Crdt && matches!(row.get(i), Some(Some(_))) {
-            return Err(Stop::from(StoredOpResult::error(
-                op_index,
-                ErrorCode::CrdtMergeFailed,
-                format!(
-                    "column {:?} of table {:?} is a crdt column and this server has no merger for it (§5.10.6)",
-                    col.name, table.name
-                ),
-            )));
-        }
-    }
-    Ok(())
+/// §5.10.3 rule 2: every non-NULL `crdt` value of `row` becomes
+/// `merge(stored, incoming)` ([`crdt::merge_row`]); a failure is a
+/// `sync.crdt_merge_failed` record. Returns whether `row` changed.
+fn merge_crdt(table: &TableSchema, row: &mut Row, stored: Option<&Row>, op_index: i32) -> Result<bool, Stop> {
+    crdt::merge_row(table, row, stored, &|_| false).map(|changed| !changed.is_empty()).map_err(|f| {
+        Stop::from(StoredOpResult::error(op_index, ErrorCode::CrdtMergeFailed, f.describe(&table.name)))
+    })
 }
 
 /// Why an operation did not apply: its terminating result record, or a
@@ -354,11 +351,11 @@ impl Target<'_> {
                 stripped = true;
             }
         }
-        crdt_check(self.table, &row, self.op_index)?;
-        let new_payload = if stripped {
+        let merged = merge_crdt(self.table, &mut row, Some(&stored_row), self.op_index)?;
+        let new_payload = if stripped || merged {
             encode_row(self.table.layout(), &row).map_err(|e| {
                 EngineError::internal(format!(
-                    "re-encoding a scope-stripped row failed: {}",
+                    "re-encoding a scope-stripped or crdt-merged row failed: {}",
                     e.message
                 ))
             })?
@@ -388,7 +385,7 @@ impl Target<'_> {
     /// Insert of an absent row: authorize the payload's scopes (§3.4 step 2),
     /// `baseVersion ≠ 0` ⇒ `sync.row_missing` (only after authorization, so
     /// absence is not disclosed), write version 1 and the row's scope entries.
-    fn insert(&self, row: Row, payload: &[u8]) -> Result<StagedChange, Stop> {
+    fn insert(&self, mut row: Row, payload: &[u8]) -> Result<StagedChange, Stop> {
         let partition = self.ctx.partition.as_str();
         let scopes = extract_scopes(self.table, &row).map_err(|variable| {
             self.error(
@@ -412,7 +409,13 @@ impl Target<'_> {
                 "upsert with a non-zero baseVersion targets an absent row (§6.2)",
             ));
         }
-        crdt_check(self.table, &row, self.op_index)?;
+        let payload = if merge_crdt(self.table, &mut row, None, self.op_index)? {
+            encode_row(self.table.layout(), &row).map_err(|e| {
+                EngineError::internal(format!("re-encoding a crdt-merged row failed: {}", e.message))
+            })?
+        } else {
+            payload.to_vec()
+        };
         self.validate(Op::Upsert, Some(&row), None, (None, Some(1)))?;
         let scopes_text = scopes_json(&scopes);
         let entries: Vec<(String, String)> =
@@ -426,13 +429,13 @@ impl Target<'_> {
                     values: &row,
                     version: 1,
                     scopes_json: &scopes_text,
-                    payload,
+                    payload: &payload,
                 },
             )
         })?;
         // The row was absent: no entries of it to replace (a leftover one is kept, ON CONFLICT).
         row_scopes::insert_row_scopes(partition, &self.table.name, &self.op.row_id, &entries)?;
-        Ok(self.change(Op::Upsert, Some(1), scopes, Some(payload.to_vec()), true))
+        Ok(self.change(Op::Upsert, Some(1), scopes, Some(payload), true))
     }
 
     fn apply(&self) -> Result<Option<StagedChange>, Stop> {

@@ -4,7 +4,9 @@
 //! Registration rules (each refusal is `syncular.schema_refused`, 55000, and
 //! changes nothing; an invalid IR is `syncular.invalid_schema`, 42P15):
 //! - the IR is validated by `syncular_protocol::schema_ir::Schema` (§2.4,
-//!   §3.1, §5.10.1, §5.11); the app schema name is a valid identifier and not
+//!   §3.1, §5.10.1, §5.11), and every `crdtType` names a merger this server
+//!   has ([`crate::engine::crdt::known_types`], §5.10.1: only `yjs-doc`);
+//!   the app schema name is a valid identifier and not
 //!   `syncular`/`pg_*`/`information_schema`;
 //! - first registration: creates each app table; a table that already exists
 //!   (kept from before a `DROP EXTENSION`) is adopted only when it is a plain
@@ -464,6 +466,8 @@ fn write_marker(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<(
 pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<RegisterOutcome> {
     crate::engine::distribution::refuse_worker()?;
     let schema = Schema::from_value(ir).map_err(|e| EngineError::invalid_schema(e.message))?;
+    // §5.10.1: a crdt column whose crdtType has no merger is refused before serving.
+    schema.check_crdt_types(&crate::engine::crdt::known_types()).map_err(|e| EngineError::invalid_schema(e.message))?;
     check_app_schema_name(app_schema)?;
     // First the schema fence, exclusively: every request that read the
     // marker has ended, and new ones wait for this transaction

@@ -531,7 +531,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn crdt_values_fail_until_mergers_exist() {
+    fn crdt_values_that_do_not_decode_fail() {
         let epoch = ready();
         let row = with(
             task("t1", "p1", "a", None),

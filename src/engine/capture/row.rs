@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row};
+use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row, RowValue};
 use syncular_protocol::ErrorCode;
 
 use super::CaptureTable;
+use crate::engine::crdt;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::store::app_table_ddl::{PARTITION_COLUMN, ROW_ID_COLUMN};
 
@@ -38,6 +39,11 @@ pub struct Inserted {
     pub scopes: Value,
     /// `_sync_payload`: the row-codec payload of the typed columns.
     pub payload: Vec<u8>,
+    /// The row `payload` encodes (crdt values merged).
+    pub row: Row,
+    /// `crdt` columns (layout position) whose merged value differs from the
+    /// written one: the trigger stores the merged bytes (§5.10.3).
+    pub merged: Vec<(usize, Vec<u8>)>,
 }
 
 /// The computed columns of an updated row.
@@ -47,8 +53,12 @@ pub struct Updated {
     pub version: i64,
     /// `_sync_payload` re-encoded from the new typed columns.
     pub payload: Vec<u8>,
-    /// The row `payload` encodes (with the values only the payload held).
+    /// The row `payload` encodes (with the values only the payload held,
+    /// crdt values merged).
     pub row: Row,
+    /// `crdt` columns (layout position) whose merged value differs from the
+    /// written one: the trigger stores the merged bytes (§5.10.3).
+    pub merged: Vec<(usize, Vec<u8>)>,
 }
 
 fn refused(message: String) -> EngineError {
@@ -72,21 +82,34 @@ fn check_partition(t: &CaptureTable, stored: &RowStorage, verb: &str) -> EngineR
     }
 }
 
-/// Encodes `row` (the bytes a client would push), refusing `crdt` values
-/// (no merger yet, as a push: `sync.crdt_merge_failed`) and values the codec
+/// Encodes `row` (the bytes a client would push), refusing values the codec
 /// cannot carry (`syncular.invalid_row`).
 fn encode(t: &CaptureTable, row: &Row) -> EngineResult<Vec<u8>> {
     let table = &t.registered().table;
-    for (col, value) in table.layout().columns.iter().zip(row) {
-        if col.ty == ColumnType::Crdt && value.is_some() {
-            return Err(EngineError::protocol(
-                ErrorCode::CrdtMergeFailed,
-                format!("column {:?} of table {:?} is a crdt column and this server has no merger for it (§5.10.6)", col.name, t.name()),
-            ));
-        }
-    }
     encode_row(table.layout(), row)
         .map_err(|e| invalid_row(format!("a row of synced table {:?} cannot be encoded for clients: {}", t.name(), e.message)))
+}
+
+/// §5.10.3 as for a push: every non-NULL `crdt` value of `row` that `skip`
+/// does not exclude becomes `merge(stored, value)`; returns the columns
+/// whose value changed with their merged bytes (the trigger writes them
+/// back into the typed columns). Errors: `sync.crdt_merge_failed`.
+fn merge_crdt(
+    t: &CaptureTable,
+    row: &mut Row,
+    stored: Option<&Row>,
+    skip: &dyn Fn(usize) -> bool,
+) -> EngineResult<Vec<(usize, Vec<u8>)>> {
+    let table = &t.registered().table;
+    let changed = crdt::merge_row(table, row, stored, skip)
+        .map_err(|f| EngineError::protocol(ErrorCode::CrdtMergeFailed, f.describe(t.name())))?;
+    Ok(changed
+        .into_iter()
+        .filter_map(|i| match &row[i] {
+            Some(RowValue::Crdt(b)) => Some((i, b.clone())),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Stored scopes of `row`: every declared variable's column value, which
@@ -111,12 +134,13 @@ fn scopes_of(t: &CaptureTable, row: &Row) -> EngineResult<BTreeMap<String, Strin
     Ok(out)
 }
 
-/// The computed columns of a row inserted with typed values `row` and the
+/// The computed columns of a row inserted with typed values `row` (its crdt
+/// values merged against the empty document, §5.10.3) and the
 /// storage columns `given` (which must be absent, or equal to what would be
 /// computed for the partition and row id). Errors: `syncular.write_refused`
 /// (computed columns written, another partition, a mismatching row id),
 /// `syncular.invalid_row`, `sync.crdt_merge_failed`.
-pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResult<Inserted> {
+pub fn insert_row(t: &CaptureTable, mut row: Row, given: &RowStorage) -> EngineResult<Inserted> {
     let tbl = t.name();
     if given.version.is_some() || given.scopes_set || given.payload_set {
         return Err(refused(format!(
@@ -126,9 +150,10 @@ pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResu
     if given.partition.is_some() {
         check_partition(t, given, "INSERT")?;
     }
-    let payload = encode(t, row)?;
+    let merged = merge_crdt(t, &mut row, None, &|_| false)?;
+    let payload = encode(t, &row)?;
     let table = &t.registered().table;
-    let row_id = table.row_id(row).ok_or_else(|| {
+    let row_id = table.row_id(&row).ok_or_else(|| {
         invalid_row(format!("a row of synced table {tbl:?} needs its primary key column {:?}: it is NULL", table.primary_key))
     })?;
     if let Some(given_id) = given.row_id.as_deref().filter(|g| *g != row_id) {
@@ -136,12 +161,14 @@ pub fn insert_row(t: &CaptureTable, row: &Row, given: &RowStorage) -> EngineResu
             "INSERT into synced table {tbl:?} writes {ROW_ID_COLUMN} {given_id:?}, but it is derived from the primary key ({row_id:?}) — leave it out"
         )));
     }
-    let scopes = scopes_of(t, row)?;
+    let scopes = scopes_of(t, &row)?;
     Ok(Inserted {
         row_id,
         version: 1,
         scopes: Value::Object(scopes.into_iter().map(|(k, v)| (k, Value::String(v))).collect()),
         payload,
+        row,
+        merged,
     })
 }
 
@@ -194,9 +221,17 @@ pub fn update_row(
             }
         }
     }
+    // A crdt column the statement left as it was is not merged again.
+    let unchanged: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| c.ty == ColumnType::Crdt && old.get(*i) == new.get(*i))
+        .map(|(i, _)| i)
+        .collect();
+    let merged = merge_crdt(t, &mut new, Some(old), &|i| unchanged.contains(&i))?;
     let payload = encode(t, &new)?;
     let version = stored.version.unwrap_or(0).checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
-    Ok(Updated { version, payload, row: new })
+    Ok(Updated { version, payload, row: new, merged })
 }
 
 /// Checks a deleted row (stored columns `stored`). Errors:

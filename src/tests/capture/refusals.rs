@@ -211,7 +211,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn crdt_values_are_refused() {
+    fn crdt_values_that_do_not_decode_are_refused() {
         const P: &str = "cap-r-crdt";
         seeded(P);
         for sql in [
@@ -219,7 +219,7 @@ mod tests {
             format!("UPDATE public.tasks SET doc = '\\x01' WHERE _sync_partition = '{P}' AND id = 't1'"),
         ] {
             // An SSP2 code: SQLSTATE of its category (internal → XX000).
-            refused(&sql, "XX000", "sync.crdt_merge_failed", "column \"doc\" of table \"tasks\" is a crdt column");
+            refused(&sql, "XX000", "sync.crdt_merge_failed", "crdt column \"doc\" of table \"tasks\": the incoming value is not a Yjs (v1) update");
         }
         // NULL is fine.
         write_ok("INSERT INTO public.tasks (id, project_id, done, doc) VALUES ('t3', 'p1', false, NULL)");
