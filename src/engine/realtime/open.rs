@@ -95,7 +95,7 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     // is something to register.
     let subscriptions = record.as_ref().map(|r| r.subscriptions_json.as_str()).filter(|s| s.trim() != "[]");
     let registrations = if subscriptions.is_some() || caller.allowed_scopes.is_some() {
-        let allowed = request::resolve_allowed(caller, &schema)?;
+        let allowed = request::resolve_allowed(caller, &schema, client_id, now_ms, None)?.allowed;
         subscriptions.map_or_else(Vec::new, |subs| registrations::resolve(subs, &schema, &allowed))
     } else {
         Vec::new()
