@@ -125,6 +125,8 @@ pub struct Resolved {
     /// `true` when a live source decided (the gateway's map, the resolver);
     /// `false` when the stored auth lease did (§7.3.3 outage service).
     pub live: bool,
+    /// The serving lease's expiry (Unix ms) when the lease decided.
+    pub lease_expires_at_ms: Option<i64>,
 }
 
 /// §3.2 rule 3: the allowed map, from the gateway argument or the resolver,
@@ -154,11 +156,11 @@ pub fn resolve_allowed(
         },
     };
     let resolved = match live {
-        Some(allowed) => Resolved { allowed, live: true },
-        None => Resolved {
-            allowed: Allowed::Map(leases::authorize(caller.partition, client_id, caller.actor_id, now_ms, lease)?),
-            live: false,
-        },
+        Some(allowed) => Resolved { allowed, live: true, lease_expires_at_ms: None },
+        None => {
+            let leased = leases::authorize(caller.partition, client_id, caller.actor_id, now_ms, lease)?;
+            Resolved { allowed: Allowed::Map(leased.allowed), live: false, lease_expires_at_ms: Some(leased.expires_at_ms) }
+        }
     };
     if let Allowed::Map(map) = &resolved.allowed {
         let declared = schema.variables();

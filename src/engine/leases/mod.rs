@@ -74,8 +74,17 @@ pub fn verifies(partition: &str, row: &LeaseRow, key: Option<&[u8]>) -> bool {
     .verify(key, &row.signature)
 }
 
-/// The allowed map of a lease-authorized request (§7.3.3): the stored lease
-/// of `(partition, client_id)` from `lease` (`None`: read it now).
+/// What a valid lease grants: its allowed map until `expires_at_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leased {
+    /// The allowed map captured at issuance.
+    pub allowed: AllowedMap,
+    /// The lease's expiry, Unix ms.
+    pub expires_at_ms: i64,
+}
+
+/// The grant of a lease-authorized request (§7.3.3): the stored lease of
+/// `(partition, client_id)` from `lease` (`None`: read it now).
 ///
 /// Errors: `sync.auth_lease_required` (28000) when leases are off, or the
 /// lease is missing, does not verify, names another actor, or expired
@@ -87,7 +96,7 @@ pub fn authorize(
     actor_id: &str,
     now_ms: i64,
     lease: Option<&LeaseContext>,
-) -> EngineResult<AllowedMap> {
+) -> EngineResult<Leased> {
     if crate::settings::lease_ttl_ms().is_none() {
         return Err(lease_required(
             "the host signalled a scope resolver outage, but auth leases are off on this server \
@@ -131,7 +140,7 @@ pub fn authorize(
             row.expires_at_ms
         )));
     }
-    Ok(allowed)
+    Ok(Leased { allowed, expires_at_ms: row.expires_at_ms })
 }
 
 /// A fresh random key, [`KEY_BYTES`] long. Errors: `syncular.internal`
@@ -215,8 +224,11 @@ pub fn issue(
 
 /// `syncular.revoke_lease`: marks the lease `lease_id` of `partition`
 /// revoked at `now_ms` (re-signed when its signature verified; kept as is
-/// otherwise). Returns `false` for an unknown id; revoking twice keeps the
-/// first instant. Errors: store failures.
+/// otherwise) and queues a `syncular_scopes` notification for its actor, so
+/// gateways re-resolve that actor's realtime sessions (a session opened on
+/// the lease loses its registrations while the outage lasts). Returns
+/// `false` for an unknown id; revoking twice keeps the first instant.
+/// Errors: store failures.
 pub fn revoke(partition: &str, lease_id: &str, now_ms: i64) -> EngineResult<bool> {
     let locked = store::lock_by_id(partition, lease_id)?;
     let Some(row) = &locked.row else { return Ok(false) };
@@ -240,6 +252,7 @@ pub fn revoke(partition: &str, lease_id: &str, now_ms: i64) -> EngineResult<bool
         _ => None,
     };
     store::mark_revoked(partition, lease_id, now_ms, signature.as_deref())?;
+    crate::engine::notify::notify_scopes(partition, Some(&row.actor_id))?;
     Ok(true)
 }
 
