@@ -281,6 +281,34 @@ mod tests {
             "sync.auth_lease_required",
             "",
         );
-        try_run(&format!("SELECT syncular.realtime_open('{P}', 'alice', 'c1', '\"resolver_outage\"'::jsonb)")).unwrap();
+        // realtime_open: the registrations come from the lease, which the answer names.
+        let sub = syncular_protocol::request::Subscription {
+            id: "s".into(),
+            table: "tasks".into(),
+            scopes: vec![("project_id".into(), vec!["p1".into(), "p2".into()])],
+            params: None,
+            cursor: -1,
+            bootstrap_state: None,
+        };
+        let mut pull = empty_pull();
+        pull.subscriptions.push(sub);
+        sync(P, "alice", &request(2, "c1", 1, Some(&epoch), vec![], Some(pull)), Some(&json!({"project_id": ["p1", "p2"]})));
+        let open = |allowed: &str| -> Value {
+            let text = text(&format!("SELECT syncular.realtime_open('{P}', 'alice', 'c1', '{allowed}'::jsonb)::text")).unwrap();
+            serde_json::from_str(&text).unwrap()
+        };
+        let live = open(r#"{"project_id": ["p1"]}"#);
+        assert!(live.get("leaseExpiresAtMs").is_none(), "{live}");
+        let leased = open(r#""resolver_outage""#);
+        let (_, _, expires, _, _) = stored("c1");
+        assert_eq!(leased["leaseExpiresAtMs"], json!(expires), "{leased}");
+        assert_eq!(leased["registrations"][0]["effective"], json!({"project_id": ["p1", "p2"]}), "{leased}");
+        run(&format!("SELECT syncular.revoke_lease('{P}', '{}')", stored("c1").0));
+        expect_error(
+            try_run(&format!("SELECT syncular.realtime_open('{P}', 'alice', 'c1', '\"resolver_outage\"'::jsonb)")),
+            "28000",
+            "sync.auth_lease_revoked",
+            "",
+        );
     }
 }

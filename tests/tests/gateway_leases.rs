@@ -20,7 +20,9 @@ use serde_json::Value;
 use syncular_client::{ClientLimits, SegmentRequest, SyncClient, SyncOutcome, Transport, TransportError};
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{partition_name, schema_ir, server_tasks};
-use syncular_integration_tests::gateway::{grant, http_agent, setup, transport_config, Gateway, Peer};
+use syncular_integration_tests::gateway::{
+    grant, http_agent, raw_ws, read_until_hello, setup, transport_config, wait_until, Gateway, Peer, WAIT,
+};
 
 /// `POST /sync` to a dev-auth gateway, a non-200 answer turned into a `TransportError`
 /// with the §10.1 body's `code` and `message`. Segments go through the native transport.
@@ -91,9 +93,14 @@ fn coded_sync(peer: &mut Peer, gw: &Gateway, partition: &str, actor: &str) -> Re
 const TTL_S: i64 = 3600;
 
 fn leasing_gateway() -> Gateway {
+    leasing_gateway_with("")
+}
+
+/// A dev-auth gateway whose connections run with leases on and the extra `-c` settings `more`.
+fn leasing_gateway_with(more: &str) -> Gateway {
     let dsn = syncular_integration_tests::dsn();
     assert!(!dsn.contains("://"), "a key=value test DSN is expected");
-    Gateway::start_with_dsn(&format!("{dsn} options='-c syncular.lease_ttl={TTL_S}'"), &["--auth", "dev"])
+    Gateway::start_with_dsn(&format!("{dsn} options='-c syncular.lease_ttl={TTL_S}{more}'"), &["--auth", "dev"])
 }
 
 /// A peer whose client database is the file `path` (reopened when it exists).
@@ -163,11 +170,16 @@ fn the_real_client_holds_the_lease_syncs_on_it_in_an_outage_and_surfaces_revocat
     alice.write_task("t3", "p1", "over the socket, on the lease");
     alice.sync().expect("a socket round on the lease");
     assert_eq!(server_ids(&mut conn, &partition), vec!["t1", "t2", "t3"]);
-    alice.disconnect();
 
-    // (c) Revoked: the next leased round fails request-level; local rows stay.
+    // (c) Revoked: the open socket's registrations are re-resolved at once (the revocation
+    // notifies the actor's sessions) and fail closed; the next leased round fails
+    // request-level; local rows stay.
+    let emptied = "syncular_gateway_refreshes_total{mode=\"host\",outcome=\"emptied\"";
+    let before_refresh = gw.metric(emptied);
     let revoked: bool = conn.query_one("SELECT syncular.revoke_lease($1, $2)", &[&partition, &id]).unwrap().get(0);
     assert!(revoked);
+    wait_until("the revoked lease's session is emptied", || gw.metric(emptied) > before_refresh);
+    alice.disconnect();
     alice.write_task("t4", "p1", "queued while revoked");
     let err = coded_sync(&mut alice, &gw, &partition, "alice").expect_err("a revoked lease serves nothing");
     assert!(err.starts_with("sync.auth_lease_revoked"), "{err}");
@@ -213,5 +225,37 @@ fn an_outage_without_a_lease_is_auth_lease_required_and_leases_off_sends_nothing
     let err = coded_sync(&mut carol, &gw, &partition, "bob").expect_err("no lease, no service");
     assert!(err.starts_with("sync.auth_lease_required"), "{err}");
     assert_eq!(carol.client.lease_state().unwrap().error_code.as_deref(), Some("sync.auth_lease_required"));
+    conn.execute("DELETE FROM public.gw_test_outages WHERE partition = $1", &[&partition]).unwrap();
+}
+
+#[test]
+fn a_socket_opened_on_a_lease_closes_at_the_leases_expiry() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-lease-expiry");
+    grant(&mut conn, &partition, "dana", &["p1"]);
+    // The gateway's connections stamp time in 2020: the lease they issue is valid by the
+    // database's clock and long expired by the gateway's, so a socket opened on it closes at once.
+    let gw = leasing_gateway_with(" -c syncular.now_ms=1600000000000");
+    let mut dana = Peer::new(&gw.base_url, &partition, "dana", "dana-1");
+    dana.subscribe("mine", &["p1"]);
+    dana.sync_idle(6).expect("live rounds");
+    assert_eq!(dana.client.lease_state().and_then(|l| l.expires_at_ms), Some(1_600_000_000_000 + TTL_S * 1000));
+    drop(dana);
+
+    conn.execute("INSERT INTO public.gw_test_outages VALUES ($1)", &[&partition]).unwrap();
+    let mut ws = raw_ws(&gw, &partition, "dana", "dana-1");
+    read_until_hello(&mut ws);
+    if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_mut() {
+        s.set_read_timeout(Some(WAIT)).ok();
+    }
+    let frame = loop {
+        match ws.read().expect("the gateway closes the socket") {
+            tungstenite::Message::Close(frame) => break frame.expect("a close frame with a code"),
+            _ => continue,
+        }
+    };
+    assert_eq!(u16::from(frame.code), 1008);
+    assert!(frame.reason.as_str().starts_with("sync.auth_lease_required"), "{frame:?}");
     conn.execute("DELETE FROM public.gw_test_outages WHERE partition = $1", &[&partition]).unwrap();
 }
