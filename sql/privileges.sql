@@ -37,7 +37,11 @@ DECLARE
     'drop_partition',
     'partition_stats',
     'distribute',
-    'drop_extension_guard'
+    'drop_extension_guard',
+    'revoke_lease',
+    'clear_lease_revocation',
+    'leases',
+    'rotate_lease_key'
   ];
   fn record;
 BEGIN

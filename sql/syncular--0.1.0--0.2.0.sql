@@ -420,3 +420,67 @@ COMMENT ON FUNCTION syncular.set_commit_validator(pg_catalog.regprocedure) IS
   'Registers the whole-commit validator (commit jsonb) returns jsonb (SPEC 6.8); NULL removes it.';
 REVOKE ALL ON FUNCTION syncular._set_commit_validator_oid(oid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.set_commit_validator(pg_catalog.regprocedure) FROM PUBLIC;
+
+-- issue 13: auth leases (SPEC §7.3). Tables, then the admin-only functions.
+CREATE TABLE syncular.sync_auth_leases(
+  partition TEXT NOT NULL,
+  client_id TEXT NOT NULL,
+  lease_id TEXT NOT NULL,
+  actor_id TEXT NOT NULL,
+  allowed_scopes JSONB NOT NULL,
+  issued_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  revoked_at_ms BIGINT,
+  signature BYTEA NOT NULL,
+  PRIMARY KEY(partition, client_id)
+);
+CREATE UNIQUE INDEX sync_auth_leases_by_id
+  ON syncular.sync_auth_leases(partition, lease_id);
+CREATE TABLE syncular.sync_lease_key(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  key BYTEA NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_auth_leases', '');
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_lease_key', '');
+CREATE FUNCTION syncular."revoke_lease"(
+	"partition" TEXT,
+	"lease_id" TEXT
+) RETURNS bool
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'revoke_lease_wrapper';
+CREATE FUNCTION syncular."clear_lease_revocation"(
+	"partition" TEXT,
+	"lease_id" TEXT
+) RETURNS bool
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'clear_lease_revocation_wrapper';
+CREATE FUNCTION syncular."leases"(
+	"partition" TEXT
+) RETURNS TABLE (
+	"client_id" TEXT,
+	"lease_id" TEXT,
+	"actor_id" TEXT,
+	"allowed_scopes" jsonb,
+	"issued_at_ms" bigint,
+	"expires_at_ms" bigint,
+	"revoked_at_ms" bigint,
+	"signature_valid" bool
+)
+STABLE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'leases_wrapper';
+CREATE FUNCTION syncular."rotate_lease_key"() RETURNS void
+STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rotate_lease_key_wrapper';
+-- Admin only (sql/privileges.sql `admin`).
+REVOKE ALL ON FUNCTION syncular.revoke_lease(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.clear_lease_revocation(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.leases(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.rotate_lease_key() FROM PUBLIC;

@@ -159,6 +159,31 @@ CREATE TABLE sync_notification_key(
   key BYTEA NOT NULL
 );
 
+-- Auth leases (§7.3): one row per (partition, client_id), HMAC-SHA256-signed
+-- under the key below (`crate::engine::leases`); written only while
+-- `syncular.lease_ttl` > 0. `revoked_at_ms` is set by `syncular.revoke_lease`.
+CREATE TABLE sync_auth_leases(
+  partition TEXT NOT NULL,
+  client_id TEXT NOT NULL,
+  lease_id TEXT NOT NULL,
+  actor_id TEXT NOT NULL,
+  allowed_scopes JSONB NOT NULL,
+  issued_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  revoked_at_ms BIGINT,
+  signature BYTEA NOT NULL,
+  PRIMARY KEY(partition, client_id)
+);
+CREATE UNIQUE INDEX sync_auth_leases_by_id
+  ON sync_auth_leases(partition, lease_id);
+-- The key that signs the lease records: at most one row, 32 random bytes,
+-- created by the first lease issued (`syncular.rotate_lease_key()` replaces
+-- it). Readable by the extension owner only.
+CREATE TABLE sync_lease_key(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  key BYTEA NOT NULL
+);
+
 -- ---------------------------------------------------------------- part 3
 SELECT pg_catalog.pg_extension_config_dump('sync_partitions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_partition_registry', '');
@@ -177,3 +202,5 @@ SELECT pg_catalog.pg_extension_config_dump('sync_scope_resolver', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_write_validators', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_commit_validator', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_notification_key', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_auth_leases', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_lease_key', '');

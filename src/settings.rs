@@ -15,6 +15,7 @@
 //! | `syncular.prune_min_commits` | int | 1000 (min 1000) | §4.6: the newest commits always kept; SUSET |
 //! | `syncular.client_retention` | seconds | `30d` (min `14d`) | a client record not updated for this long is removed by pruning; SUSET |
 //! | `syncular.push_result_retention` | seconds | `180d` (min `30d`) | a stored push outcome (§2.3 replay) older than this is removed by pruning; SUSET |
+//! | `syncular.lease_ttl` | seconds | `0` (off) | §7.3 auth leases: the TTL of the lease a resolved round issues or slides; 0 = the feature is off (no `LEASE` frame, no lease rows, the outage signal fails with `sync.auth_lease_required`); SUSET |
 //! | `syncular.router_statements` | bool | `off` | write the log with statements Citus routes to one shard (one `INSERT … VALUES` per table: the single-shard rule of `src/store/mod.rs`); `syncular.distribute()` turns it on for the database; SUSET |
 //!
 //! Registered in `_PG_init` ([`init`]), which then reserves the `syncular.`
@@ -43,6 +44,7 @@ static PRUNE_AGE_LIMIT_S: GucSetting<i32> = GucSetting::<i32>::new(30 * DAY_S);
 static PRUNE_MIN_COMMITS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 static CLIENT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(30 * DAY_S);
 static PUSH_RESULT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(180 * DAY_S);
+static LEASE_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(0);
 static ROUTER_STATEMENTS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// Registers every GUC; called once per backend from `_PG_init`.
@@ -108,6 +110,16 @@ pub fn init() {
         &ACTOR_ID,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"syncular.lease_ttl",
+        c"TTL of the auth lease a resolved sync round issues or slides (SSP2 7.3); 0 turns leases off.",
+        c"Off: no LEASE frame, no lease rows, and a resolver outage signal fails with sync.auth_lease_required.",
+        &LEASE_TTL_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
     );
     define_retention_gucs();
     reserve_prefix();
@@ -215,6 +227,12 @@ pub fn activity_refresh_ms() -> i64 {
 /// (Citus; the single-shard rule of [`crate::store`]).
 pub fn router_statements() -> bool {
     ROUTER_STATEMENTS.get()
+}
+
+/// `syncular.lease_ttl` in ms; `None` when 0 (§7.3.3: the feature is off).
+pub fn lease_ttl_ms() -> Option<i64> {
+    let seconds = LEASE_TTL_S.get();
+    (seconds > 0).then(|| i64::from(seconds) * 1000)
 }
 
 /// `syncular.response_budget_bytes` (1024 ..= 256 MiB).

@@ -28,11 +28,14 @@ use crate::engine::request::{check_caller, Caller};
 /// `[{"id","table","effective":{var:[values]}}]` = the last pull's
 /// subscriptions re-resolved against `allowed_scopes` (NULL: the resolver);
 /// revoked ones omitted; `scopeKeys` their sorted `prefix:value` keys.
-/// Touches the partition registry; creates no client record.
+/// Under the auth-lease outage signal (§7.3.3) the client's lease resolves
+/// them and the answer adds `"leaseExpiresAtMs"` (the gateway ends the
+/// session then). Touches the partition registry; creates no client record.
 /// Errors: `syncular.invalid_argument` (22023), `sync.invalid_request`
 /// (22023, NUL in `client_id`), `sync.invalid_client_id` (22023, reserved
 /// prefix or bound to another actor), `sync.invalid_subscription` (22023),
-/// `syncular.no_schema` (55000), resolver errors.
+/// `syncular.no_schema` (55000), resolver errors, `sync.auth_lease_required`
+/// / `sync.auth_lease_revoked` (28000) under the outage signal.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn realtime_open(

@@ -74,6 +74,14 @@ fn round(
 /// `REQ_HEADER.clientId` fail with `sync.invalid_client_id` before anything
 /// is written; NULL over HTTP.
 ///
+/// Auth leases (§7.3, `crate::engine::leases`): with `syncular.lease_ttl` >
+/// 0, a round whose allowed map came from the argument or the resolver
+/// stores the client's lease and answers one `LEASE` frame right after
+/// `RESP_HEADER`; `allowed_scopes` = the JSON string `"resolver_outage"` (or
+/// that resolver answer) serves the round from the stored lease instead:
+/// `sync.auth_lease_required` / `sync.auth_lease_revoked` (28000) when it
+/// cannot.
+///
 /// Request-level failures raise an ERROR whose message starts with the SSP2
 /// code (`sync.invalid_request: …`); SQLSTATE per code class
 /// (`crate::api::errors`): `sync.invalid_request`, `sync.empty_commit`,

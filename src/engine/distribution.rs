@@ -23,7 +23,7 @@ use crate::store::app_table_ddl::PARTITION_COLUMN;
 use crate::store::{capture, citus};
 
 /// The log tables distributed on `partition`, the colocation anchor first.
-pub const DISTRIBUTED_TABLES: [&str; 11] = [
+pub const DISTRIBUTED_TABLES: [&str; 12] = [
     "syncular.sync_partitions",
     "syncular.sync_partition_registry",
     "syncular.sync_row_scopes",
@@ -35,16 +35,18 @@ pub const DISTRIBUTED_TABLES: [&str; 11] = [
     "syncular.sync_clients",
     "syncular.sync_blob_refs",
     "syncular.sync_tombstones",
+    "syncular.sync_auth_leases",
 ];
 
 /// The partition-less tables, made reference tables.
-pub const REFERENCE_TABLES: [&str; 6] = [
+pub const REFERENCE_TABLES: [&str; 7] = [
     "syncular.sync_schema_versions",
     "syncular.sync_schema_tables",
     "syncular.sync_scope_resolver",
     "syncular.sync_write_validators",
     "syncular.sync_commit_validator",
     "syncular.sync_notification_key",
+    "syncular.sync_lease_key",
 ];
 
 /// The colocation group every distributed table joins.
@@ -138,6 +140,8 @@ pub fn distribute() -> EngineResult<Distributed> {
     // still local, the first commit does not write a reference table (a write
     // to every node: a two-phase commit).
     crate::store::notifications::notification_key()?;
+    // The same for the lease signing key (§7.3), even while leases are off.
+    crate::engine::leases::ensure_key()?;
     let mut done = Distributed::default();
     for (i, table) in DISTRIBUTED_TABLES.iter().enumerate() {
         if !citus::is_citus_table(table)? {

@@ -30,3 +30,4 @@ pub mod realtime;
 pub mod capture;
 pub mod lifecycle;
 pub mod distribution;
+pub mod leases;

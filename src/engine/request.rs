@@ -11,16 +11,18 @@
 use serde_json::Value;
 use syncular_protocol::constants::WIRE_VERSION_1;
 use syncular_protocol::request::{decode_request, Request};
-use syncular_protocol::response::{RespEpoch, RespHeader, ResponseWriter};
+use syncular_protocol::response::{Lease, RespEpoch, RespHeader, ResponseWriter};
 use syncular_protocol::ErrorCode;
 
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::partition::{self, EpochGate};
-use crate::engine::resolver::{self, Allowed};
+use crate::engine::leases;
+use crate::engine::resolver::{self, Allowed, Resolution};
 use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, pull, push, subscriptions};
 use crate::store::clients_write;
+use crate::store::leases::LeaseContext;
 use crate::store::request_context::{self, ClientRow};
 
 /// Longest partition name accepted, in bytes: its commit NOTIFY payload
@@ -115,24 +117,52 @@ fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> 
     writer.finish().map_err(encoding)
 }
 
+/// The allowed map of a request and where it came from.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The §3.2 allowed map (or denied).
+    pub allowed: Allowed,
+    /// `true` when a live source decided (the gateway's map, the resolver);
+    /// `false` when the stored auth lease did (§7.3.3 outage service).
+    pub live: bool,
+    /// The serving lease's expiry (Unix ms) when the lease decided.
+    pub lease_expires_at_ms: Option<i64>,
+}
+
 /// §3.2 rule 3: the allowed map, from the gateway argument or the resolver,
 /// key-validated against the union of every table's declared variables.
-/// Errors: `sync.invalid_subscription` (undeclared key), a malformed map
-/// argument (`syncular.invalid_argument`) or resolver result
-/// (`syncular.resolver_malformed`), resolver storage failures.
-pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> EngineResult<Allowed> {
-    let allowed = match caller.allowed_scopes {
-        Some(value) => resolver::parse_allowed_map(value)
-            .map(Allowed::Map)
-            .map_err(|problem| {
-                EngineError::host(
-                    HostCode::InvalidArgument,
-                    format!("allowed_scopes argument {problem}"),
-                )
-            })?,
-        None => resolver::resolve_allowed(caller.partition, caller.actor_id)?,
+/// When either signals an outage (§7.3.3, [`leases::OUTAGE_SIGNAL`]), the
+/// stored auth lease of `(partition, client_id)` decides instead
+/// ([`leases::authorize`]; `lease`: what the request already read, `None`:
+/// read it). Errors: `sync.invalid_subscription` (undeclared key), a
+/// malformed map argument (`syncular.invalid_argument`) or resolver result
+/// (`syncular.resolver_malformed`), `sync.auth_lease_required` /
+/// `sync.auth_lease_revoked` (28000) under an outage, resolver storage failures.
+pub fn resolve_allowed(
+    caller: &Caller<'_>,
+    schema: &RegisteredSchema,
+    client_id: &str,
+    now_ms: i64,
+    lease: Option<&LeaseContext>,
+) -> EngineResult<Resolved> {
+    let live = match caller.allowed_scopes {
+        Some(value) if leases::is_outage_signal(value) => None,
+        Some(value) => Some(resolver::parse_allowed_map(value).map(Allowed::Map).map_err(|problem| {
+            EngineError::host(HostCode::InvalidArgument, format!("allowed_scopes argument {problem}"))
+        })?),
+        None => match resolver::resolve(caller.partition, caller.actor_id)? {
+            Resolution::Live(allowed) => Some(allowed),
+            Resolution::Outage => None,
+        },
     };
-    if let Allowed::Map(map) = &allowed {
+    let resolved = match live {
+        Some(allowed) => Resolved { allowed, live: true, lease_expires_at_ms: None },
+        None => {
+            let leased = leases::authorize(caller.partition, client_id, caller.actor_id, now_ms, lease)?;
+            Resolved { allowed: Allowed::Map(leased.allowed), live: false, lease_expires_at_ms: Some(leased.expires_at_ms) }
+        }
+    };
+    if let Allowed::Map(map) = &resolved.allowed {
         let declared = schema.variables();
         let undeclared: Vec<&str> = map
             .keys()
@@ -146,7 +176,29 @@ pub fn resolve_allowed(caller: &Caller<'_>, schema: &RegisteredSchema) -> Engine
             ));
         }
     }
-    Ok(allowed)
+    Ok(resolved)
+}
+
+/// §7.3.3 issuance: the `LEASE` frame of a round, when leases are on, the
+/// allowed map came from a live source, and this call issues for the round
+/// — `syncular.sync` and `syncular.push` always, `syncular.pull` only for a
+/// request without `PUSH_COMMIT` frames (a gateway that splits a round into
+/// `push` then `pull` gets the frame once, from the push half). Errors:
+/// store failures.
+fn round_lease(
+    ctx: &SyncContext<'_>,
+    resolved_live: bool,
+    halves: Halves,
+    has_commits: bool,
+    lease: Option<&LeaseContext>,
+) -> EngineResult<Option<Lease>> {
+    let (Some(ttl_ms), Some(lease), Allowed::Map(map)) = (crate::settings::lease_ttl_ms(), lease, &ctx.allowed) else {
+        return Ok(None);
+    };
+    if !resolved_live || (halves == Halves::PullOnly && has_commits) {
+        return Ok(None);
+    }
+    leases::issue(&ctx.partition, &ctx.client_id, &ctx.actor_id, map, ctx.now_ms, ttl_ms, lease)
 }
 
 /// §1.5 client record: refuses the reserved server-command prefix and a
@@ -257,7 +309,9 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     let pushes = halves != Halves::PullOnly && total_ops <= crate::settings::max_operations();
     let push_keys =
         if pushes { push::lock_keys(caller.partition, &req.header.client_id, &req.commits) } else { Vec::new() };
-    let context = request_context::read(caller.partition, lookup_id, pulls, push_keys)?;
+    // Leases on: the client's lease and the key come with the context (no extra statement).
+    let leases_on = crate::settings::lease_ttl_ms().is_some();
+    let context = request_context::read(caller.partition, lookup_id, pulls, push_keys, leases_on)?;
 
     let registry = partition::touch_read(caller.partition, context.registry, now_ms)?;
     let gate = partition::gate(
@@ -317,14 +371,14 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     }
 
     let schema: &RegisteredSchema = &schema;
-    let allowed = resolve_allowed(caller, schema)?;
+    let resolved = resolve_allowed(caller, schema, client_id, now_ms, context.lease.as_ref())?;
     let ctx = SyncContext {
         partition: caller.partition.to_owned(),
         actor_id: caller.actor_id.to_owned(),
         client_id: client_id.to_owned(),
         wire_version: wire,
         schema,
-        allowed,
+        allowed: resolved.allowed,
         log_epoch: registry.log_epoch.clone(),
         now_ms,
         response_budget_bytes: crate::settings::response_budget_bytes(),
@@ -332,7 +386,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         notification_key: context.notification_key.clone(),
     };
 
-    let resolved = match &req.pull {
+    let subs = match &req.pull {
         Some(pull_req) => Some(subscriptions::validate(&ctx, pull_req)?),
         None => None,
     };
@@ -347,6 +401,10 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         },
     )
     .map_err(encoding)?;
+    // §7.3.2: the lease frame right after RESP_HEADER, before any push result.
+    if let Some(lease) = round_lease(&ctx, resolved.live, halves, !req.commits.is_empty(), context.lease.as_ref())? {
+        writer.lease(&lease).map_err(encoding)?;
+    }
 
     if halves != Halves::PullOnly {
         for answer in push::run_locked(&ctx, &req.commits)? {
@@ -357,8 +415,8 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         }
     }
     if halves != Halves::PushOnly {
-        if let (Some(pull_req), Some(resolved)) = (&req.pull, resolved) {
-            pull::run(&ctx, pull_req, resolved, &mut writer)?;
+        if let (Some(pull_req), Some(subs)) = (&req.pull, subs) {
+            pull::run(&ctx, pull_req, subs, &mut writer)?;
         }
     }
     writer.finish().map_err(encoding)

@@ -113,17 +113,40 @@ pub fn check_resolver_owner_of(function: pgrx::pg_sys::Oid) -> EngineResult<()> 
     check_resolver_owner(&signature, &owner.role, owner.is_superuser)
 }
 
+/// What the resolver step answered: a live decision, or the §7.3.3 outage
+/// signal (the JSON string [`crate::engine::leases::OUTAGE_SIGNAL`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The live authority decided (a map, or denied).
+    Live(Allowed),
+    /// The resolver signalled that the live authority is unavailable.
+    Outage,
+}
+
+/// [`resolve`] for callers with no lease to fall back on: the outage
+/// signal fails with `sync.auth_lease_required`. Errors: as [`resolve`].
+pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed> {
+    match resolve(partition, actor_id)? {
+        Resolution::Live(allowed) => Ok(allowed),
+        Resolution::Outage => Err(EngineError::protocol(
+            syncular_protocol::ErrorCode::AuthLeaseRequired,
+            "the scope resolver signalled an outage and no lease applies here (§7.3.3)",
+        )),
+    }
+}
+
 /// Runs the registered resolver once for (`partition`, `actor_id`).
 ///
-/// `Ok(Allowed::Map)` for a well-formed map; `Ok(Allowed::Denied)` when no
-/// resolver is registered or it raised (its writes rolled back);
-/// `Err(syncular.resolver_malformed)` for any other return value
+/// `Ok(Live(Allowed::Map))` for a well-formed map; `Ok(Live(Allowed::Denied))`
+/// when no resolver is registered or it raised (its writes rolled back);
+/// `Ok(Outage)` when it returned the JSON string `"resolver_outage"`
+/// (§7.3.3); `Err(syncular.resolver_malformed)` for any other return value
 /// (including SQL NULL); `Err(syncular.invalid_resolver)` when its owner is
 /// no longer a superuser. A transient error ([`is_transient_sqlstate`])
 /// raised by the resolver is re-raised as is (the request fails).
-pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed> {
+pub fn resolve(partition: &str, actor_id: &str) -> EngineResult<Resolution> {
     let Some(resolver) = resolver_store::load_scope_resolver()? else {
-        return Ok(Allowed::Denied { reason: "no scope resolver is registered".into() });
+        return Ok(Resolution::Live(Allowed::Denied { reason: "no scope resolver is registered".into() }));
     };
     let name = format!("{}.{}", resolver.schema, resolver.name);
     check_resolver_owner(&name, &resolver.owner, resolver.owner_is_superuser)?;
@@ -133,9 +156,9 @@ pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed>
     );
     let returned = match outcome {
         Err(raised) => {
-            return Ok(Allowed::Denied {
+            return Ok(Resolution::Live(Allowed::Denied {
                 reason: format!("scope resolver raised [{}]: {}", raised.sqlstate, raised.message),
-            })
+            }))
         }
         Ok(result) => result?,
     };
@@ -144,8 +167,9 @@ pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed>
             HostCode::ResolverMalformed,
             format!("scope resolver {name} returned NULL; expected a jsonb object of string arrays"),
         )),
+        Some(value) if crate::engine::leases::is_outage_signal(&value) => Ok(Resolution::Outage),
         Some(value) => parse_allowed_map(&value)
-            .map(Allowed::Map)
+            .map(|map| Resolution::Live(Allowed::Map(map)))
             .map_err(|problem| {
                 EngineError::host(HostCode::ResolverMalformed, format!("scope resolver {name} {problem}"))
             }),

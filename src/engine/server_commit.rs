@@ -216,7 +216,7 @@ pub fn run(
             ),
         ));
     }
-    let allowed = resolve_allowed(caller, schema)?;
+    let allowed = resolve_allowed(caller, schema, &client_id, now_ms, None)?.allowed;
     let ctx = SyncContext {
         partition: caller.partition.to_owned(),
         actor_id: caller.actor_id.to_owned(),

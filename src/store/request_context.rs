@@ -8,6 +8,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
+use crate::store::leases::{self, LeaseContext};
 use crate::store::partitions::RegistryRow;
 use crate::store::{pinned_plan, plan_cache};
 use crate::store::schema_store;
@@ -35,6 +36,8 @@ pub struct RequestContextRow {
     pub client: Option<ClientRow>,
     /// The NOTIFY signing key, once created.
     pub notification_key: Option<Vec<u8>>,
+    /// With leases on (§7.3): the client's stored lease and the lease key.
+    pub lease: Option<LeaseContext>,
 }
 
 /// The reads, one statement. Under `syncular.router_statements` (Citus) it
@@ -47,6 +50,22 @@ const CONTEXT_SQL: &str = "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_
                 ORDER BY s.version DESC LIMIT 1) v ON true \
      LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
      LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2";
+
+/// [`CONTEXT_SQL`] plus, with auth leases on (§7.3), the client's lease row
+/// (columns 10–17, [`leases::LEASE_COLUMNS`]) and the lease key (18): a
+/// primary-key probe and a one-row read, no extra statement.
+fn context_lease_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let (select, from) = CONTEXT_SQL.split_once(" FROM (SELECT 1) AS one").expect("CONTEXT_SQL's outer FROM");
+        format!(
+            "{select}, {}, {} FROM (SELECT 1) AS one{from} \
+             LEFT JOIN syncular.sync_auth_leases l ON l.partition = $1 AND l.client_id = $2",
+            leases::LEASE_COLUMNS,
+            leases::KEY_SUBQUERY
+        )
+    })
+}
 
 /// The request's locks, one statement, taken in this order (target-list
 /// order): the schema fence `($1, 0)` shared, the partition's pruning fence
@@ -73,12 +92,18 @@ const REQUEST_LOCKS_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared(
 ///    a lock taken inside a statement does not refresh that statement's
 ///    snapshot, and it runs where the function runs (under Citus, as the
 ///    pruning batch's exclusive fence and the bump's schema fence do);
-/// 2. the reads ([`CONTEXT_SQL`]);
+/// 2. the reads ([`CONTEXT_SQL`]; with `leases`, [`context_lease_sql`]);
 /// 3. under REPEATABLE READ / SERIALIZABLE only, the check that the marker
 ///    is current ([`schema_store::confirm_marker_in_snapshot`]).
 ///
 /// Errors: SPI failures.
-pub fn read(partition: &str, client_id: Option<&str>, fence: bool, push_locks: Vec<i64>) -> StoreResult<RequestContextRow> {
+pub fn read(
+    partition: &str,
+    client_id: Option<&str>,
+    fence: bool,
+    push_locks: Vec<i64>,
+    leases: bool,
+) -> StoreResult<RequestContextRow> {
     Spi::connect_mut(|client| {
         plan_cache::execute(
             client,
@@ -98,7 +123,7 @@ pub fn read(partition: &str, client_id: Option<&str>, fence: bool, push_locks: V
     let context = Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let table = pinned_plan::execute(
             client,
-            CONTEXT_SQL,
+            if leases { context_lease_sql() } else { CONTEXT_SQL },
             Some(1),
             &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
         )?;
@@ -116,7 +141,12 @@ pub fn read(partition: &str, client_id: Option<&str>, fence: bool, push_locks: V
             }
             _ => None,
         };
-        Ok(RequestContextRow { schema_key, registry, client, notification_key: row.get::<Vec<u8>>(9)? })
+        let lease = if leases {
+            Some(LeaseContext { row: leases::row_at(&row, 10)?, key: row.get::<Vec<u8>>(18)? })
+        } else {
+            None
+        };
+        Ok(RequestContextRow { schema_key, registry, client, notification_key: row.get::<Vec<u8>>(9)?, lease })
     })
     .map_err(StoreError::spi("read_request_context"))?;
     if let Some((version, _)) = &context.schema_key {

@@ -16,6 +16,7 @@ mod resolver;
 mod validators;
 mod commit_validator;
 mod crdt;
+mod leases;
 pub mod support;
 mod unique_index;
 mod sync_pull_incremental;

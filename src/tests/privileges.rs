@@ -29,6 +29,10 @@ mod tests {
         "partition_stats",
         "distribute",
         "drop_extension_guard",
+        "revoke_lease",
+        "clear_lease_revocation",
+        "leases",
+        "rotate_lease_key",
     ];
 
     #[pg_test]

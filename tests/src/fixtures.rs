@@ -92,7 +92,7 @@ pub enum Coverage {
     /// `sync_changes`, `sync_change_scopes`, `sync_row_scopes`,
     /// `sync_tombstones`, app tables) — excludes the bookkeeping a served
     /// request legitimately touches (registry last-seen time, client record,
-    /// stored push results).
+    /// stored push results, the client's auth lease).
     LogAndData,
 }
 
@@ -101,6 +101,7 @@ const BOOKKEEPING: &[&str] = &[
     "sync_clients",
     "sync_push_results",
     "sync_reactions",
+    "sync_auth_leases",
 ];
 
 /// A deterministic fingerprint of every row of `partition` in the covered

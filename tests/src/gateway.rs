@@ -204,7 +204,8 @@ pub fn http_agent() -> ureq::Agent {
 
 /// Registers the sample schema and installs the test scope resolver (idempotent):
 /// `public.gw_test_allowed(partition, actor)` = `{"project_id": [projects of the actor]}`
-/// from `public.gw_test_memberships` (1.5 s slow for partitions named `*slow-open*`).
+/// from `public.gw_test_memberships` (1.5 s slow for partitions named `*slow-open*`; the
+/// auth-lease outage signal `"resolver_outage"` for partitions in `public.gw_test_outages`).
 pub fn setup(conn: &mut Client) {
     register_schema(conn).expect("register schema");
     let mut tx = conn.transaction().expect("tx");
@@ -213,9 +214,14 @@ pub fn setup(conn: &mut Client) {
         "CREATE TABLE IF NOT EXISTS public.gw_test_memberships (
              partition text NOT NULL, actor text NOT NULL, project text NOT NULL,
              PRIMARY KEY (partition, actor, project));
+         CREATE TABLE IF NOT EXISTS public.gw_test_outages(partition text PRIMARY KEY);
          CREATE OR REPLACE FUNCTION public.gw_test_allowed(partition text, actor_id text) RETURNS jsonb
            LANGUAGE plpgsql VOLATILE AS $$
            BEGIN
+             -- A partition listed in gw_test_outages: the authority is down (SPEC 7.3.3 signal).
+             IF EXISTS (SELECT 1 FROM public.gw_test_outages o WHERE o.partition = gw_test_allowed.partition) THEN
+               RETURN '\"resolver_outage\"'::jsonb;
+             END IF;
              -- Partitions named *slow-open* resolve slowly: commits land while a socket opens.
              IF gw_test_allowed.partition LIKE '%slow-open%' THEN PERFORM pg_sleep(1.5); END IF;
              RETURN (SELECT jsonb_build_object('project_id', coalesce(jsonb_agg(m.project ORDER BY m.project), '[]'::jsonb))

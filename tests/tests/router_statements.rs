@@ -7,7 +7,8 @@
 //! pushes (insert, update, delete, a rejected commit, a replay, several commits in one
 //! request), a bootstrap pull of several pages, an incremental pull, `realtime_open` /
 //! `realtime_deltas` / `realtime_ack`, `syncular.commit` (1,005 times), `advance_horizon` and one
-//! `prune_batch`. Not plain SQL writes: the capture triggers are not available on Citus. Then every recorded text
+//! `prune_batch`; auth leases on for the sessions (issue, refresh, a round on a lease, revoke,
+//! list, clear). Not plain SQL writes: the capture triggers are not available on Citus. Then every recorded text
 //! (nested statements only where the server tells; never the harness's own, tagged
 //! `/* router-check-harness */`, nor the top-level calls of the extension's functions) that
 //! names a `sync_` or app table goes through the checker; the test fails listing each
@@ -32,7 +33,10 @@ use syncular_integration_tests::wire::{commit, delete, delivered, pull_header, s
 const TABLE: &str = "tasks";
 
 fn session(partition: &str, actor: &str, client_id: &str) -> RawSession {
-    let mut s = RawSession::new(router_connection(), partition, actor, client_id, Some(allow_projects(&["p1", "p2"])));
+    // Auth leases on (§7.3): every live round also writes the client's lease.
+    let mut conn = router_connection();
+    conn.batch_execute(&format!("SET {HARNESS_TAG} syncular.lease_ttl = '1h'")).expect("leases on");
+    let mut s = RawSession::new(conn, partition, actor, client_id, Some(allow_projects(&["p1", "p2"])));
     s.acquire_epoch().expect("logEpoch");
     s
 }
@@ -119,6 +123,23 @@ fn sync_rounds(p: &str) {
 
     // A server-authored commit.
     sql_commit_task(&mut gw, p, "server", "t10", "p1", "from SQL");
+
+    // Auth leases: a round served from the reader's lease (the outage signal), the writer's
+    // lease listed, revoked (its next leased round fails) and cleared.
+    r.allowed = Some(json!("resolver_outage"));
+    r.round(vec![pull_header(100, 100, 1, 0b0011), sub(head, None)]).expect("a round on the lease");
+    let lease: String = gw
+        .query_one("SELECT lease_id FROM syncular.leases($1) WHERE client_id = 'router-writer'", &[&p])
+        .expect("syncular.leases")
+        .get(0);
+    let revoked: bool = gw.query_one("SELECT syncular.revoke_lease($1, $2)", &[&p, &lease]).expect("revoke_lease").get(0);
+    assert!(revoked);
+    w.allowed = Some(json!("resolver_outage"));
+    let err = w.push(vec![commit("c7", vec![upsert(&Task::new("t11", "p1", "eleven"), None)])]).expect_err("revoked");
+    assert!(format!("{err:?}").contains("sync.auth_lease_revoked"), "{err:?}");
+    let cleared: bool =
+        gw.query_one("SELECT syncular.clear_lease_revocation($1, $2)", &[&p, &lease]).expect("clear_lease_revocation").get(0);
+    assert!(cleared);
 }
 
 /// 1,005 server-authored commits in `q` (`syncular.commit`, one transaction) and one pruning
@@ -209,4 +230,11 @@ fn every_statement_of_the_sync_rounds_is_router_shaped() {
         "no SELECT of sync_changes among the {} checked statements",
         checked.len()
     );
+    for (words, what) in [("insert", "lease issue"), ("update", "lease refresh or revocation"), ("select", "lease read")] {
+        assert!(
+            checked.iter().any(|c| starts_with(c, words) && names(c, "sync_auth_leases")),
+            "no {what} ({words} naming sync_auth_leases) among the {} checked statements",
+            checked.len()
+        );
+    }
 }

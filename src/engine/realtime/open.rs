@@ -45,12 +45,15 @@ pub struct Session {
     pub registrations: Vec<Registration>,
     /// Their scope keys, sorted and distinct.
     pub scope_keys: Vec<String>,
+    /// When the registrations were resolved from an auth lease (the §7.3.3
+    /// outage signal): its expiry, Unix ms — the gateway ends the session then.
+    pub lease_expires_at_ms: Option<i64>,
 }
 
 impl Session {
     /// The JSON `syncular.realtime_open` returns (README).
     pub fn to_json(&self, caller: &Caller<'_>, client_id: &str) -> Value {
-        json!({
+        let mut out = json!({
             "sessionId": self.session_id,
             "actorId": caller.actor_id,
             "clientId": client_id,
@@ -62,7 +65,11 @@ impl Session {
             "schemaVersion": self.schema_version,
             "registrations": registrations::to_json(&self.registrations),
             "scopeKeys": self.scope_keys,
-        })
+        });
+        if let Some(at) = self.lease_expires_at_ms {
+            out["leaseExpiresAtMs"] = json!(at);
+        }
+        out
     }
 }
 
@@ -94,11 +101,12 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     // a host bug to surface at connect); the resolver runs only when there
     // is something to register.
     let subscriptions = record.as_ref().map(|r| r.subscriptions_json.as_str()).filter(|s| s.trim() != "[]");
-    let registrations = if subscriptions.is_some() || caller.allowed_scopes.is_some() {
-        let allowed = request::resolve_allowed(caller, &schema)?;
-        subscriptions.map_or_else(Vec::new, |subs| registrations::resolve(subs, &schema, &allowed))
+    let (registrations, lease_expires_at_ms) = if subscriptions.is_some() || caller.allowed_scopes.is_some() {
+        let resolved = request::resolve_allowed(caller, &schema, client_id, now_ms, None)?;
+        let regs = subscriptions.map_or_else(Vec::new, |subs| registrations::resolve(subs, &schema, &resolved.allowed));
+        (regs, resolved.lease_expires_at_ms)
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
     let cursor = record.as_ref().map_or(-1, |r| r.cursor);
     Ok(Session {
@@ -111,5 +119,6 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
         schema_version: schema.version,
         scope_keys: registrations::scope_keys(&registrations, &schema),
         registrations,
+        lease_expires_at_ms,
     })
 }

@@ -8,7 +8,7 @@ use crate::store::{StoreError, StoreResult};
 /// Every `sync_*` table holding rows of a partition, in deletion order: the
 /// indexes and log first, the counter and registry rows last (while they
 /// exist, the partition is still "known").
-pub const SYNC_TABLES: [&str; 11] = [
+pub const SYNC_TABLES: [&str; 12] = [
     "sync_row_scopes",
     "sync_blob_refs",
     "sync_reactions",
@@ -17,6 +17,7 @@ pub const SYNC_TABLES: [&str; 11] = [
     "sync_changes",
     "sync_commits",
     "sync_push_results",
+    "sync_auth_leases",
     "sync_clients",
     "sync_partitions",
     "sync_partition_registry",

@@ -14,6 +14,7 @@ pub const DISTRIBUTED: &[&str] = &[
     "sync_clients",
     "sync_blob_refs",
     "sync_tombstones",
+    "sync_auth_leases",
 ];
 
 /// The `syncular` reference tables (replicated to every node: no predicate needed).
@@ -24,6 +25,7 @@ pub const REFERENCE: &[&str] = &[
     "sync_write_validators",
     "sync_commit_validator",
     "sync_notification_key",
+    "sync_lease_key",
 ];
 
 /// Distribution column of the `sync_*` tables.

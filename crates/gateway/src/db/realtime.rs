@@ -34,6 +34,10 @@ pub struct Opened {
     pub registrations: Value,
     /// Sorted distinct `prefix:value` keys of every effective value (presence grant, §8.6.3).
     pub scope_keys: Vec<String>,
+    /// Present when the registrations came from the client's auth lease (the §7.3.3 outage
+    /// signal): the lease's expiry, Unix ms — the session ends then.
+    #[serde(default)]
+    pub lease_expires_at_ms: Option<i64>,
 }
 
 /// `syncular.realtime_open(partition, actor_id, client_id, allowed_scopes)`.

@@ -586,6 +586,7 @@ mod tests {
             schema_version: schema,
             registrations,
             scope_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+            lease_expires_at_ms: None,
         }
     }
 

@@ -156,7 +156,14 @@ async fn serve(
     socket: WebSocket,
 ) {
     let (sink, stream) = socket.split();
-    let expires_at_ms = identity.expires_at_ms;
+    // The token's expiry, or the auth lease's when the session was opened on one (§7.3.3),
+    // whichever comes first.
+    let expiry = match (identity.expires_at_ms, opened.lease_expires_at_ms) {
+        (Some(token), Some(lease)) if lease < token => Some((lease, Expiry::Lease)),
+        (Some(token), _) => Some((token, Expiry::Credential)),
+        (None, Some(lease)) => Some((lease, Expiry::Lease)),
+        (None, None) => None,
+    };
     let init = SessionInit {
         id: hub.next_session_id(),
         session_id: opened.session_id.clone(),
@@ -185,8 +192,8 @@ async fn serve(
         return;
     }
     presence::initial(&hub, &session);
-    if let Some(at) = expires_at_ms {
-        close_at_expiry(&session, at);
+    if let Some((at, what)) = expiry {
+        close_at_expiry(&session, at, what);
     }
     tracing::debug!(session = session.id, registrations = ?opened.registrations.as_array().map(Vec::len), "realtime session open");
     read_loop(&hub, &session, stream).await;
@@ -197,16 +204,31 @@ async fn serve(
     tracing::debug!(session = session.id, "realtime session closed");
 }
 
+/// What ends a session at a known instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    /// The token's `exp`.
+    Credential,
+    /// The auth lease its registrations were resolved from (§7.3.3).
+    Lease,
+}
+
 /// A session authenticated by an expiring credential (a JWT's `exp`) is closed when it
 /// expires (1008, `sync.auth_required`): the client reconnects with a fresh token, which is
-/// authenticated — and its scopes resolved — anew.
-fn close_at_expiry(session: &Arc<Session>, expires_at_ms: i64) {
+/// authenticated — and its scopes resolved — anew. A session opened on an auth lease closes
+/// at the lease's expiry (1008, `sync.auth_lease_required`): its next connection needs a live
+/// resolver or a fresh lease.
+fn close_at_expiry(session: &Arc<Session>, expires_at_ms: i64, what: Expiry) {
     let session = session.clone();
     let left = Duration::from_millis(u64::try_from(expires_at_ms.saturating_sub(now_ms())).unwrap_or(0));
+    let reason = match what {
+        Expiry::Credential => "sync.auth_required: the credential expired; reconnect with a fresh one",
+        Expiry::Lease => "sync.auth_lease_required: the auth lease this session was opened on expired",
+    };
     tokio::spawn(async move {
         tokio::select! {
             _ = tokio::time::sleep(left) => {
-                session.close(close_code::POLICY, "sync.auth_required: the credential expired; reconnect with a fresh one");
+                session.close(close_code::POLICY, reason);
             }
             _ = session.closed.cancelled() => {}
         }
