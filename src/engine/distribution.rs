@@ -23,7 +23,7 @@ use crate::store::app_table_ddl::PARTITION_COLUMN;
 use crate::store::{capture, citus};
 
 /// The log tables distributed on `partition`, the colocation anchor first.
-pub const DISTRIBUTED_TABLES: [&str; 11] = [
+pub const DISTRIBUTED_TABLES: [&str; 13] = [
     "syncular.sync_partitions",
     "syncular.sync_partition_registry",
     "syncular.sync_row_scopes",
@@ -35,6 +35,8 @@ pub const DISTRIBUTED_TABLES: [&str; 11] = [
     "syncular.sync_clients",
     "syncular.sync_blob_refs",
     "syncular.sync_tombstones",
+    "syncular.sync_blobs",
+    "syncular.sync_blob_chunks",
 ];
 
 /// The partition-less tables, made reference tables.

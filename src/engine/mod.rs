@@ -29,3 +29,4 @@ pub mod realtime;
 pub mod capture;
 pub mod lifecycle;
 pub mod distribution;
+pub mod blobs;

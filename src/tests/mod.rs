@@ -41,3 +41,4 @@ mod realtime_gateway_calls;
 mod capture;
 mod lifecycle;
 mod citus;
+mod blobs;

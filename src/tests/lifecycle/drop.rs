@@ -31,6 +31,7 @@ mod tests {
              VALUES ('{p}', 'k', 'mail', 1, '{{}}', 'c', 'k', 1, 0, 0, 'pending', 0, 3)"
         ));
         run(&format!("INSERT INTO syncular.sync_blob_refs VALUES ('{p}', 'notes', 'n1', 'sha256:00')"));
+        crate::tests::capture::support::put_abc(p);
     }
 
     /// Every row of `p` in every table, as text, hashed per table.

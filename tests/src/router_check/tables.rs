@@ -14,6 +14,8 @@ pub const DISTRIBUTED: &[&str] = &[
     "sync_clients",
     "sync_blob_refs",
     "sync_tombstones",
+    "sync_blobs",
+    "sync_blob_chunks",
 ];
 
 /// The `syncular` reference tables (replicated to every node: no predicate needed).
