@@ -16,8 +16,8 @@ pub mod refs;
 /// the push reads them from the decoded row instead.
 pub const BLOB_ID_REGEX: &str = r#"^\s*\{\s*"blobId"\s*:\s*"(sha256:[0-9a-f]{64})""#;
 
-/// `substring(<expr> from '<BLOB_ID_REGEX>')`: the blob id of a BlobRef text
+/// `substring(<expr>, '<BLOB_ID_REGEX>')` (the POSIX-regex form): the blob id of a BlobRef text
 /// expression (NULL for NULL).
 pub fn blob_id_expr(expr: &str) -> String {
-    format!("pg_catalog.substring({expr} from {})", pgrx::spi::quote_literal(BLOB_ID_REGEX))
+    format!("pg_catalog.substring({expr}, {})", pgrx::spi::quote_literal(BLOB_ID_REGEX))
 }
