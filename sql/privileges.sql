@@ -37,7 +37,8 @@ DECLARE
     'drop_partition',
     'partition_stats',
     'distribute',
-    'drop_extension_guard'
+    'drop_extension_guard',
+    'blob_sweep_orphans'
   ];
   fn record;
 BEGIN

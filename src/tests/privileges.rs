@@ -29,6 +29,7 @@ mod tests {
         "partition_stats",
         "distribute",
         "drop_extension_guard",
+        "blob_sweep_orphans",
     ];
 
     #[pg_test]
