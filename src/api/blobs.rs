@@ -125,8 +125,8 @@ fn caller<'a>(partition: Option<&'a str>, actor_id: Option<&'a str>, allowed: Op
 /// authorization (§5.9.5): `{"blobId", "byteLength", "chunkCount"}` when a
 /// row of the partition that references the blob passes the §3.4 scope
 /// check for the actor (`allowed_scopes`, or the resolver when NULL).
-/// Errors: `blob.not_found` (42704), `blob.forbidden` (42501),
-/// `sync.invalid_request` (malformed id), the allowed-scope errors of
+/// Errors: `blob.not_found` (42704; also for a malformed id),
+/// `blob.forbidden` (42501), the allowed-scope errors of
 /// `syncular.sync`.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

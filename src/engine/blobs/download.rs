@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+use syncular_protocol::blob::is_blob_id;
 use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
 
-use super::check_blob_id;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::push_apply::parse_stored_scopes;
 use crate::engine::request::{check_caller, resolve_allowed, Caller};
@@ -32,14 +32,15 @@ fn forbidden(blob_id: &str) -> EngineError {
 }
 
 /// Authorizes `caller` to read `blob_id`; returns its record.
-/// Errors: `sync.invalid_request` (malformed id), `blob.not_found`,
+/// Errors: `blob.not_found` (also for a malformed id),
 /// `blob.forbidden`, and the allowed-scope errors of a sync request
 /// (`syncular.invalid_argument`, `sync.invalid_subscription`,
 /// `syncular.resolver_malformed`).
 pub fn authorize(caller: &Caller<'_>, blob_id: &str) -> EngineResult<BlobRecord> {
     check_caller(caller)?;
-    check_blob_id(blob_id)?;
-    let Some(record) = bytes::select_blob(caller.partition, blob_id)? else {
+    // A malformed id names no stored blob: unknown (§5.9.5), like any other.
+    let stored = if is_blob_id(blob_id) { bytes::select_blob(caller.partition, blob_id)? } else { None };
+    let Some(record) = stored else {
         return Err(EngineError::protocol(ErrorCode::BlobNotFound, format!("blob {blob_id} is not stored (§5.9.5)")));
     };
     let Some(schema) = crate::engine::schema::load_fenced_schema()? else {

@@ -2,8 +2,9 @@
 //! into `syncular.blob_upload_begin/append/finish` inside one transaction (the extension hashes
 //! the bytes and records the blob only when they match the id); downloads authorize with
 //! `syncular.blob_open` and stream `syncular.blob_read` chunk by chunk from one REPEATABLE READ
-//! read-only transaction, one chunk ahead of the client (back-pressure reaches the database;
-//! a client that goes away rolls the transaction back).
+//! transaction (one snapshot: the blob cannot vanish mid-body; not READ ONLY, because a
+//! REPEATABLE READ sync call locks the schema marker `FOR SHARE`), one chunk ahead of the
+//! client (back-pressure reaches the database; a client that goes away rolls it back).
 
 use bytes::{Bytes, BytesMut};
 use deadpool_postgres::Pool;
@@ -91,7 +92,7 @@ pub struct DownloadArgs {
 }
 
 /// Authorizes the download (`syncular.blob_open`) and starts streaming its chunks
-/// (`syncular.blob_read`) from a task that owns one connection and one read-only transaction.
+/// (`syncular.blob_read`) from a task that owns one connection and one REPEATABLE READ transaction.
 ///
 /// Errors: `blob.not_found`, `blob.forbidden`, `sync.invalid_request`, database failures.
 pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiError> {
@@ -100,7 +101,7 @@ pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiEr
     let (chunks_tx, chunks) = mpsc::channel(1);
     tokio::spawn(async move {
         let a = &args;
-        let tx = match client.build_transaction().isolation_level(tokio_postgres::IsolationLevel::RepeatableRead).read_only(true).start().await {
+        let tx = match client.build_transaction().isolation_level(tokio_postgres::IsolationLevel::RepeatableRead).start().await {
             Ok(tx) => tx,
             Err(e) => {
                 let _ = opened_tx.send(Err(pg(e)));
