@@ -258,6 +258,15 @@ fn uploads_verify_the_content_address_and_the_size_cap() {
     let (status, _, _) = raw(&gw, "PUT", &format!("/blobs/{}", blob_id(&fits)), "a", &[("content-encoding", "gzip")], Some(&gz));
     assert_eq!(status, 200);
     assert_eq!(stored(&mut conn), 2);
+    // A transaction that would commit an unfinished upload fails: no chunk without its blob.
+    let id = blob_id(b"unfinished");
+    let mut tx = conn.transaction().unwrap();
+    tx.query_one("SELECT syncular.blob_upload_begin('blobs', $1)", &[&id]).unwrap();
+    tx.query_one("SELECT syncular.blob_upload_append('blobs', $1, 'unfin'::bytea)", &[&id]).unwrap();
+    let err = tx.commit().unwrap_err();
+    assert!(err.to_string().contains("syncular.invalid_argument") || format!("{err:?}").contains("not finished"), "{err:?}");
+    let chunks: i64 = conn.query_one("SELECT count(*) FROM syncular.sync_blob_chunks WHERE blob_id = $1", &[&id]).unwrap().get(0);
+    assert_eq!(chunks, 0);
     let (status, _, body) = raw(&gw, "PUT", "/blobs/not-an-id", "a", &[], Some(b"x"));
     assert_eq!((status, code_of(&body).as_str()), (400, "sync.invalid_request"));
     let (status, _, body) = raw(&gw, "PUT", &format!("/blobs/{}", blob_id(b"x")), "", &[], Some(b"x"));
