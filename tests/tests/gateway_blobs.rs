@@ -7,7 +7,7 @@
 //!   `rejected` with `blob.not_found` and leaves nothing; hash mismatch 400, too large 413
 //!   (declared and streamed), unknown 404, `If-None-Match` 304;
 //! - the sweep racing a push that references the blob it sweeps: neither order lets a
-//!   reference to a deleted blob commit.
+//!   reference to a deleted blob commit; identical concurrent uploads both succeed, stored once.
 //! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
 
 use std::io::{Read, Write};
@@ -337,4 +337,47 @@ fn the_sweep_and_a_push_referencing_the_swept_blob_never_both_win() {
     let refs: i64 = a.query_one("SELECT count(*) FROM syncular.sync_blob_refs WHERE row_id = 'n2'", &[]).unwrap().get(0);
     assert_eq!(refs, 0);
     assert!(!present(&mut a, b"orphan two"));
+}
+
+#[test]
+fn identical_concurrent_uploads_both_succeed_and_store_once() {
+    let db = Db::new("twice");
+    let mut a = db.connect();
+    let mut b = db.connect();
+    let bytes = b"the same bytes, twice".to_vec();
+    let id = blob_id(&bytes);
+    // A is half-way through its upload when B uploads the same blob: B waits for A's transaction.
+    let mut tx = a.transaction().unwrap();
+    let present: bool = tx.query_one("SELECT syncular.blob_upload_begin('blobs', $1)", &[&id]).unwrap().get(0);
+    assert!(!present);
+    tx.query_one("SELECT syncular.blob_upload_append('blobs', $1, $2)", &[&id, &&bytes[..]]).unwrap();
+    let pid: i32 = b.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let (id2, bytes2) = (id.clone(), bytes.clone());
+    let second = thread::spawn(move || {
+        let out: Value = b.query_one("SELECT syncular.blob_put('blobs', $1, $2)", &[&id2, &bytes2]).unwrap().get(0);
+        out
+    });
+    let mut watcher = db.connect();
+    wait_until("the second upload waits for the first", || {
+        watcher
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", &[&pid])
+            .unwrap()
+            .get::<_, i64>(0)
+            == 1
+    });
+    let first: Value = tx.query_one("SELECT syncular.blob_upload_finish('blobs', $1)", &[&id]).unwrap().get(0);
+    tx.commit().unwrap();
+    let second = second.join().unwrap();
+    assert_eq!(first["stored"], true, "{first}");
+    assert_eq!(second["stored"], false, "{second}");
+    let (blobs, chunks): (i64, i64) = {
+        let r = watcher
+            .query_one(
+                "SELECT (SELECT count(*) FROM syncular.sync_blobs WHERE blob_id = $1), (SELECT count(*) FROM syncular.sync_blob_chunks WHERE blob_id = $1)",
+                &[&id],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((blobs, chunks), (1, 1), "stored once");
 }

@@ -145,4 +145,22 @@ mod tests {
         register_with(&ir_of(2, vec![small_table("notes")]), "public", true).expect("retire tasks");
         assert_eq!(refs(P), "");
     }
+
+    #[pg_test]
+    fn adopting_a_kept_app_table_rebuilds_its_references() {
+        use crate::tests::support::{register, run, tasks_ir};
+        setup_tasks();
+        put(P, b"A");
+        let epoch = acquire_epoch(P, "alice", "c1");
+        let r = push(P, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&with_att("t1", Some(b"A")), None), upsert(&with_att("t2", None), None)])], Some(&allowed_p1_p2()));
+        assert_eq!(r[0].status, PushStatus::Applied);
+        // DROP EXTENSION + CREATE EXTENSION, simulated: the sync tables are emptied, the app table stays.
+        run("DO $$ DECLARE t text; BEGIN \
+               FOR t IN SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = 'syncular' LOOP \
+                 EXECUTE format('DELETE FROM syncular.%I', t); \
+               END LOOP; END $$");
+        assert_eq!(refs(P), "");
+        register(&tasks_ir(1)).expect("adopt the kept tasks table");
+        assert_eq!(refs(P), format!("tasks/t1/{}", &blob_id_of(b"A")[..13]));
+    }
 }
