@@ -41,7 +41,8 @@ DECLARE
     'revoke_lease',
     'clear_lease_revocation',
     'leases',
-    'rotate_lease_key'
+    'rotate_lease_key',
+    'blob_sweep_orphans'
   ];
   fn record;
 BEGIN

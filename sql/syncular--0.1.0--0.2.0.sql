@@ -484,3 +484,121 @@ REVOKE ALL ON FUNCTION syncular.revoke_lease(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.clear_lease_revocation(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.leases(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.rotate_lease_key() FROM PUBLIC;
+
+-- issue 13: blobs (SPEC §5.9) — the blob store in the database, per partition (sync_blobs,
+-- sync_blob_chunks: 1 MiB chunks stored uncompressed), uploads hashed in the extension, download
+-- authorization from the reference index (sync_blob_refs, unchanged), the orphan sweep.
+CREATE TABLE syncular.sync_blobs(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL,
+  byte_length BIGINT NOT NULL, chunk_count INTEGER NOT NULL,
+  uploaded_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, blob_id)
+);
+CREATE INDEX sync_blobs_by_upload ON syncular.sync_blobs(uploaded_at_ms);
+CREATE TABLE syncular.sync_blob_chunks(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL, idx INTEGER NOT NULL,
+  bytes BYTEA NOT NULL,
+  PRIMARY KEY(partition, blob_id, idx)
+);
+ALTER TABLE syncular.sync_blob_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_blobs', '');
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_blob_chunks', '');
+
+CREATE FUNCTION syncular."blob_open"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"blob_id" TEXT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_open_wrapper';
+
+CREATE FUNCTION syncular."blob_put"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"bytes" bytea
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_put_wrapper';
+
+CREATE FUNCTION syncular."blob_read"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"blob_id" TEXT,
+	"chunk" INT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_read_wrapper';
+
+CREATE FUNCTION syncular."blob_sweep_orphans"(
+	"older_than_ms" bigint DEFAULT 86400000,
+	"max_rows" INT DEFAULT 1000,
+	"partition" TEXT DEFAULT NULL
+) RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_sweep_orphans_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_append"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"bytes" bytea
+) RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_append_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_begin"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"byte_length" bigint DEFAULT NULL
+) RETURNS bool
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_begin_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_finish"(
+	"partition" TEXT,
+	"blob_id" TEXT
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_finish_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_grant"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"byte_length" bigint
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_grant_wrapper';
+
+REVOKE ALL ON FUNCTION syncular.blob_put(text, text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_put(text, text, bytea) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_begin(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_begin(text, text, bigint) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_append(text, text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_append(text, text, bytea) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_finish(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_finish(text, text) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_grant(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_grant(text, text, bigint) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_open(text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_open(text, text, text, jsonb) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) TO syncular_gateway;
+-- Admin: EXECUTE stays with the owner.
+REVOKE ALL ON FUNCTION syncular.blob_sweep_orphans(bigint, integer, text) FROM PUBLIC;

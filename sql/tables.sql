@@ -183,6 +183,24 @@ CREATE TABLE sync_lease_key(
   id INTEGER PRIMARY KEY CHECK (id = 1),
   key BYTEA NOT NULL
 );
+-- The blob store (§5.9.2): content-addressed bytes PER PARTITION (a blob id is
+-- never a capability across tenants), durable until the orphan sweep
+-- (`syncular.blob_sweep_orphans`). Bytes live in `sync_blob_chunks`, at most
+-- 1 MiB per row (never one huge datum; downloads stream chunk by chunk),
+-- stored uncompressed (EXTERNAL: content address = stored bytes, §5.9.5).
+CREATE TABLE sync_blobs(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL,
+  byte_length BIGINT NOT NULL, chunk_count INTEGER NOT NULL,
+  uploaded_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, blob_id)
+);
+CREATE INDEX sync_blobs_by_upload ON sync_blobs(uploaded_at_ms);
+CREATE TABLE sync_blob_chunks(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL, idx INTEGER NOT NULL,
+  bytes BYTEA NOT NULL,
+  PRIMARY KEY(partition, blob_id, idx)
+);
+ALTER TABLE sync_blob_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
 
 -- ---------------------------------------------------------------- part 3
 SELECT pg_catalog.pg_extension_config_dump('sync_partitions', '');
@@ -204,3 +222,5 @@ SELECT pg_catalog.pg_extension_config_dump('sync_commit_validator', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_notification_key', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_auth_leases', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_lease_key', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_blobs', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_blob_chunks', '');

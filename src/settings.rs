@@ -16,6 +16,7 @@
 //! | `syncular.client_retention` | seconds | `30d` (min `14d`) | a client record not updated for this long is removed by pruning; SUSET |
 //! | `syncular.push_result_retention` | seconds | `180d` (min `30d`) | a stored push outcome (§2.3 replay) older than this is removed by pruning; SUSET |
 //! | `syncular.lease_ttl` | seconds | `0` (off) | §7.3 auth leases: the TTL of the lease a resolved round issues or slides; 0 = the feature is off (no `LEASE` frame, no lease rows, the outage signal fails with `sync.auth_lease_required`); SUSET |
+//! | `syncular.blob_max_bytes` | int | 67108864 (64 MiB; 0 … 2147483647) | §5.9.3 host size cap of one blob (`blob.too_large`); SUSET |
 //! | `syncular.router_statements` | bool | `off` | write the log with statements Citus routes to one shard (one `INSERT … VALUES` per table: the single-shard rule of `src/store/mod.rs`); `syncular.distribute()` turns it on for the database; SUSET |
 //!
 //! Registered in `_PG_init` ([`init`]), which then reserves the `syncular.`
@@ -46,6 +47,7 @@ static CLIENT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(30 * DAY_S);
 static PUSH_RESULT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(180 * DAY_S);
 static LEASE_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(0);
 static ROUTER_STATEMENTS: GucSetting<bool> = GucSetting::<bool>::new(false);
+static BLOB_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024 * 1024);
 
 /// Registers every GUC; called once per backend from `_PG_init`.
 pub fn init() {
@@ -82,6 +84,16 @@ pub fn init() {
         c"How often a request refreshes last-seen times, in milliseconds.",
         c"The partition registry's last_authenticated_at_ms and a client record's updated_at_ms are rewritten at most once per this interval (0: on every request).",
         &ACTIVITY_REFRESH_MS,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"syncular.blob_max_bytes",
+        c"Largest blob an upload may store, in bytes (SSP2 5.9.3).",
+        c"A larger declared or streamed upload, or upload grant, fails with blob.too_large.",
+        &BLOB_MAX_BYTES,
         0,
         i32::MAX,
         GucContext::Suset,
@@ -196,6 +208,11 @@ fn text_setting(setting: &GucSetting<Option<CString>>) -> Option<String> {
 /// `syncular.partition`; `None` when unset or empty.
 pub fn partition() -> Option<String> {
     text_setting(&PARTITION)
+}
+
+/// `syncular.blob_max_bytes`: the host size cap of one blob (§5.9.3), bytes.
+pub fn blob_max_bytes() -> i64 {
+    i64::from(BLOB_MAX_BYTES.get())
 }
 
 /// `syncular.actor_id`; `None` when unset or empty.

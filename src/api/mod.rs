@@ -11,3 +11,4 @@ pub mod lifecycle;
 pub mod distribution;
 pub mod drop_guard;
 pub mod leases;
+pub mod blobs;

@@ -23,7 +23,7 @@ use crate::store::app_table_ddl::PARTITION_COLUMN;
 use crate::store::{capture, citus};
 
 /// The log tables distributed on `partition`, the colocation anchor first.
-pub const DISTRIBUTED_TABLES: [&str; 12] = [
+pub const DISTRIBUTED_TABLES: [&str; 14] = [
     "syncular.sync_partitions",
     "syncular.sync_partition_registry",
     "syncular.sync_row_scopes",
@@ -36,6 +36,8 @@ pub const DISTRIBUTED_TABLES: [&str; 12] = [
     "syncular.sync_blob_refs",
     "syncular.sync_tombstones",
     "syncular.sync_auth_leases",
+    "syncular.sync_blobs",
+    "syncular.sync_blob_chunks",
 ];
 
 /// The partition-less tables, made reference tables.

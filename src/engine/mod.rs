@@ -31,3 +31,4 @@ pub mod capture;
 pub mod lifecycle;
 pub mod distribution;
 pub mod leases;
+pub mod blobs;

@@ -24,6 +24,11 @@
 //! version check, which looks at `baseVersion` alone, so a crdt column never
 //! conflicts on its own account), and a failure is `sync.crdt_merge_failed`.
 //!
+//! An upsert whose row references blobs (`blob_ref` values) checks that they
+//! are stored (§5.9.6: `blob.not_found`) after the crdt merge and before the
+//! write validator; the reference index (§5.9.4) follows every write
+//! ([`crate::engine::blobs::refs`]).
+//!
 //! The table's write validator (§6.7, [`crate::engine::validators`]) runs
 //! last before each write — after decode, authorization, the scope strip,
 //! the version check and the crdt merge (it sees the merged row, §6.7); a
@@ -35,7 +40,8 @@ use std::collections::BTreeMap;
 
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::Operation;
-use syncular_protocol::row_codec::{decode_row, encode_row, render_row, Row};
+use syncular_protocol::blob::row_blob_ids;
+use syncular_protocol::row_codec::{decode_row, encode_row, render_row, ColumnType, Row};
 use syncular_protocol::schema_ir::TableSchema;
 use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
@@ -45,6 +51,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push_result::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
+use crate::engine::blobs::refs as blob_refs;
 use crate::engine::{commit_validator, crdt, validators};
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
 use crate::store::row_scopes;
@@ -114,7 +121,7 @@ pub fn scopes_json(scopes: &BTreeMap<String, String>) -> String {
 
 /// Parses a stored `_sync_scopes` object; non-string values are dropped (the
 /// authorization then denies the missing variable).
-fn parse_stored_scopes(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn parse_stored_scopes(text: &str) -> BTreeMap<String, String> {
     let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else {
         return BTreeMap::new();
     };
@@ -295,6 +302,19 @@ impl Target<'_> {
         }
     }
 
+    /// The §5.9.6 existence check of the blobs `ids` the written row
+    /// references (locked against the sweep): an absent one terminates the
+    /// commit with `blob.not_found`.
+    fn check_blobs(&self, ids: &[String]) -> Result<(), Stop> {
+        match blob_refs::first_missing(&self.ctx.partition, ids)? {
+            None => Ok(()),
+            Some(missing) => Err(self.error(
+                ErrorCode::BlobNotFound,
+                blob_refs::not_found_message(&self.table.name, &self.op.row_id, &missing),
+            )),
+        }
+    }
+
     /// App-table writes run with `writing` set, so an ERROR they raise is
     /// attributed to this operation.
     fn write<T>(&self, f: impl FnOnce() -> crate::store::StoreResult<T>) -> Result<T, Stop> {
@@ -316,6 +336,9 @@ impl Target<'_> {
             app_rows::delete_app_row(self.sql, partition, &self.op.row_id)?;
             row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)
         })?;
+        if self.table.layout().columns.iter().any(|c| c.ty == ColumnType::BlobRef) {
+            crate::store::blobs::refs::delete_row_blob_refs(partition, &self.table.name, &self.op.row_id)?;
+        }
         Ok(self.change(Op::Delete, None, scopes, None, false))
     }
 
@@ -352,6 +375,8 @@ impl Target<'_> {
             }
         }
         let merged = merge_crdt(self.table, &mut row, Some(&stored_row), self.op_index)?;
+        let blob_ids = row_blob_ids(self.table.layout(), &row);
+        self.check_blobs(&blob_ids)?;
         let new_payload = if stripped || merged {
             encode_row(self.table.layout(), &row).map_err(|e| {
                 EngineError::internal(format!(
@@ -379,6 +404,8 @@ impl Target<'_> {
             )
         })?;
         // The row's scopes are unchanged (rule 5): its sync_row_scopes entries stay.
+        let old_ids = row_blob_ids(self.table.layout(), &stored_row);
+        blob_refs::record_row(&self.ctx.partition, &self.table.name, &self.op.row_id, &old_ids, &blob_ids)?;
         Ok(self.change(Op::Upsert, Some(version), scopes, Some(new_payload), false))
     }
 
@@ -416,6 +443,8 @@ impl Target<'_> {
         } else {
             payload.to_vec()
         };
+        let blob_ids = row_blob_ids(self.table.layout(), &row);
+        self.check_blobs(&blob_ids)?;
         self.validate(Op::Upsert, Some(&row), None, (None, Some(1)))?;
         let scopes_text = scopes_json(&scopes);
         let entries: Vec<(String, String)> =
@@ -435,6 +464,7 @@ impl Target<'_> {
         })?;
         // The row was absent: no entries of it to replace (a leftover one is kept, ON CONFLICT).
         row_scopes::insert_row_scopes(partition, &self.table.name, &self.op.row_id, &entries)?;
+        blob_refs::record_row(partition, &self.table.name, &self.op.row_id, &[], &blob_ids)?;
         Ok(self.change(Op::Upsert, Some(1), scopes, Some(payload), true))
     }
 

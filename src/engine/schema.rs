@@ -548,6 +548,9 @@ fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult
                 let variables: Vec<String> = t.variables().into_iter().map(str::to_owned).collect();
                 schema_store::delete_row_scopes_of_table(&t.name)?;
                 ddl::rebuild_row_scopes(app_schema, &t.name, &variables)?;
+                // Likewise the blob reference index (§5.9.4), from the blob_ref columns.
+                crate::store::blobs::refs::delete_blob_refs_of_table(&t.name)?;
+                crate::store::blobs::refs::rebuild_blob_refs(app_schema, &t.name, &crate::engine::blobs::refs::blob_columns(t))?;
             }
         }
     }
@@ -679,6 +682,8 @@ fn register_higher(
     schema_store::touch_current_version()?;
     for tbl in &retired {
         schema_store::delete_row_scopes_of_table(tbl)?;
+        // Its rows are gone: so are their blob references (§5.9.4; the blobs become orphans).
+        crate::store::blobs::refs::delete_blob_refs_of_table(tbl)?;
         // A retired table's write validator goes with it (a re-added table starts without one).
         crate::store::validator_store::delete_write_validator(tbl)?;
         ddl::drop_app_table(app_schema, tbl)?;

@@ -57,3 +57,4 @@ pub mod lifecycle;
 pub mod values_insert;
 pub mod citus;
 pub mod leases;
+pub mod blobs;

@@ -58,6 +58,13 @@ pub fn partition_key(partition: &str) -> i64 {
     fnv1a(&[b"syncular:partition", partition.as_bytes()]) as i64
 }
 
+/// The lock serializing uploads of one blob of `partition` (§5.9.3): two
+/// identical uploads run one after the other, so the bytes are stored once
+/// and the second one finds them present.
+pub fn blob_key(partition: &str, blob_id: &str) -> i64 {
+    fnv1a(&[b"syncular:blob", partition.as_bytes(), blob_id.as_bytes()]) as i64
+}
+
 /// `keys` ascending, each once: the order every taker of these locks uses.
 pub fn ordered(mut keys: Vec<i64>) -> Vec<i64> {
     keys.sort_unstable();

@@ -43,3 +43,4 @@ mod realtime_gateway_calls;
 mod capture;
 mod lifecycle;
 mod citus;
+mod blobs;

@@ -33,6 +33,7 @@ mod tests {
         "clear_lease_revocation",
         "leases",
         "rotate_lease_key",
+        "blob_sweep_orphans",
     ];
 
     #[pg_test]

@@ -51,6 +51,8 @@ fn seed(db: &mut Client) {
         INSERT INTO syncular.sync_clients VALUES ('p1', 'c1', 'alice', 2, 2, '[{"id":"s1"}]', 1700000000004);
         INSERT INTO syncular.sync_tombstones VALUES ('p1', 'notes', 'n1', 2);
         INSERT INTO syncular.sync_blob_refs VALUES ('p2', 'notes', 'n1', 'sha256:ab');
+        INSERT INTO syncular.sync_blobs VALUES ('p2', 'sha256:ab', 3, 1, 1700000000000);
+        INSERT INTO syncular.sync_blob_chunks VALUES ('p2', 'sha256:ab', 0, '\x616263');
         INSERT INTO syncular.sync_reactions VALUES ('p1', 'k1', 'email', 1, '{}', 'c1', 'cc1', 1,
           1700000000000, 1700000000000, 'pending', 0, 5, NULL, NULL, NULL, NULL);
         -- Raw stored state, not a client-visible write: bypass the capture triggers.

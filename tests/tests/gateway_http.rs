@@ -173,7 +173,7 @@ fn segments_blobs_unknown_routes_health_and_metrics() {
     assert_eq!((status, json_error(status, &body)["code"].as_str()), (404, Some("blob.not_found")));
     let mut resp = agent.put(format!("{}/api/v1/blobs/sha256:abc", gw.base_url)).header("x-syncular-actor", "a").send(&b"x"[..]).unwrap();
     let status = resp.status().as_u16();
-    assert_eq!((status, json_error(status, &resp.body_mut().read_to_vec().unwrap())["code"].as_str()), (501, Some("syncular.not_implemented")));
+    assert_eq!((status, json_error(status, &resp.body_mut().read_to_vec().unwrap())["code"].as_str()), (400, Some("sync.invalid_request")));
     // The mount is honoured: /sync at the root is not a route.
     let (status, hs, body) = post_sync(&gw.base_url, &[("content-type", SSP2), ("x-syncular-actor", "a")], b"x");
     assert_eq!(status, 404, "{hs:?}");

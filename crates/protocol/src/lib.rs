@@ -6,6 +6,7 @@
 //! segments, canonical JSON and scope digest built on them. Every decoder
 //! returns `Result<_, ProtocolError>` and never panics on any input.
 
+pub mod blob;
 pub mod errors;
 pub mod error_json;
 pub mod notification;

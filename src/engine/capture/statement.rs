@@ -52,6 +52,10 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
     if outside > 0 {
         return Err(super::partition_changed(tbl, partition, "another partition for some of its rows"));
     }
+    // §5.9.6 / §5.9.4: referenced blobs must be stored; then the reference index.
+    let blob_columns = crate::engine::blobs::refs::blob_columns(&t.registered().table);
+    // SAFETY: forwarded from the caller.
+    unsafe { crate::engine::blobs::refs::captured(trigger_data, &plan_key, partition, tbl, op, &blob_columns) }?;
     let now_ms = clock::now_ms()?;
     let actor = actor_id()?;
     let client_id = format!("sql:{actor}");

@@ -19,6 +19,9 @@ use crate::engine::schema;
 use crate::store::capture::guard::EngineWrite;
 use crate::store::lifecycle::drop::{delete_rows, SYNC_TABLES};
 
+/// Blob chunk rows (up to 1 MiB each) one batch deletes at most.
+pub const CHUNK_ROWS_PER_BATCH: i64 = 64;
+
 /// Deletes at most `max_rows` rows of `partition`; returns how many (0: the
 /// partition is gone). Errors: store failures.
 pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
@@ -34,6 +37,17 @@ pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
         }
     }
     for table in SYNC_TABLES {
+        // Blob chunks weigh up to 1 MiB each: at most CHUNK_ROWS_PER_BATCH per batch, and
+        // their blobs' records only once every chunk is gone.
+        if table == "sync_blob_chunks" {
+            let cap = left.min(CHUNK_ROWS_PER_BATCH);
+            let deleted = delete_rows(table, false, partition, cap)?;
+            left -= deleted;
+            if deleted == cap {
+                break;
+            }
+            continue;
+        }
         let deleted = delete_rows(table, false, partition, left)?;
         if table == "sync_partition_registry" && deleted > 0 {
             // The partition is gone: gateways reload its sessions, which meet a new

@@ -8,9 +8,11 @@ use crate::store::{StoreError, StoreResult};
 /// Every `sync_*` table holding rows of a partition, in deletion order: the
 /// indexes and log first, the counter and registry rows last (while they
 /// exist, the partition is still "known").
-pub const SYNC_TABLES: [&str; 12] = [
+pub const SYNC_TABLES: [&str; 14] = [
     "sync_row_scopes",
     "sync_blob_refs",
+    "sync_blob_chunks",
+    "sync_blobs",
     "sync_reactions",
     "sync_tombstones",
     "sync_change_scopes",

@@ -101,6 +101,14 @@ pub fn s(v: &str) -> Option<RowValue> {
     Some(RowValue::String(v.to_owned()))
 }
 
-/// A canonical BlobRef text (§5.9.1).
+/// A canonical BlobRef text (§5.9.1) of the blob of bytes `abc` ([`put_abc`]).
 pub const BLOB_REF: &str =
-    r#"{"blobId":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","byteLength":3}"#;
+    r#"{"blobId":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","byteLength":3}"#;
+
+/// Stores the blob [`BLOB_REF`] names (bytes `abc`) in `partition`: a row
+/// may reference only a stored blob (§5.9.6).
+pub fn put_abc(partition: &str) {
+    crate::tests::support::run(&format!(
+        "SELECT syncular.blob_put('{partition}', 'sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad', 'abc'::bytea)"
+    ));
+}

@@ -134,6 +134,7 @@ mod tests {
     #[pg_test]
     fn a_multi_row_insert_is_one_commit_with_the_log_a_push_writes() {
         const P: &str = "cap-w-insert";
+        put_abc(P);
         setup_tasks();
         set_partition(P);
         set_actor("billing-job");
@@ -227,6 +228,8 @@ mod tests {
     fn the_payload_is_what_syncular_commit_encodes_for_the_same_values() {
         const Q: &str = "cap-w-same-commit";
         const P: &str = "cap-w-same-sql";
+        put_abc(Q);
+        put_abc(P);
         setup_tasks();
         let full = json!({"id": "t1", "project_id": "p1", "title": "Ship it", "n": 9007199254740991_i64, "f": 1.5,
                           "done": true, "bin": "AP8Q", "att": serde_json::from_str::<Value>(BLOB_REF).unwrap(),

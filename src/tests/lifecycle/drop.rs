@@ -34,6 +34,7 @@ mod tests {
         run(&format!(
             "INSERT INTO syncular.sync_auth_leases VALUES ('{p}', '{p}-c', 'lease-1', 'alice', '{{}}', 0, 1, NULL, '\\x00')"
         ));
+        crate::tests::capture::support::put_abc(p);
     }
 
     /// Every row of `p` in every table, as text, hashed per table.

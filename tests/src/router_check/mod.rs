@@ -12,7 +12,7 @@
 //! - distributed on `partition`: `sync_partitions`, `sync_partition_registry`,
 //!   `sync_row_scopes`, `sync_commits`, `sync_changes`, `sync_change_scopes`,
 //!   `sync_push_results`, `sync_reactions`, `sync_clients`, `sync_blob_refs`,
-//!   `sync_tombstones` (schema `syncular`);
+//!   `sync_tombstones`, `sync_blobs`, `sync_blob_chunks` (schema `syncular`);
 //! - reference tables (no predicate needed): `sync_schema_versions`, `sync_schema_tables`,
 //!   `sync_scope_resolver`, `sync_notification_key`;
 //! - app tables (the registered `app_schema.app_table`s) distributed on `_sync_partition`;

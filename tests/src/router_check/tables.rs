@@ -15,6 +15,8 @@ pub const DISTRIBUTED: &[&str] = &[
     "sync_blob_refs",
     "sync_tombstones",
     "sync_auth_leases",
+    "sync_blobs",
+    "sync_blob_chunks",
 ];
 
 /// The `syncular` reference tables (replicated to every node: no predicate needed).

@@ -1,49 +1,169 @@
-//! `{mount}/blobs/{blobId}` (§5.9) — blobs are not served yet (issue 13). After auth:
-//! `GET` → 404 `blob.not_found`; `PUT` and `POST …/upload-grant` → 501
-//! `syncular.not_implemented` (category internal, not retryable). Unauthenticated: 401.
+//! `{mount}/blobs/{blobId}` (§5.9; README "Blobs"): the bytes are stored in the database by the
+//! extension, which verifies the content address; this module only moves bytes.
+//!
+//! - `PUT` (host auth; §5.9.3): the body (decoded per `Content-Encoding: gzip`) streams into
+//!   `syncular.blob_upload_*` in 1 MiB appends inside one transaction. A `Content-Length` over
+//!   the cap (`syncular.blob_max_bytes`) is refused before the body is read, a streamed count
+//!   over it as soon as it passes. 200 with an empty body (also for a blob already stored);
+//!   400 `blob.hash_mismatch`; 413 `blob.too_large`; 400 `sync.invalid_request` (malformed id).
+//! - `POST …/upload-grant` (host auth; §5.9.3): body `{"byteLength": n, "mediaType"?}`; this
+//!   server has no presigned-upload store, so the answer is `{"present": true}` (stored: skip
+//!   the upload) or `{"present": false}` (no URL: `PUT` the bytes here); 413 over the cap.
+//! - `GET` (host auth; §5.9.5): authorized against the rows of the partition that reference the
+//!   blob and the actor's allowed scopes (the token's, else the database resolver); 404
+//!   `blob.not_found`, 403 `blob.forbidden`; 200 `application/octet-stream` streamed chunk by
+//!   chunk with `ETag: "<blobId>"`, `Cache-Control: private, max-age=0`,
+//!   `Vary: Authorization, Accept-Encoding`; 304 for a matching `If-None-Match` (after
+//!   authorization).
 
+use std::convert::Infallible;
+
+use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
-use syncular_protocol::ErrorCode;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{post, put, MethodRouter};
+use tower_http::decompression::RequestDecompressionLayer;
 
 use super::error_response;
+use crate::db::blobs::{self, DownloadArgs};
 use crate::db::ApiError;
 use crate::AppState;
 
-fn not_implemented(what: &str) -> ApiError {
-    ApiError::host(
-        StatusCode::NOT_IMPLEMENTED,
-        "syncular.not_implemented",
-        format!("{what} is not served by this gateway yet (blobs: issue 13)"),
-        false,
-        "inspectServer",
-    )
-}
+/// Largest upload-grant request body (a small JSON object).
+const GRANT_BODY_BYTES: usize = 64 * 1024;
 
-/// `GET /blobs/{id}`.
-pub async fn get_blob(State(gw): State<AppState>, headers: HeaderMap, Path(_id): Path<String>) -> Response {
-    let route = "/blobs/{id}";
-    if let Err(e) = gw.auth.authenticate(&headers, None) {
-        return error_response(&gw, route, e);
-    }
-    error_response(&gw, route, ApiError::code(ErrorCode::BlobNotFound, "unknown blob: this server stores no blobs"))
-}
-
-/// `PUT /blobs/{id}` (the body is not read).
-pub async fn put_blob(State(gw): State<AppState>, headers: HeaderMap, Path(_id): Path<String>) -> Response {
-    let route = "/blobs/{id}";
-    if let Err(e) = gw.auth.authenticate(&headers, None) {
-        return error_response(&gw, route, e);
-    }
-    error_response(&gw, route, not_implemented("blob upload"))
+/// `PUT` (with request decompression) and `GET` of `/blobs/{id}`.
+pub fn route() -> MethodRouter<AppState> {
+    put(put_blob).layer::<_, Infallible>(RequestDecompressionLayer::new().gzip(true)).get(get_blob)
 }
 
 /// `POST /blobs/{id}/upload-grant`.
-pub async fn upload_grant(State(gw): State<AppState>, headers: HeaderMap, Path(_id): Path<String>) -> Response {
-    let route = "/blobs/{id}/upload-grant";
-    if let Err(e) = gw.auth.authenticate(&headers, None) {
-        return error_response(&gw, route, e);
+pub fn grant_route() -> MethodRouter<AppState> {
+    post(upload_grant)
+}
+
+/// `blob.too_large` is a 413 (§5.9.3), whatever its category's status.
+fn with_blob_status(e: ApiError) -> ApiError {
+    if e.code_str() == "blob.too_large" {
+        e.with_status(StatusCode::PAYLOAD_TOO_LARGE)
+    } else {
+        e
     }
-    error_response(&gw, route, not_implemented("blob upload grant"))
+}
+
+/// `PUT /blobs/{id}`.
+pub async fn put_blob(State(gw): State<AppState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
+    let route = "/blobs/{id}";
+    let identity = match gw.auth.authenticate(&headers, None) {
+        Ok(id) => id,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    // The declared size of the bytes themselves: only an unencoded body's Content-Length
+    // (the decompression layer drops the header of an encoded one).
+    let declared = match headers.get(header::CONTENT_ENCODING) {
+        Some(_) => None,
+        None => headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok()),
+    };
+    match blobs::upload(&gw.pool, &identity.partition, &id, declared, body.into_data_stream()).await {
+        Ok(()) => {
+            let mut resp = StatusCode::OK.into_response();
+            resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        Err(e) => error_response(&gw, route, with_blob_status(e)),
+    }
+}
+
+/// `POST /blobs/{id}/upload-grant`.
+pub async fn upload_grant(State(gw): State<AppState>, headers: HeaderMap, Path(id): Path<String>, body: Body) -> Response {
+    let route = "/blobs/{id}/upload-grant";
+    let identity = match gw.auth.authenticate(&headers, None) {
+        Ok(id) => id,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    let bytes = match axum::body::to_bytes(body, GRANT_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error_response(&gw, route, ApiError::invalid_request(format!("upload-grant body must be JSON of at most {GRANT_BODY_BYTES} bytes")))
+        }
+    };
+    let byte_length = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("byteLength").and_then(serde_json::Value::as_i64))
+        .filter(|n| *n >= 0);
+    let Some(byte_length) = byte_length else {
+        return error_response(
+            &gw,
+            route,
+            ApiError::invalid_request("upload-grant body must be {\"byteLength\": <integer ≥ 0>, \"mediaType\"?: <string>} (§5.9.3)"),
+        );
+    };
+    match blobs::upload_grant(&gw.pool, &identity.partition, &id, byte_length).await {
+        Ok(grant) => {
+            let mut resp = (StatusCode::OK, grant.to_string()).into_response();
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        Err(e) => error_response(&gw, route, with_blob_status(e)),
+    }
+}
+
+/// True when `If-None-Match` lists `"<blob_id>"` (or `*`).
+fn not_modified(headers: &HeaderMap, blob_id: &str) -> bool {
+    let etag = format!("\"{blob_id}\"");
+    headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+        v.split(',').map(str::trim).any(|t| t == "*" || t == etag || t.strip_prefix("W/") == Some(etag.as_str()))
+    })
+}
+
+/// `GET /blobs/{id}`.
+pub async fn get_blob(State(gw): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let route = "/blobs/{id}";
+    let identity = match gw.auth.authenticate(&headers, None) {
+        Ok(id) => id,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    let args = DownloadArgs {
+        partition: identity.partition,
+        actor_id: identity.actor_id,
+        allowed_scopes: identity.allowed_scopes,
+        blob_id: id.clone(),
+    };
+    let download = match blobs::download(&gw.pool, args).await {
+        Ok(d) => d,
+        Err(e) => return error_response(&gw, route, e),
+    };
+    let etag = HeaderValue::from_str(&format!("\"{id}\"")).unwrap_or(HeaderValue::from_static("\"\""));
+    let mut resp = if not_modified(&headers, &id) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let stream = futures_util::stream::unfold(download.chunks, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(download.byte_length.max(0) as u64));
+        resp
+    };
+    let h = resp.headers_mut();
+    h.insert(header::ETAG, etag);
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=0"));
+    h.insert(header::VARY, HeaderValue::from_static("Authorization, Accept-Encoding"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_matches_the_blob_etag() {
+        let mut h = HeaderMap::new();
+        assert!(!not_modified(&h, "sha256:ab"));
+        h.insert(header::IF_NONE_MATCH, HeaderValue::from_static("\"x\", W/\"sha256:ab\""));
+        assert!(not_modified(&h, "sha256:ab"));
+        assert!(!not_modified(&h, "sha256:cd"));
+        h.insert(header::IF_NONE_MATCH, HeaderValue::from_static("*"));
+        assert!(not_modified(&h, "sha256:cd"));
+    }
 }

@@ -20,7 +20,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -35,8 +35,8 @@ pub fn router(gw: AppState) -> Router {
     let api = Router::new()
         .route("/sync", sync::route(&gw))
         .route("/segments/{id}", get(segments::get_segment))
-        .route("/blobs/{id}", get(blobs::get_blob).put(blobs::put_blob))
-        .route("/blobs/{id}/upload-grant", post(blobs::upload_grant))
+        .route("/blobs/{id}", blobs::route())
+        .route("/blobs/{id}/upload-grant", blobs::grant_route())
         .route("/realtime", get(crate::realtime::socket::upgrade));
     let mount = gw.config.mount_prefix();
     let app = if mount.is_empty() { api } else { Router::new().nest(&mount, api) };

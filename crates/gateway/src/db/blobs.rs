@@ -1,0 +1,157 @@
+//! The blob SQL of the gateway (README "Blobs"; SPEC §5.9.3, §5.9.5): uploads stream the body
+//! into `syncular.blob_upload_begin/append/finish` inside one transaction (the extension hashes
+//! the bytes and records the blob only when they match the id); downloads authorize with
+//! `syncular.blob_open` and stream `syncular.blob_read` chunk by chunk from one REPEATABLE READ
+//! transaction (one snapshot: the blob cannot vanish mid-body; not READ ONLY, because a
+//! REPEATABLE READ sync call locks the schema marker `FOR SHARE`), one chunk ahead of the
+//! client (back-pressure reaches the database; a client that goes away rolls it back).
+
+use bytes::{Bytes, BytesMut};
+use deadpool_postgres::Pool;
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{checkout, ApiError};
+
+/// Bytes handed to one `blob_upload_append` call (the extension stores at most 1 MiB per row).
+pub const APPEND_BYTES: usize = 1024 * 1024;
+
+fn pg(e: tokio_postgres::Error) -> ApiError {
+    ApiError::from_pg(&e)
+}
+
+/// Streams `body` into blob `blob_id` of `partition`; `declared` is the `Content-Length` of an
+/// unencoded body (checked against the cap before any byte is read).
+///
+/// Errors: the extension's (`blob.hash_mismatch`, `blob.too_large`, `sync.invalid_request` for a
+/// malformed id), `sync.invalid_request` for an unreadable body, database failures.
+pub async fn upload<S, E>(pool: &Pool, partition: &str, blob_id: &str, declared: Option<i64>, mut body: S) -> Result<(), ApiError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut client = checkout(pool).await?;
+    let tx = client.transaction().await.map_err(pg)?;
+    tx.query_one("SELECT syncular.blob_upload_begin($1::text, $2::text, $3::int8)", &[&partition, &blob_id, &declared])
+        .await
+        .map_err(pg)?;
+    let append = tx.prepare_cached("SELECT syncular.blob_upload_append($1::text, $2::text, $3::bytea)").await.map_err(pg)?;
+    let mut buf = BytesMut::with_capacity(APPEND_BYTES);
+    loop {
+        let next = body.next().await;
+        let done = next.is_none();
+        if let Some(piece) = next {
+            let piece = piece.map_err(|e| ApiError::invalid_request(format!("request body could not be read: {e}")))?;
+            buf.extend_from_slice(&piece);
+        }
+        while buf.len() >= APPEND_BYTES || (done && !buf.is_empty()) {
+            let take = buf.len().min(APPEND_BYTES);
+            let chunk = buf.split_to(take);
+            tx.query_one(&append, &[&partition, &blob_id, &&chunk[..]]).await.map_err(pg)?;
+        }
+        if done {
+            break;
+        }
+    }
+    tx.query_one("SELECT syncular.blob_upload_finish($1::text, $2::text)", &[&partition, &blob_id]).await.map_err(pg)?;
+    tx.commit().await.map_err(pg)
+}
+
+/// `syncular.blob_upload_grant`: `{"present": bool}`.
+///
+/// Errors: `blob.too_large`, `sync.invalid_request`, database failures.
+pub async fn upload_grant(pool: &Pool, partition: &str, blob_id: &str, byte_length: i64) -> Result<Value, ApiError> {
+    let client = checkout(pool).await?;
+    let row = client
+        .query_one("SELECT syncular.blob_upload_grant($1::text, $2::text, $3::int8)", &[&partition, &blob_id, &byte_length])
+        .await
+        .map_err(pg)?;
+    row.try_get(0).map_err(pg)
+}
+
+/// An authorized download: the blob's size and its bytes, chunk by chunk.
+pub struct Download {
+    /// Total size (the `Content-Length`).
+    pub byte_length: i64,
+    /// The chunks, in order; an `Err` ends the body early (the response is cut short).
+    pub chunks: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+}
+
+/// Who downloads what.
+#[derive(Debug, Clone)]
+pub struct DownloadArgs {
+    /// Host partition (from auth).
+    pub partition: String,
+    /// Authenticated actor.
+    pub actor_id: String,
+    /// §3.2 allowed map, `None` = the database resolver.
+    pub allowed_scopes: Option<Value>,
+    /// The blob id of the path.
+    pub blob_id: String,
+}
+
+/// Authorizes the download (`syncular.blob_open`) and starts streaming its chunks
+/// (`syncular.blob_read`) from a task that owns one connection and one REPEATABLE READ transaction.
+///
+/// Errors: `blob.not_found`, `blob.forbidden`, `sync.invalid_request`, database failures.
+pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiError> {
+    let mut client = checkout(pool).await?;
+    let (opened_tx, opened) = oneshot::channel::<Result<(i64, i32), ApiError>>();
+    let (chunks_tx, chunks) = mpsc::channel(1);
+    tokio::spawn(async move {
+        let a = &args;
+        let tx = match client.build_transaction().isolation_level(tokio_postgres::IsolationLevel::RepeatableRead).start().await {
+            Ok(tx) => tx,
+            Err(e) => {
+                let _ = opened_tx.send(Err(pg(e)));
+                return;
+            }
+        };
+        let meta = tx
+            .query_one(
+                "SELECT syncular.blob_open($1::text, $2::text, $3::text, $4::jsonb)",
+                &[&a.partition, &a.actor_id, &a.blob_id, &a.allowed_scopes],
+            )
+            .await
+            .map_err(pg)
+            .and_then(|row| row.try_get::<_, Value>(0).map_err(pg));
+        let (byte_length, chunk_count) = match meta {
+            Ok(v) => (
+                v.get("byteLength").and_then(Value::as_i64).unwrap_or(0),
+                v.get("chunkCount").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok()).unwrap_or(0),
+            ),
+            Err(e) => {
+                let _ = opened_tx.send(Err(e));
+                return;
+            }
+        };
+        if opened_tx.send(Ok((byte_length, chunk_count))).is_err() {
+            return;
+        }
+        let read = match tx.prepare_cached("SELECT syncular.blob_read($1::text, $2::text, $3::text, $4::int4, $5::jsonb)").await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = chunks_tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                return;
+            }
+        };
+        for chunk in 0..chunk_count {
+            let bytes = tx
+                .query_one(&read, &[&a.partition, &a.actor_id, &a.blob_id, &chunk, &a.allowed_scopes])
+                .await
+                .and_then(|row| row.try_get::<_, Vec<u8>>(0));
+            let item = bytes.map(Bytes::from).map_err(|e| std::io::Error::other(e.to_string()));
+            let failed = item.is_err();
+            if chunks_tx.send(item).await.is_err() || failed {
+                return; // the client went away (or the read failed): the transaction rolls back
+            }
+        }
+        let _ = tx.commit().await;
+    });
+    match opened.await {
+        Ok(Ok((byte_length, _))) => Ok(Download { byte_length, chunks }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ApiError::internal("the download task ended before answering")),
+    }
+}
