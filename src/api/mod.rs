@@ -10,3 +10,4 @@ pub mod capture;
 pub mod lifecycle;
 pub mod distribution;
 pub mod drop_guard;
+pub mod reactions;

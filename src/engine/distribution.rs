@@ -38,12 +38,13 @@ pub const DISTRIBUTED_TABLES: [&str; 11] = [
 ];
 
 /// The partition-less tables, made reference tables.
-pub const REFERENCE_TABLES: [&str; 6] = [
+pub const REFERENCE_TABLES: [&str; 7] = [
     "syncular.sync_schema_versions",
     "syncular.sync_schema_tables",
     "syncular.sync_scope_resolver",
     "syncular.sync_write_validators",
     "syncular.sync_commit_validator",
+    "syncular.sync_reaction_planner",
     "syncular.sync_notification_key",
 ];
 

@@ -8,6 +8,7 @@ pub mod error;
 pub mod resolver;
 pub mod validators;
 pub mod commit_validator;
+pub mod reactions;
 pub mod schema;
 pub mod context;
 pub mod notify;

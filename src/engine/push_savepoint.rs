@@ -46,6 +46,17 @@ pub fn sqlstate_class(code: PgSqlErrorCode) -> String {
     out
 }
 
+/// The five-character SQLSTATE of `code`, e.g. `"P0001"`.
+pub fn sqlstate_text(code: PgSqlErrorCode) -> String {
+    let mut raw = code as i32;
+    let mut out = String::with_capacity(5);
+    for _ in 0..5 {
+        out.push(char::from(((raw & 0x3F) as u8) + b'0'));
+        raw >>= 6;
+    }
+    out
+}
+
 /// Runs `f` in a new internal subtransaction of the current transaction (see
 /// the module docs). Must be called inside a transaction (every SQL function
 /// call is). Row locks taken *before* the call survive a rollback.

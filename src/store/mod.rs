@@ -56,3 +56,4 @@ pub mod capture;
 pub mod lifecycle;
 pub mod values_insert;
 pub mod citus;
+pub mod reactions;
