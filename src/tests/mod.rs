@@ -15,6 +15,7 @@ mod register_adopt;
 mod resolver;
 mod validators;
 mod commit_validator;
+mod reactions;
 pub mod support;
 mod unique_index;
 mod sync_pull_incremental;
