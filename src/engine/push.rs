@@ -17,8 +17,10 @@
 //!    → `sync.idempotency_cache_miss`, never persisted);
 //! 3. otherwise the operations run inside the commit's own subtransaction
 //!    ([`crate::engine::push_savepoint`]) — app rows and row-scope index,
-//!    overlapping with other pushers of the partition. Applied: its header,
-//!    changes, scope-index entries and outcome are staged. Rejected (a
+//!    overlapping with other pushers of the partition — then the §6.8
+//!    commit validator and the §6.9 reaction planner, if registered (a
+//!    planner failure fails the request). Applied: its header, changes,
+//!    scope-index entries, outcome and planned reactions are staged. Rejected (a
 //!    terminating result record, or a class-23 constraint error / class-22
 //!    data error raised by an app-table write): the subtransaction is rolled
 //!    back — nothing of the commit survives — and only the `rejected`
@@ -28,7 +30,9 @@
 //! `commitSeq`s of the applied commits from the partition's counter row
 //! (locked from there to the caller's transaction end: the only
 //! partition-wide critical section) and writes every staged row and
-//! outcome; each applied commit with changes queues its notification.
+//! outcome; the planned reactions follow with their `commitSeq`s
+//! ([`crate::store::reactions::enqueue`], plus one `syncular_reaction`
+//! NOTIFY); each applied commit with changes queues its notification.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
