@@ -13,7 +13,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::pinned_plan;
+use crate::store::plan_cache;
 use crate::store::values_insert::ValuesInsert;
 use crate::store::{StoreError, StoreResult};
 
@@ -94,7 +94,8 @@ pub fn insert_reactions(partition: &str, client_id: &str, now_ms: i64, rows: &[N
             DatumWithOid::from(rows.iter().map(|r| r.commit_seq).collect::<Vec<_>>()),
             DatumWithOid::from(rows.iter().map(|r| r.max_attempts).collect::<Vec<_>>()),
         ];
-        pinned_plan::execute(client, INSERT_SQL, None, &args)?;
+        // A plain insert (no scan to pin): the kept plan, no planner settings.
+        plan_cache::execute(client, INSERT_SQL, None, &args)?;
         Ok(())
     })
     .map_err(StoreError::spi("insert_reactions"))
