@@ -31,6 +31,12 @@ CREATE TABLE syncular.sync_commit_validator(
   validator TEXT NOT NULL
 );
 SELECT pg_catalog.pg_extension_config_dump('syncular.sync_commit_validator', '');
+-- issue 13: durable reactions — the planner's registration (SPEC §6.9), read with the schema too.
+CREATE TABLE syncular.sync_reaction_planner(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  planner TEXT NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_reaction_planner', '');
 
 -- The commit payload is now signed (it reads the key): no longer IMMUTABLE.
 CREATE OR REPLACE FUNCTION syncular."commit_notification_payload"(
@@ -541,6 +547,54 @@ CREATE FUNCTION syncular."blob_sweep_orphans"(
 	"older_than_ms" bigint DEFAULT 86400000,
 	"max_rows" INT DEFAULT 1000,
 	"partition" TEXT DEFAULT NULL
+
+-- issue 13: durable reactions (SPEC §6.9; README "Durable reactions"). The planner's registration is
+-- admin only (its table is created at the top); the worker functions are granted to syncular_gateway;
+-- the operator functions (retry_dead_letter_reaction, prune_reactions, list_reactions) are admin only.
+CREATE FUNCTION syncular."_set_reaction_planner_oid"(
+	"function" oid
+) RETURNS void
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'set_reaction_planner_oid_wrapper';
+CREATE FUNCTION syncular.set_reaction_planner(fn pg_catalog.regprocedure) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$ SELECT syncular._set_reaction_planner_oid($1::pg_catalog.oid) $$;
+COMMENT ON FUNCTION syncular.set_reaction_planner(pg_catalog.regprocedure) IS
+  'Registers the reaction planner (commit jsonb) returns jsonb (SPEC 6.9); NULL removes it.';
+CREATE FUNCTION syncular."claim_reactions"(
+	"partition" TEXT,
+	"lease_owner" TEXT,
+	"types" TEXT[],
+	"max_rows" INT DEFAULT 10,
+	"lease_ms" bigint DEFAULT 30000
+) RETURNS TABLE (
+	"idempotency_key" TEXT,
+	"type" TEXT,
+	"version" INT,
+	"payload" jsonb,
+	"source_client_id" TEXT,
+	"source_client_commit_id" TEXT,
+	"source_commit_seq" bigint,
+	"created_at_ms" bigint,
+	"available_at_ms" bigint,
+	"status" TEXT,
+	"attempts" INT,
+	"max_attempts" INT,
+	"lease_owner" TEXT,
+	"lease_expires_at_ms" bigint,
+	"completed_at_ms" bigint,
+	"last_failure" jsonb
+)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'claim_reactions_wrapper';
+CREATE FUNCTION syncular."extend_reaction_lease"(
+	"partition" TEXT,
+	"idempotency_key" TEXT,
+	"lease_owner" TEXT,
+	"lease_ms" bigint DEFAULT 30000
 ) RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
@@ -561,6 +615,12 @@ CREATE FUNCTION syncular."blob_upload_begin"(
 	"partition" TEXT,
 	"blob_id" TEXT,
 	"byte_length" bigint DEFAULT NULL
+
+AS 'MODULE_PATHNAME', 'extend_reaction_lease_wrapper';
+CREATE FUNCTION syncular."complete_reaction"(
+	"partition" TEXT,
+	"idempotency_key" TEXT,
+	"lease_owner" TEXT
 ) RETURNS bool
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
@@ -602,3 +662,96 @@ REVOKE ALL ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) FROM
 GRANT EXECUTE ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) TO syncular_gateway;
 -- Admin: EXECUTE stays with the owner.
 REVOKE ALL ON FUNCTION syncular.blob_sweep_orphans(bigint, integer, text) FROM PUBLIC;
+
+AS 'MODULE_PATHNAME', 'complete_reaction_wrapper';
+CREATE FUNCTION syncular."fail_reaction"(
+	"partition" TEXT,
+	"idempotency_key" TEXT,
+	"lease_owner" TEXT,
+	"code" TEXT,
+	"details" jsonb DEFAULT NULL,
+	"permanent" bool DEFAULT false,
+	"initial_backoff_ms" bigint DEFAULT 1000,
+	"max_backoff_ms" bigint DEFAULT 300000
+) RETURNS TEXT
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'fail_reaction_wrapper';
+CREATE FUNCTION syncular."retry_dead_letter_reaction"(
+	"partition" TEXT,
+	"idempotency_key" TEXT
+) RETURNS bool
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'retry_dead_letter_reaction_wrapper';
+CREATE FUNCTION syncular."prune_reactions"(
+	"partition" TEXT,
+	"completed_retention_ms" bigint DEFAULT 2592000000,
+	"dead_letter_retention_ms" bigint DEFAULT 7776000000,
+	"max_rows" INT DEFAULT 1000
+) RETURNS TABLE (
+	"completed" bigint,
+	"dead_lettered" bigint,
+	"may_have_more" bool
+)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'prune_reactions_wrapper';
+CREATE FUNCTION syncular."list_reactions"(
+	"partition" TEXT,
+	"status" TEXT DEFAULT NULL,
+	"max_rows" INT DEFAULT 100
+) RETURNS TABLE (
+	"idempotency_key" TEXT,
+	"type" TEXT,
+	"version" INT,
+	"payload" jsonb,
+	"source_client_id" TEXT,
+	"source_client_commit_id" TEXT,
+	"source_commit_seq" bigint,
+	"created_at_ms" bigint,
+	"available_at_ms" bigint,
+	"status" TEXT,
+	"attempts" INT,
+	"max_attempts" INT,
+	"lease_owner" TEXT,
+	"lease_expires_at_ms" bigint,
+	"completed_at_ms" bigint,
+	"last_failure" jsonb
+)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'list_reactions_wrapper';
+DO $syncular_privileges$
+DECLARE
+  fn pg_catalog.regprocedure;
+BEGIN
+  FOREACH fn IN ARRAY ARRAY[
+    'syncular._set_reaction_planner_oid(oid)',
+    'syncular.set_reaction_planner(pg_catalog.regprocedure)',
+    'syncular.claim_reactions(text,text,text[],integer,bigint)',
+    'syncular.extend_reaction_lease(text,text,text,bigint)',
+    'syncular.complete_reaction(text,text,text)',
+    'syncular.fail_reaction(text,text,text,text,jsonb,boolean,bigint,bigint)',
+    'syncular.retry_dead_letter_reaction(text,text)',
+    'syncular.prune_reactions(text,bigint,bigint,integer)',
+    'syncular.list_reactions(text,text,integer)'
+  ]::pg_catalog.regprocedure[]
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
+  END LOOP;
+  FOREACH fn IN ARRAY ARRAY[
+    'syncular.claim_reactions(text,text,text[],integer,bigint)',
+    'syncular.extend_reaction_lease(text,text,text,bigint)',
+    'syncular.complete_reaction(text,text,text)',
+    'syncular.fail_reaction(text,text,text,text,jsonb,boolean,bigint,bigint)'
+  ]::pg_catalog.regprocedure[]
+  LOOP
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO syncular_gateway', fn);
+  END LOOP;
+END
+$syncular_privileges$;

@@ -150,6 +150,11 @@ CREATE TABLE sync_commit_validator(
   id INTEGER PRIMARY KEY CHECK (id = 1),
   validator TEXT NOT NULL
 );
+-- The reaction planner (§6.9): at most one row (`syncular.set_reaction_planner`).
+CREATE TABLE sync_reaction_planner(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  planner TEXT NOT NULL
+);
 -- The key that signs the NOTIFY payloads gateways trust (any role may NOTIFY any
 -- channel): at most one row, 32 random bytes, created by the first commit or
 -- `syncular.notification_key()` (not here, so a dump restores its row without
@@ -219,6 +224,7 @@ SELECT pg_catalog.pg_extension_config_dump('sync_schema_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_scope_resolver', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_write_validators', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_commit_validator', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_reaction_planner', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_notification_key', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_auth_leases', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_lease_key', '');

@@ -19,7 +19,7 @@
 //! | `syncular.invalid_schema` | 42P15 | invalid_schema_definition |
 //! | `syncular.schema_refused`, `syncular.no_schema` | 55000 | object_not_in_prerequisite_state |
 //! | `syncular.invalid_resolver`, `syncular.invalid_argument` | 22023 | invalid_parameter_value |
-//! | `syncular.resolver_malformed` | 39000 | external_routine_invocation_exception |
+//! | `syncular.resolver_malformed`, `syncular.validator_malformed`, `syncular.reaction_planner_failed` | 39000 | external_routine_invocation_exception |
 //! | `syncular.partition_required` | 55000 | object_not_in_prerequisite_state |
 //! | `syncular.write_refused` | 0A000 | feature_not_supported |
 //! | `syncular.invalid_row` | 22000 | data_exception |
@@ -61,7 +61,7 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
         HostCode::InvalidResolver | HostCode::InvalidValidator | HostCode::InvalidArgument => {
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE
         }
-        HostCode::ResolverMalformed | HostCode::ValidatorMalformed => {
+        HostCode::ResolverMalformed | HostCode::ValidatorMalformed | HostCode::ReactionPlannerFailed => {
             PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION
         }
         HostCode::WriteRejected => PgSqlErrorCode::ERRCODE_CHECK_VIOLATION,

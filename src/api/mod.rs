@@ -12,3 +12,4 @@ pub mod distribution;
 pub mod drop_guard;
 pub mod leases;
 pub mod blobs;
+pub mod reactions;

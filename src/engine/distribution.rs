@@ -41,12 +41,13 @@ pub const DISTRIBUTED_TABLES: [&str; 14] = [
 ];
 
 /// The partition-less tables, made reference tables.
-pub const REFERENCE_TABLES: [&str; 7] = [
+pub const REFERENCE_TABLES: [&str; 8] = [
     "syncular.sync_schema_versions",
     "syncular.sync_schema_tables",
     "syncular.sync_scope_resolver",
     "syncular.sync_write_validators",
     "syncular.sync_commit_validator",
+    "syncular.sync_reaction_planner",
     "syncular.sync_notification_key",
     "syncular.sync_lease_key",
 ];

@@ -41,6 +41,11 @@ pub enum HostCode {
     /// outside the reserved protocol prefixes, §6.3.1 details).
     /// SQLSTATE 39000 (`external_routine_invocation_exception`).
     ValidatorMalformed,
+    /// The reaction planner (§6.9) returned something that is not NULL or a
+    /// JSON array of valid reaction records, or raised a (non-transient)
+    /// ERROR: the request fails and nothing of it persists.
+    /// SQLSTATE 39000 (`external_routine_invocation_exception`).
+    ReactionPlannerFailed,
     /// A captured plain SQL write that the table's write validator rejected
     /// (§6.7); the message carries the validator's code and message.
     /// SQLSTATE 23514 (`check_violation`).
@@ -87,6 +92,7 @@ impl HostCode {
             HostCode::ResolverMalformed => "syncular.resolver_malformed",
             HostCode::InvalidValidator => "syncular.invalid_validator",
             HostCode::ValidatorMalformed => "syncular.validator_malformed",
+            HostCode::ReactionPlannerFailed => "syncular.reaction_planner_failed",
             HostCode::WriteRejected => "syncular.write_rejected",
             HostCode::InvalidArgument => "syncular.invalid_argument",
             HostCode::PartitionRequired => "syncular.partition_required",
@@ -119,6 +125,7 @@ impl HostCode {
             | HostCode::ResolverMalformed
             | HostCode::InvalidValidator
             | HostCode::ValidatorMalformed
+            | HostCode::ReactionPlannerFailed
             | HostCode::CitusMissing
             | HostCode::CitusWorker
             | HostCode::Internal => {

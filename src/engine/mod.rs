@@ -9,6 +9,7 @@ pub mod resolver;
 pub mod validators;
 pub mod commit_validator;
 pub mod crdt;
+pub mod reactions;
 pub mod schema;
 pub mod context;
 pub mod notify;

@@ -17,8 +17,10 @@
 //!    → `sync.idempotency_cache_miss`, never persisted);
 //! 3. otherwise the operations run inside the commit's own subtransaction
 //!    ([`crate::engine::push_savepoint`]) — app rows and row-scope index,
-//!    overlapping with other pushers of the partition. Applied: its header,
-//!    changes, scope-index entries and outcome are staged. Rejected (a
+//!    overlapping with other pushers of the partition — then the §6.8
+//!    commit validator and the §6.9 reaction planner, if registered (a
+//!    planner failure fails the request). Applied: its header, changes,
+//!    scope-index entries, outcome and planned reactions are staged. Rejected (a
 //!    terminating result record, or a class-23 constraint error / class-22
 //!    data error raised by an app-table write): the subtransaction is rolled
 //!    back — nothing of the commit survives — and only the `rejected`
@@ -28,7 +30,9 @@
 //! `commitSeq`s of the applied commits from the partition's counter row
 //! (locked from there to the caller's transaction end: the only
 //! partition-wide critical section) and writes every staged row and
-//! outcome; each applied commit with changes queues its notification.
+//! outcome; the planned reactions follow with their `commitSeq`s
+//! ([`crate::store::reactions::enqueue`], plus one `syncular_reaction`
+//! NOTIFY); each applied commit with changes queues its notification.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -45,8 +49,11 @@ use crate::engine::notify;
 use crate::engine::push_apply::{apply_operation, scopes_json, Busy, StagedChange, Terminated};
 use crate::engine::push_result::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
 use crate::engine::resolver::is_transient_sqlstate;
-use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, SavepointOutcome};
+use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, sqlstate_text, SavepointOutcome};
+use crate::engine::reactions::{self, planner, records::Planned};
 use crate::store::push_log::{self, LogAuthor, LogChange, RequestLog};
+use crate::store::notifications::queue_notification_direct;
+use crate::store::reactions::enqueue::{insert_reactions, NewReaction};
 use crate::store::{push_locks, push_results};
 
 /// The answer to one `PUSH_COMMIT`: its `PUSH_RESULT` and, for a rejection
@@ -151,6 +158,7 @@ pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult
         Err(e) => return Err(e.into()),
     }
     .unwrap_or(0);
+    enqueue_reactions(ctx, base, &log.reactions)?;
     let stored: Vec<StoredPushResult> = outcomes
         .iter()
         .map(|o| match o {
@@ -259,8 +267,9 @@ impl From<EngineError> for Stop {
 /// rows and outcome in `log` (written by [`run`] after the last commit).
 fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder) -> EngineResult<Outcome> {
     let busy: Cell<Option<Busy>> = Cell::new(None);
-    let evidence = ctx.schema.commit_validator.as_ref().map(|_| RefCell::new(Vec::new()));
-    let outcome = push_savepoint::run(|| -> Result<Vec<StagedChange>, Stop> {
+    let hooked = ctx.schema.commit_validator.is_some() || ctx.schema.reaction_planner.is_some();
+    let evidence = hooked.then(|| RefCell::new(Vec::new()));
+    let outcome = push_savepoint::run(|| -> Result<(Vec<StagedChange>, Vec<Planned>), Stop> {
         let mut staged: Vec<StagedChange> = Vec::new();
         for (i, op) in commit.operations.iter().enumerate() {
             let op_index =
@@ -271,14 +280,27 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
                 Err(terminated) => return Err(Stop::Rejected(terminated)),
             }
         }
-        if let (Some(validator), Some(evidence)) = (ctx.schema.commit_validator, evidence.as_ref()) {
-            validate_commit(ctx, commit, validator, evidence.take(), &busy)?;
+        let Some(evidence) = evidence.as_ref() else { return Ok((staged, Vec::new())) };
+        let input = commit_validator::input(&ctx.client_id, &commit.client_commit_id, &ctx.actor_id, &ctx.partition, evidence.take());
+        if let Some(validator) = ctx.schema.commit_validator {
+            validate_commit(commit, validator, &input, &busy)?;
         }
-        Ok(staged)
+        let planned = match ctx.schema.reaction_planner {
+            // §6.9: after every validator accepted, before the log is appended.
+            Some(oid) => {
+                busy.set(Some(Busy::Planning));
+                let planned = planner::plan(oid, &input)?;
+                busy.set(None);
+                planned
+            }
+            None => Vec::new(),
+        };
+        Ok((staged, planned))
     });
     let rejected = match outcome {
-        SavepointOutcome::Released(staged) => {
+        SavepointOutcome::Released((staged, planned)) => {
             let position = log.applied(ctx, commit, &staged)?;
+            log.reactions.extend(planned.into_iter().map(|p| (position, commit.client_commit_id.clone(), p)));
             return Ok(Outcome::Applied { position, operations: commit.operations.len(), changes: staged.len() });
         }
         SavepointOutcome::RolledBack(Stop::Fatal(e)) => return Err(e),
@@ -303,6 +325,16 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
                     ErrorCode::ConstraintViolation,
                     "the validator raised an error",
                 ),
+                // §6.9: a planner's exception fails the request (nothing persists); its text goes
+                // to the server log only. Transient failures fail it unchanged.
+                (Some(Busy::Planning), _) if !is_transient_sqlstate(&class) => {
+                    let name = ctx.schema.reaction_planner.map_or_else(|| "(unregistered)".to_owned(), planner::display_name);
+                    pgrx::log!("syncular: the reaction planner {name} raised: {}", caught_message(&caught));
+                    return Err(planner::failed(
+                        &name,
+                        format_args!("raised an error (SQLSTATE {}); see the server log", sqlstate_text(caught_sqlstate(&caught))),
+                    ));
+                }
                 _ => (*caught).rethrow(),
             };
             record.into()
@@ -327,15 +359,13 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
 /// Runs the whole-commit validator (§6.8) on the staged commit, inside its
 /// subtransaction: a rejection terminates the commit like an operation's.
 fn validate_commit(
-    ctx: &SyncContext<'_>,
     commit: &PushCommit,
     validator: pgrx::pg_sys::Oid,
-    evidence: Vec<serde_json::Value>,
+    input: &serde_json::Value,
     busy: &Cell<Option<Busy>>,
 ) -> Result<(), Stop> {
-    let input = commit_validator::input(&ctx.client_id, &commit.client_commit_id, &ctx.actor_id, &ctx.partition, evidence);
     busy.set(Some(Busy::Validating(0)));
-    let verdict = commit_validator::validate(validator, &input, commit.operations.len())?;
+    let verdict = commit_validator::validate(validator, input, commit.operations.len())?;
     busy.set(None);
     match verdict {
         Verdict::Accept => Ok(()),
@@ -349,10 +379,46 @@ fn validate_commit(
     }
 }
 
+/// The text of a caught error (for the server log).
+fn caught_message(caught: &pgrx::pg_sys::panic::CaughtError) -> String {
+    use pgrx::pg_sys::panic::CaughtError;
+    match caught {
+        CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => r.message().to_owned(),
+        CaughtError::RustPanic { ereport, .. } => ereport.message().to_owned(),
+    }
+}
+
+/// Enqueues the reactions the request's applied commits planned (§6.9
+/// "Atomic storage"; `base`: the allocated `commitSeq` base) and, when there
+/// are any, signals [`reactions::CHANNEL`] (delivered at COMMIT; Postgres
+/// folds repeats of one payload within a transaction).
+fn enqueue_reactions(ctx: &SyncContext<'_>, base: i64, planned: &[(i32, String, Planned)]) -> EngineResult<()> {
+    if planned.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<NewReaction> = planned
+        .iter()
+        .map(|(position, client_commit_id, p)| NewReaction {
+            commit_seq: base + i64::from(*position),
+            client_commit_id: client_commit_id.clone(),
+            idempotency_key: reactions::records::idempotency_key(&ctx.partition, &ctx.client_id, client_commit_id, &p.key),
+            kind: p.kind.clone(),
+            version: p.version,
+            payload: p.payload.to_string(),
+            max_attempts: p.max_attempts,
+        })
+        .collect();
+    insert_reactions(&ctx.partition, &ctx.client_id, ctx.now_ms, &rows)?;
+    queue_notification_direct(reactions::CHANNEL, &ctx.partition)?;
+    Ok(())
+}
+
 /// The request's log, staged commit by commit.
 #[derive(Default)]
 struct LogBuilder {
     log: RequestLog,
+    /// `(position, clientCommitId, record)` of every reaction the applied commits planned.
+    reactions: Vec<(i32, String, Planned)>,
     /// The fate of every row the request's applied commits changed.
     rows: BTreeMap<(String, String), RowFate>,
 }

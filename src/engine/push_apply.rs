@@ -107,6 +107,8 @@ pub enum Busy {
     Writing(i32),
     /// The write validator of operation `.0` (§6.7).
     Validating(i32),
+    /// The reaction planner (§6.9): its ERROR fails the request.
+    Planning,
 }
 
 /// The compiled table behind a registered table.

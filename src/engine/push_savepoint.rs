@@ -37,9 +37,16 @@ pub fn caught_sqlstate(caught: &CaughtError) -> PgSqlErrorCode {
 
 /// The SQLSTATE class (first two characters) of `code`, e.g. `"23"`.
 pub fn sqlstate_class(code: PgSqlErrorCode) -> String {
+    let mut text = sqlstate_text(code);
+    text.truncate(2);
+    text
+}
+
+/// The five-character SQLSTATE of `code`, e.g. `"P0001"`.
+pub fn sqlstate_text(code: PgSqlErrorCode) -> String {
     let mut raw = code as i32;
-    let mut out = String::with_capacity(2);
-    for _ in 0..2 {
+    let mut out = String::with_capacity(5);
+    for _ in 0..5 {
         out.push(char::from(((raw & 0x3F) as u8) + b'0'));
         raw >>= 6;
     }

@@ -63,6 +63,8 @@ pub struct RegisteredSchema {
     pub tables: Vec<RegisteredTable>,
     /// The whole-commit validator (§6.8, `syncular.set_commit_validator`).
     pub commit_validator: Option<pgrx::pg_sys::Oid>,
+    /// The reaction planner (§6.9, `syncular.set_reaction_planner`).
+    pub reaction_planner: Option<pgrx::pg_sys::Oid>,
 }
 
 /// One synced table with its Postgres placement.
@@ -125,7 +127,7 @@ impl RegisteredSchema {
                 }
             })
             .collect();
-        RegisteredSchema { version, app_schema, schema, tables, commit_validator: None }
+        RegisteredSchema { version, app_schema, schema, tables, commit_validator: None, reaction_planner: None }
     }
 }
 
@@ -176,6 +178,7 @@ pub fn load_registered_schema_at(key: Option<(i64, String)>) -> EngineResult<Opt
         }
     }
     built.commit_validator = crate::store::validator_store::load_commit_validator()?;
+    built.reaction_planner = crate::store::reactions::planner::load_reaction_planner()?;
     let loaded = Rc::new(built);
     CACHE.with(|c| *c.borrow_mut() = Some(((stored.version, stored.row_xmin), Rc::clone(&loaded))));
     Ok(Some(loaded))

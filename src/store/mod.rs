@@ -58,3 +58,4 @@ pub mod values_insert;
 pub mod citus;
 pub mod leases;
 pub mod blobs;
+pub mod reactions;

@@ -71,33 +71,50 @@ pub struct FunctionNow {
 }
 
 /// The function with OID `function` now — `None` when it was dropped. One
-/// catalog probe per validator call: the owner, name and shape are never
-/// taken from a cache (an owner or body changed since registration must be
-/// seen at the next call).
+/// catalog look-up per validator call (the system caches, no SQL statement:
+/// this runs for every write a validator checks): the owner, name and shape
+/// are never taken from a registration-time copy (an owner or body changed
+/// since registration must be seen at the next call; the caches follow
+/// committed catalog changes as every statement's relation locks accept
+/// invalidations).
 pub fn function_now(function: pg_sys::Oid) -> StoreResult<Option<FunctionNow>> {
-    const STATEMENT: &str = "validator_function_now";
-    Spi::connect_mut(|client| {
-        let rows = crate::store::plan_cache::execute(
-            client,
-            "SELECT n.nspname::text, p.proname::text, o.rolname::text, o.rolsuper, \
-                    p.prokind = 'f' AND NOT p.proretset AND p.prorettype = 'pg_catalog.jsonb'::pg_catalog.regtype \
-                    AND p.pronargs = 1 AND p.proargtypes[0] = 'pg_catalog.jsonb'::pg_catalog.regtype \
-               FROM pg_catalog.pg_proc p \
-               JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace \
-               JOIN pg_catalog.pg_roles o ON o.oid = p.proowner \
-              WHERE p.oid = $1",
-            Some(1),
-            &[function.into()],
+    let text = |ptr: *const std::os::raw::c_char| -> String {
+        if ptr.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated C string from the catalog, valid for this call.
+            unsafe { std::ffi::CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+        }
+    };
+    // SAFETY: inside a transaction (every caller runs in one); the tuple is
+    // read, then released before anything else can invalidate it; `proargtypes`
+    // holds `pronargs` OIDs.
+    let (name, namespace, owner, shape_ok) = unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::PROCOID as std::os::raw::c_int,
+            pg_sys::Datum::from(u32::from(function)),
+        );
+        if tuple.is_null() {
+            return Ok(None);
+        }
+        let form = &*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
+        let jsonb = pg_sys::JSONBOID;
+        let nargs = usize::try_from(form.pronargs).unwrap_or(0);
+        let args = form.proargtypes.values.as_slice(nargs);
+        let shape_ok = form.prokind as u8 == b'f' && !form.proretset && form.prorettype == jsonb && args == [jsonb];
+        let out = (text(form.proname.data.as_ptr()), form.pronamespace, form.proowner, shape_ok);
+        pg_sys::ReleaseSysCache(tuple);
+        out
+    };
+    // SAFETY: catalog look-ups by OID in a transaction; a missing row gives NULL / false.
+    let (schema, owner_name, owner_is_superuser) = unsafe {
+        (
+            text(pg_sys::get_namespace_name(namespace)),
+            text(pg_sys::GetUserNameFromId(owner, true)),
+            pg_sys::superuser_arg(owner),
         )
-        .map_err(StoreError::spi(STATEMENT))?;
-        let Some(row) = rows.into_iter().next() else { return Ok(None) };
-        let schema: String = row.get(1).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
-        let name: String = row.get(2).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
-        let owner: String = row.get(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default();
-        let owner_is_superuser: bool = row.get(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
-        let shape_ok: bool = row.get(5).map_err(StoreError::spi(STATEMENT))?.unwrap_or(false);
-        Ok(Some(FunctionNow { name: ResolverName { schema, name, owner, owner_is_superuser }, shape_ok }))
-    })
+    };
+    Ok(Some(FunctionNow { name: ResolverName { schema, name, owner: owner_name, owner_is_superuser }, shape_ok }))
 }
 
 /// Stores `function` as the whole-commit validator (§6.8; replacing any).

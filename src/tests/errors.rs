@@ -52,6 +52,7 @@ mod tests {
             (HostCode::ResolverMalformed, "syncular.resolver_malformed", "39000"),
             (HostCode::InvalidValidator, "syncular.invalid_validator", "22023"),
             (HostCode::ValidatorMalformed, "syncular.validator_malformed", "39000"),
+            (HostCode::ReactionPlannerFailed, "syncular.reaction_planner_failed", "39000"),
             (HostCode::WriteRejected, "syncular.write_rejected", "23514"),
             (HostCode::Internal, "syncular.internal", "XX000"),
         ] {

@@ -17,6 +17,7 @@ mod validators;
 mod commit_validator;
 mod crdt;
 mod leases;
+mod reactions;
 pub mod support;
 mod unique_index;
 mod sync_pull_incremental;

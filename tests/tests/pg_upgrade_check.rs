@@ -1,6 +1,7 @@
 //! `pg_upgrade` accepts a cluster with the extension: its own throwaway
 //! cluster (initdb) gets the extension, a registered schema, a scope
-//! resolver, a write validator and a whole-commit validator; `pg_upgrade`
+//! resolver, a write validator, a whole-commit validator and a reaction
+//! planner; `pg_upgrade`
 //! (same major, copy mode) upgrades it into a second fresh cluster, and
 //! there the registrations still name their functions: a plain SQL write the
 //! validator refuses is still refused, one it accepts is applied.
@@ -117,6 +118,8 @@ fn pg_upgrade_keeps_a_cluster_with_registered_host_functions() {
             SELECT syncular.set_write_validator('notes', 'public.no_forbidden(jsonb)');
             CREATE FUNCTION public.whole(c jsonb) RETURNS jsonb LANGUAGE sql AS $$ SELECT NULL::jsonb $$;
             SELECT syncular.set_commit_validator('public.whole(jsonb)');
+            CREATE FUNCTION public.plan(c jsonb) RETURNS jsonb LANGUAGE sql AS $$ SELECT NULL::jsonb $$;
+            SELECT syncular.set_reaction_planner('public.plan(jsonb)');
             SET syncular.partition = 'p1';
             "#,
         )
@@ -157,14 +160,18 @@ fn pg_upgrade_keeps_a_cluster_with_registered_host_functions() {
             .query(
                 "SELECT resolver FROM syncular.sync_scope_resolver \
                  UNION ALL SELECT validator FROM syncular.sync_write_validators \
-                 UNION ALL SELECT validator FROM syncular.sync_commit_validator ORDER BY 1",
+                 UNION ALL SELECT validator FROM syncular.sync_commit_validator \
+                 UNION ALL SELECT planner FROM syncular.sync_reaction_planner ORDER BY 1",
                 &[],
             )
             .unwrap()
             .iter()
             .map(|r| r.get(0))
             .collect();
-        assert_eq!(stored, ["public.no_forbidden(jsonb)", "public.up_resolver(text,text)", "public.whole(jsonb)"]);
+        assert_eq!(
+            stored,
+            ["public.no_forbidden(jsonb)", "public.plan(jsonb)", "public.up_resolver(text,text)", "public.whole(jsonb)"]
+        );
         db.batch_execute("SET syncular.partition = 'p1'").unwrap();
         let refused = insert_note(&mut db, "n3", "forbidden").expect_err("the validator still refuses after the upgrade");
         assert!(format!("{refused:?}").contains("note.forbidden"), "{refused:?}");

@@ -169,6 +169,45 @@ fn server_commits_and_prune(q: &str) {
     assert_eq!(pruned, 5);
 }
 
+/// Reactions (§6.9) in `r`: a planner registered for this test's partitions only plans one
+/// reaction per operation of two server-authored commits (the enqueue statement), then a worker
+/// claims, renews, completes and fails them, and an operator resets, lists and prunes.
+fn reactions_round(r: &str) {
+    let mut admin = router_connection();
+    let tag = HARNESS_TAG;
+    admin
+        .batch_execute(&format!(
+            "CREATE OR REPLACE FUNCTION public.router_check_planner(commit jsonb) RETURNS jsonb LANGUAGE sql AS {tag} $$ \
+               SELECT CASE WHEN commit->>'partition' LIKE '%router-rx%' THEN \
+                 (SELECT jsonb_agg(jsonb_build_object('key', o->>'rowId', 'type', 'rx', 'version', 1, 'payload', o->'row')) \
+                    FROM jsonb_array_elements(commit->'operations') o) END $$; \
+             SELECT syncular.set_reaction_planner('public.router_check_planner(jsonb)')"
+        ))
+        .expect("register the planner");
+    let mut gw = router_connection();
+    sql_commit_task(&mut gw, r, "server", "t1", "p1", "one");
+    sql_commit_task(&mut gw, r, "server", "t2", "p1", "two");
+    let mut worker = router_connection();
+    let keys: Vec<String> = worker
+        .query("SELECT idempotency_key FROM syncular.claim_reactions($1, 'w:1', ARRAY['rx'], 10, 30000)", &[&r])
+        .expect("claim")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(keys.len(), 2, "both commits planned a reaction");
+    worker.execute("SELECT syncular.extend_reaction_lease($1, $2, 'w:1')", &[&r, &keys[0]]).expect("extend");
+    worker.execute("SELECT syncular.complete_reaction($1, $2, 'w:1')", &[&r, &keys[0]]).expect("complete");
+    worker
+        .execute("SELECT syncular.fail_reaction($1, $2, 'w:1', 'x', permanent => true)", &[&r, &keys[1]])
+        .expect("fail");
+    admin.execute("SELECT syncular.retry_dead_letter_reaction($1, $2)", &[&r, &keys[1]]).expect("retry");
+    admin.query("SELECT * FROM syncular.list_reactions($1)", &[&r]).expect("list");
+    admin.query("SELECT * FROM syncular.prune_reactions($1, 0, 0)", &[&r]).expect("prune");
+    admin
+        .batch_execute(&format!("SELECT syncular.set_reaction_planner(NULL) /* {tag} */"))
+        .expect("remove the planner");
+}
+
 fn names(c: &Checked, table: &str) -> bool {
     c.analysis.relations.iter().any(|(n, _)| n.rsplit('.').next() == Some(table))
 }
@@ -194,6 +233,7 @@ fn every_statement_of_the_sync_rounds_is_router_shaped() {
     statement_log::reset(&mut admin);
     sync_rounds(&partition_name("router"));
     server_commits_and_prune(&partition_name("router-prune"));
+    reactions_round(&partition_name("router-rx"));
     let texts = statement_log::recorded(&mut admin);
     let checked = check_all(texts.iter().map(String::as_str), &layout);
     if std::env::var_os("SYNCULAR_ROUTER_CHECK_VERBOSE").is_some() {
@@ -224,6 +264,11 @@ fn every_statement_of_the_sync_rounds_is_router_shaped() {
         "no INSERT into sync_commits among the {} checked of {} recorded statements: is track = all?",
         checked.len(),
         texts.len()
+    );
+    assert!(
+        checked.iter().any(|c| starts_with(c, "insert into syncular.sync_reactions")),
+        "no INSERT into sync_reactions among the {} checked statements",
+        checked.len()
     );
     assert!(
         checked.iter().any(|c| (starts_with(c, "select") || starts_with(c, "with")) && names(c, "sync_changes")),

@@ -26,6 +26,7 @@ pub const REFERENCE: &[&str] = &[
     "sync_scope_resolver",
     "sync_write_validators",
     "sync_commit_validator",
+    "sync_reaction_planner",
     "sync_notification_key",
     "sync_lease_key",
 ];
