@@ -20,6 +20,13 @@ SET LOCAL search_path TO pg_catalog;
 ALTER TABLE syncular.sync_scope_resolver ALTER COLUMN resolver TYPE pg_catalog.text USING resolver::pg_catalog.text;
 SET LOCAL search_path TO syncular, pg_catalog;
 
+-- issue 13: durable reactions — the planner's registration (SPEC §6.9), read with the schema too.
+CREATE TABLE syncular.sync_reaction_planner(
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  planner TEXT NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_reaction_planner', '');
+
 -- Write validators (SPEC §6.7), read with the schema (so before anything below loads it).
 CREATE TABLE syncular.sync_write_validators(
   tbl TEXT PRIMARY KEY,
@@ -31,12 +38,6 @@ CREATE TABLE syncular.sync_commit_validator(
   validator TEXT NOT NULL
 );
 SELECT pg_catalog.pg_extension_config_dump('syncular.sync_commit_validator', '');
--- issue 13: durable reactions — the planner's registration (SPEC §6.9), read with the schema too.
-CREATE TABLE syncular.sync_reaction_planner(
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  planner TEXT NOT NULL
-);
-SELECT pg_catalog.pg_extension_config_dump('syncular.sync_reaction_planner', '');
 
 -- The commit payload is now signed (it reads the key): no longer IMMUTABLE.
 CREATE OR REPLACE FUNCTION syncular."commit_notification_payload"(
@@ -547,6 +548,67 @@ CREATE FUNCTION syncular."blob_sweep_orphans"(
 	"older_than_ms" bigint DEFAULT 86400000,
 	"max_rows" INT DEFAULT 1000,
 	"partition" TEXT DEFAULT NULL
+) RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_sweep_orphans_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_append"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"bytes" bytea
+) RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_append_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_begin"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"byte_length" bigint DEFAULT NULL
+) RETURNS bool
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_begin_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_finish"(
+	"partition" TEXT,
+	"blob_id" TEXT
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_finish_wrapper';
+
+CREATE FUNCTION syncular."blob_upload_grant"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"byte_length" bigint
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'blob_upload_grant_wrapper';
+
+REVOKE ALL ON FUNCTION syncular.blob_put(text, text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_put(text, text, bytea) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_begin(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_begin(text, text, bigint) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_append(text, text, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_append(text, text, bytea) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_finish(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_finish(text, text) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_upload_grant(text, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_upload_grant(text, text, bigint) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_open(text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_open(text, text, text, jsonb) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) TO syncular_gateway;
+-- Admin: EXECUTE stays with the owner.
+REVOKE ALL ON FUNCTION syncular.blob_sweep_orphans(bigint, integer, text) FROM PUBLIC;
 
 -- issue 13: durable reactions (SPEC §6.9; README "Durable reactions"). The planner's registration is
 -- admin only (its table is created at the top); the worker functions are granted to syncular_gateway;
@@ -599,23 +661,6 @@ CREATE FUNCTION syncular."extend_reaction_lease"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'blob_sweep_orphans_wrapper';
-
-CREATE FUNCTION syncular."blob_upload_append"(
-	"partition" TEXT,
-	"blob_id" TEXT,
-	"bytes" bytea
-) RETURNS bigint
-VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'blob_upload_append_wrapper';
-
-CREATE FUNCTION syncular."blob_upload_begin"(
-	"partition" TEXT,
-	"blob_id" TEXT,
-	"byte_length" bigint DEFAULT NULL
-
 AS 'MODULE_PATHNAME', 'extend_reaction_lease_wrapper';
 CREATE FUNCTION syncular."complete_reaction"(
 	"partition" TEXT,
@@ -625,44 +670,6 @@ CREATE FUNCTION syncular."complete_reaction"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'blob_upload_begin_wrapper';
-
-CREATE FUNCTION syncular."blob_upload_finish"(
-	"partition" TEXT,
-	"blob_id" TEXT
-) RETURNS jsonb
-VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'blob_upload_finish_wrapper';
-
-CREATE FUNCTION syncular."blob_upload_grant"(
-	"partition" TEXT,
-	"blob_id" TEXT,
-	"byte_length" bigint
-) RETURNS jsonb
-VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c
-AS 'MODULE_PATHNAME', 'blob_upload_grant_wrapper';
-
-REVOKE ALL ON FUNCTION syncular.blob_put(text, text, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.blob_put(text, text, bytea) TO syncular_gateway;
-REVOKE ALL ON FUNCTION syncular.blob_upload_begin(text, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.blob_upload_begin(text, text, bigint) TO syncular_gateway;
-REVOKE ALL ON FUNCTION syncular.blob_upload_append(text, text, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.blob_upload_append(text, text, bytea) TO syncular_gateway;
-REVOKE ALL ON FUNCTION syncular.blob_upload_finish(text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.blob_upload_finish(text, text) TO syncular_gateway;
-REVOKE ALL ON FUNCTION syncular.blob_upload_grant(text, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.blob_upload_grant(text, text, bigint) TO syncular_gateway;
-REVOKE ALL ON FUNCTION syncular.blob_open(text, text, text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.blob_open(text, text, text, jsonb) TO syncular_gateway;
-REVOKE ALL ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) TO syncular_gateway;
--- Admin: EXECUTE stays with the owner.
-REVOKE ALL ON FUNCTION syncular.blob_sweep_orphans(bigint, integer, text) FROM PUBLIC;
-
 AS 'MODULE_PATHNAME', 'complete_reaction_wrapper';
 CREATE FUNCTION syncular."fail_reaction"(
 	"partition" TEXT,
