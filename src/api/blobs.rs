@@ -7,7 +7,7 @@
 //! (§5.9.3: host authentication only, not a scope-bearing act); reads take
 //! the actor and allowed scopes exactly like `syncular.sync`.
 
-use pgrx::callbacks::{register_xact_callback, PgXactCallbackEvent};
+use pgrx::callbacks::{register_subxact_callback, register_xact_callback, PgSubXactCallbackEvent, PgXactCallbackEvent};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
@@ -18,8 +18,12 @@ use crate::engine::request::Caller;
 
 /// Arms the transaction-end hooks of an upload: a COMMIT (or PREPARE) with
 /// an unfinished upload fails (its chunks would be stored without a blob
-/// record); any end forgets the backend's upload state.
+/// record); any end forgets the backend's upload state. A subtransaction
+/// that ends takes the upload along (rolled back) or hands it to its parent
+/// (released).
 fn arm_upload_hooks() {
+    register_subxact_callback(PgSubXactCallbackEvent::AbortSub, upload::subtransaction_aborted);
+    register_subxact_callback(PgSubXactCallbackEvent::CommitSub, upload::subtransaction_committed);
     for event in [PgXactCallbackEvent::PreCommit, PgXactCallbackEvent::PrePrepare] {
         register_xact_callback(event, || {
             if let Some(e) = upload::unfinished() {

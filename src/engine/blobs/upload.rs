@@ -10,7 +10,12 @@
 //! refreshed, so the sweep spares it for another grace period). The hasher
 //! lives in this backend ([`UPLOAD`]); a transaction that would commit with
 //! an unfinished upload is refused ([`unfinished`], checked by the API at
-//! pre-commit), and state left by a rolled-back subtransaction is ignored.
+//! pre-commit). The upload follows its subtransaction: rolled back, it goes
+//! with its chunks ([`subtransaction_aborted`]); released (`RELEASE
+//! SAVEPOINT`, a PL/pgSQL block that ends without an exception), it belongs
+//! to the parent, so its chunks cannot commit unverified
+//! ([`subtransaction_committed`]). The API registers both as subtransaction
+//! callbacks.
 
 use std::cell::RefCell;
 
@@ -48,19 +53,35 @@ fn current_subxact() -> pg_sys::SubTransactionId {
     unsafe { pg_sys::GetCurrentSubTransactionId() }
 }
 
-fn subxact_active(id: pg_sys::SubTransactionId) -> bool {
-    // SAFETY: as above; a rolled-back or unknown id is simply not active.
-    unsafe { pg_sys::SubTransactionIsActive(id) }
+/// A subtransaction was rolled back: an upload begun in it goes (its
+/// chunks were rolled back with it).
+pub fn subtransaction_aborted(my_subid: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId) {
+    UPLOAD.with(|u| {
+        let mut u = u.borrow_mut();
+        if u.as_ref().is_some_and(|up| up.subxact == my_subid) {
+            *u = None;
+        }
+    });
+}
+
+/// A subtransaction was released into `parent`: an upload begun in it (and
+/// its chunks) now belongs to the parent.
+pub fn subtransaction_committed(my_subid: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId) {
+    UPLOAD.with(|u| {
+        if let Some(up) = u.borrow_mut().as_mut().filter(|up| up.subxact == my_subid) {
+            up.subxact = parent;
+        }
+    });
 }
 
 fn invalid(message: String) -> EngineError {
     EngineError::host(HostCode::InvalidArgument, message)
 }
 
-/// The live upload of this backend (a stale one, whose subtransaction was
-/// rolled back, is dropped).
+/// The upload of this backend, if any (a rolled-back one is gone already:
+/// [`subtransaction_aborted`]).
 fn take_live() -> Option<Upload> {
-    UPLOAD.with(|u| u.borrow_mut().take()).filter(|u| subxact_active(u.subxact))
+    UPLOAD.with(|u| u.borrow_mut().take())
 }
 
 /// Forgets the upload in progress (transaction end).
@@ -71,7 +92,7 @@ pub fn reset() {
 /// The refusal of a commit while an upload is unfinished (its chunks would
 /// be stored without a blob record), `None` when there is none.
 pub fn unfinished() -> Option<EngineError> {
-    let live = UPLOAD.with(|u| u.borrow().as_ref().filter(|u| subxact_active(u.subxact)).map(|u| u.blob_id.clone()));
+    let live = UPLOAD.with(|u| u.borrow().as_ref().map(|u| u.blob_id.clone()));
     live.map(|id| {
         invalid(format!(
             "the upload of blob {id} was begun but not finished in this transaction: call syncular.blob_upload_finish, or roll back"

@@ -9,15 +9,13 @@
 pub mod bytes;
 pub mod refs;
 
-/// The POSIX regular expression whose first group is the `blobId` of a
-/// canonical BlobRef text (§5.9.1: `blobId` is required and always the
-/// first key, so it is anchored at the start). Used where the ids are read
-/// set-based from `blob_ref` projection columns (captured writes, adoption);
-/// the push reads them from the decoded row instead.
-pub const BLOB_ID_REGEX: &str = r#"^\s*\{\s*"blobId"\s*:\s*"(sha256:[0-9a-f]{64})""#;
-
-/// `substring(<expr>, '<BLOB_ID_REGEX>')` (the POSIX-regex form): the blob id of a BlobRef text
-/// expression (NULL for NULL).
+/// The `blobId` of a BlobRef text expression (NULL for NULL), read as JSON
+/// — the same value the row codec reads, escapes included (a regular
+/// expression over the text would miss `"\u0073ha256:…"`, a valid spelling
+/// of the same id, and lose its reference). Used where the ids are read
+/// set-based from `blob_ref` projection columns (captured writes, adoption),
+/// whose values the row codec already validated; the push reads them from
+/// the decoded row instead.
 pub fn blob_id_expr(expr: &str) -> String {
-    format!("pg_catalog.substring({expr}, {})", pgrx::spi::quote_literal(BLOB_ID_REGEX))
+    format!("(({expr})::pg_catalog.jsonb OPERATOR(pg_catalog.->>) 'blobId')")
 }

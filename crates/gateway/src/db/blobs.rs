@@ -1,16 +1,18 @@
 //! The blob SQL of the gateway (README "Blobs"; SPEC §5.9.3, §5.9.5): uploads stream the body
 //! into `syncular.blob_upload_begin/append/finish` inside one transaction (the extension hashes
 //! the bytes and records the blob only when they match the id); downloads authorize with
-//! `syncular.blob_open` and stream `syncular.blob_read` chunk by chunk from one REPEATABLE READ
-//! transaction (one snapshot: the blob cannot vanish mid-body; not READ ONLY, because a
-//! REPEATABLE READ sync call locks the schema marker `FOR SHARE`), one chunk ahead of the
-//! client (back-pressure reaches the database; a client that goes away rolls it back).
+//! `syncular.blob_open` and stream `syncular.blob_read` chunk by chunk, one chunk ahead of the
+//! client. Each chunk is read with its own short pool checkout, outside any open transaction: a
+//! slow reader holds no connection and no snapshot while its socket drains (a download spanning
+//! one transaction let a few slow readers exhaust the pool and block schema bumps). A blob's
+//! bytes are immutable (content-addressed), so chunks read at different moments belong to the
+//! same body; a blob swept mid-download ends the body early (its chunk read fails).
 
 use bytes::{Bytes, BytesMut};
 use deadpool_postgres::Pool;
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::{checkout, ApiError};
 
@@ -92,66 +94,49 @@ pub struct DownloadArgs {
 }
 
 /// Authorizes the download (`syncular.blob_open`) and starts streaming its chunks
-/// (`syncular.blob_read`) from a task that owns one connection and one REPEATABLE READ transaction.
+/// (`syncular.blob_read`, re-authorized per chunk) from a task that checks a connection out of
+/// the pool for each chunk only.
 ///
 /// Errors: `blob.not_found`, `blob.forbidden`, `sync.invalid_request`, database failures.
 pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiError> {
-    let mut client = checkout(pool).await?;
-    let (opened_tx, opened) = oneshot::channel::<Result<(i64, i32), ApiError>>();
-    let (chunks_tx, chunks) = mpsc::channel(1);
-    tokio::spawn(async move {
-        let a = &args;
-        let tx = match client.build_transaction().isolation_level(tokio_postgres::IsolationLevel::RepeatableRead).start().await {
-            Ok(tx) => tx,
-            Err(e) => {
-                let _ = opened_tx.send(Err(pg(e)));
-                return;
-            }
-        };
-        let meta = tx
+    let meta: Value = {
+        let client = checkout(pool).await?;
+        let row = client
             .query_one(
                 "SELECT syncular.blob_open($1::text, $2::text, $3::text, $4::jsonb)",
-                &[&a.partition, &a.actor_id, &a.blob_id, &a.allowed_scopes],
+                &[&args.partition, &args.actor_id, &args.blob_id, &args.allowed_scopes],
             )
             .await
-            .map_err(pg)
-            .and_then(|row| row.try_get::<_, Value>(0).map_err(pg));
-        let (byte_length, chunk_count) = match meta {
-            Ok(v) => (
-                v.get("byteLength").and_then(Value::as_i64).unwrap_or(0),
-                v.get("chunkCount").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok()).unwrap_or(0),
-            ),
-            Err(e) => {
-                let _ = opened_tx.send(Err(e));
-                return;
-            }
-        };
-        if opened_tx.send(Ok((byte_length, chunk_count))).is_err() {
-            return;
-        }
-        let read = match tx.prepare_cached("SELECT syncular.blob_read($1::text, $2::text, $3::text, $4::int4, $5::jsonb)").await {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = chunks_tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                return;
-            }
-        };
+            .map_err(pg)?;
+        row.try_get(0).map_err(pg)?
+    };
+    let byte_length = meta.get("byteLength").and_then(Value::as_i64).unwrap_or(0);
+    let chunk_count = meta.get("chunkCount").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok()).unwrap_or(0);
+    let (chunks_tx, chunks) = mpsc::channel(1);
+    let pool = pool.clone();
+    tokio::spawn(async move {
+        let a = &args;
         for chunk in 0..chunk_count {
-            let bytes = tx
-                .query_one(&read, &[&a.partition, &a.actor_id, &a.blob_id, &chunk, &a.allowed_scopes])
-                .await
-                .and_then(|row| row.try_get::<_, Vec<u8>>(0));
-            let item = bytes.map(Bytes::from).map_err(|e| std::io::Error::other(e.to_string()));
+            let item = read_chunk(&pool, a, chunk).await;
             let failed = item.is_err();
             if chunks_tx.send(item).await.is_err() || failed {
-                return; // the client went away (or the read failed): the transaction rolls back
+                return; // the client went away, or the read failed: the body ends here
             }
         }
-        let _ = tx.commit().await;
     });
-    match opened.await {
-        Ok(Ok((byte_length, _))) => Ok(Download { byte_length, chunks }),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(ApiError::internal("the download task ended before answering")),
-    }
+    Ok(Download { byte_length, chunks })
+}
+
+/// One chunk of a download, read with a connection checked out for this read only.
+async fn read_chunk(pool: &Pool, a: &DownloadArgs, chunk: i32) -> Result<Bytes, std::io::Error> {
+    let client = checkout(pool).await.map_err(|e| std::io::Error::other(Value::Object(e.body).to_string()))?;
+    let read = client
+        .prepare_cached("SELECT syncular.blob_read($1::text, $2::text, $3::text, $4::int4, $5::jsonb)")
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let row = client
+        .query_one(&read, &[&a.partition, &a.actor_id, &a.blob_id, &chunk, &a.allowed_scopes])
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    row.try_get::<_, Vec<u8>>(0).map(Bytes::from).map_err(|e| std::io::Error::other(e.to_string()))
 }

@@ -1,0 +1,190 @@
+//! Attacks on the gateway's blob routes (§5.9) kept as regression tests: slow readers of a large
+//! blob hold no pooled connection or open transaction (another request is served, a schema bump is
+//! not blocked); a BlobRef pushed with a JSON escape keeps its reference through a plain SQL update.
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use postgres::Client;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use serde_json::Map;
+use syncular_client::native_transport::HostTransport;
+use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome};
+use syncular_integration_tests::gateway::{http_agent, transport_config, Gateway};
+use syncular_integration_tests::{connect_to, dsn, dsn_for_db};
+
+const PARTITION: &str = "blobs";
+
+fn ir() -> Value {
+    json!({"version": 1, "tables": [{
+        "name": "notes", "primaryKey": "id",
+        "columns": [
+            {"name": "id", "type": "string", "nullable": false},
+            {"name": "ws", "type": "string", "nullable": false},
+            {"name": "title", "type": "string", "nullable": true},
+            {"name": "att", "type": "blob_ref", "nullable": true}
+        ],
+        "scopes": [{"pattern": "ws:{ws}"}]
+    }]})
+}
+
+struct Db { name: String, dsn: String }
+impl Db {
+    fn new(label: &str) -> Db {
+        let name = format!("syncular_brkgw_{label}_{}", std::process::id());
+        let mut admin = connect_to(&dsn());
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let db = Db { dsn: dsn_for_db(&dsn(), &name), name };
+        let mut c = db.connect();
+        c.batch_execute("CREATE EXTENSION syncular").unwrap();
+        c.execute("SELECT syncular.register_schema($1::text::jsonb)", &[&ir().to_string()]).unwrap();
+        c.batch_execute(
+            "CREATE FUNCTION public.blob_allowed(partition text, actor_id text) RETURNS jsonb LANGUAGE sql AS $$
+               SELECT '{\"ws\": [\"w1\"]}'::jsonb $$;
+             SELECT syncular.set_scope_resolver('public.blob_allowed(text,text)');",
+        ).unwrap();
+        db
+    }
+    fn connect(&self) -> Client { connect_to(&self.dsn) }
+}
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = postgres::Client::connect(&dsn(), postgres::NoTls) {
+            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+fn blob_id(bytes: &[u8]) -> String {
+    format!("sha256:{}", Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+fn store_and_reference(c: &mut Client, row: &str, bytes: &[u8]) -> String {
+    let id = blob_id(bytes);
+    c.execute("SELECT syncular.blob_put($1, $2, $3)", &[&PARTITION, &id, &bytes]).unwrap();
+    let ops = json!([{"table": "notes", "row": {"id": row, "ws": "w1", "att": {"blobId": id, "byteLength": bytes.len()}}}]);
+    let out: Value = c
+        .query_one("SELECT syncular.commit($1, 'svc', $2::text::jsonb, allowed_scopes => '{\"ws\": [\"*\"]}')", &[&PARTITION, &ops.to_string()])
+        .unwrap()
+        .get(0);
+    assert_eq!(out["status"], json!("applied"), "{out}");
+    id
+}
+
+/// A GET whose body the client reads a trickle at a time: the download task holds a pooled
+/// connection and a REPEATABLE READ transaction for as long as the peer keeps reading a byte
+/// before the idle timeout — the request timeout does not bound the body. With the pool used
+/// up, every other request of every tenant waits.
+#[test]
+fn slow_blob_readers_exhaust_the_pool() {
+    let db = Db::new("slow");
+    let mut c = db.connect();
+    let big: Vec<u8> = (0..(24 * 1024 * 1024u32)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let big_id = store_and_reference(&mut c, "big", &big);
+    let small_id = store_and_reference(&mut c, "small", b"small one");
+    let gw = Gateway::start_with_dsn(
+        &format!("{} options='-c syncular.blob_max_bytes={}'", db.dsn, 64 * 1024 * 1024),
+        &["--auth", "dev", "--pool-size", "2", "--request-timeout-secs", "3"],
+    );
+    let addr = gw.base_url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut s2 = s.try_clone().unwrap();
+        write!(s2, "GET /blobs/{big_id} HTTP/1.1\r\nHost: x\r\nx-syncular-actor: mallory\r\nx-syncular-partition: {PARTITION}\r\n\r\n").unwrap();
+        let mut buf = [0u8; 256];
+        let n = (&s).read(&mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+        slow.push(s);
+    }
+    // Keep reading a little every second for 12 s (well past the 3 s request timeout).
+    let start = Instant::now();
+    let handle = std::thread::spawn({
+        let slow: Vec<TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
+        move || {
+            while start.elapsed() < Duration::from_secs(14) {
+                for s in &slow {
+                    let mut b = [0u8; 16];
+                    let _ = (&*s).read(&mut b);
+                }
+                std::thread::sleep(Duration::from_millis(1000));
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_secs(6));
+    // Another tenant's innocent request.
+    let t = Instant::now();
+    let resp = http_agent()
+        .get(format!("{}/blobs/{small_id}", gw.base_url))
+        .header("x-syncular-actor", "alice")
+        .header("x-syncular-partition", PARTITION)
+        .call();
+    let status = match &resp { Ok(r) => r.status().as_u16(), Err(e) => { eprintln!("err {e}"); 0 } };
+    eprintln!("innocent GET after {:?}: status {status}", t.elapsed());
+    let mut admin = db.connect();
+    let held: i64 = admin
+        .query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' AND xact_start < now() - interval '5 seconds'", &[])
+        .unwrap()
+        .get(0);
+    eprintln!("idle-in-transaction connections older than 5 s: {held}");
+    // A schema bump (add a nullable column) while the slow readers hold their transactions.
+    let mut bumped_ir = ir();
+    bumped_ir["version"] = json!(2);
+    bumped_ir["tables"][0]["columns"].as_array_mut().unwrap().push(json!({"name": "extra", "type": "string", "nullable": true}));
+    admin.batch_execute("SET lock_timeout = '3s'").unwrap();
+    let t = Instant::now();
+    let bump = admin.execute("SELECT syncular.register_schema($1::text::jsonb)", &[&bumped_ir.to_string()]);
+    eprintln!("schema bump during slow downloads: {:?} after {:?}", bump.as_ref().map_err(|e| e.as_db_error().map(|d| d.message().to_owned())), t.elapsed());
+    handle.join().unwrap();
+    assert_eq!(status, 200, "an innocent request was starved by two slow blob readers (pool exhausted; {held} transactions held open)");
+    assert_eq!(held, 0, "slow blob readers hold no transaction open");
+    assert!(bump.is_ok(), "a schema bump is not blocked by slow blob readers: {bump:?}");
+}
+
+/// A client pushes a BlobRef whose `blobId` uses a JSON escape (valid JSON, the same id to every
+/// parser; the push path checks and indexes it correctly). A later plain SQL UPDATE of another
+/// column of that row re-derives the references with the extension's regex, which does not see
+/// the escaped id: the reference is dropped, the sweep deletes the blob the row still names,
+/// and the row's readers get 403/404.
+#[test]
+fn escaped_blob_ref_loses_its_reference_on_a_sql_update() {
+    let db = Db::new("escpush");
+    let mut c = db.connect();
+    let bytes = b"client attachment";
+    let id = blob_id(bytes);
+    c.execute("SELECT syncular.blob_put($1, $2, $3)", &[&PARTITION, &id, &&bytes[..]]).unwrap();
+    let gw = Gateway::start_with_dsn(&db.dsn, &["--auth", "dev"]);
+    let transport_cfg = transport_config(&gw.base_url, "alice", PARTITION);
+    let mut transport = HostTransport::from_config(&transport_cfg).unwrap();
+    let mut client = SyncClient::new("alice-1".to_owned(), &ir(), ClientLimits::default()).unwrap();
+    client.subscribe("notes".into(), "notes".into(), vec![("ws".into(), vec!["w1".into()])], None).unwrap();
+    let escaped = format!("{{\"blobId\":\"\\u0073{}\",\"byteLength\":{}}}", &id[1..], bytes.len());
+    eprintln!("att = {escaped}");
+    let mut values = Map::new();
+    values.insert("id".into(), json!("n1"));
+    values.insert("ws".into(), json!("w1"));
+    values.insert("title".into(), json!("t"));
+    values.insert("att".into(), Value::String(escaped));
+    client.mutate(vec![Mutation::Upsert { table: "notes".into(), values, base_version: None }]).unwrap();
+    match client.sync_until_idle(&mut transport, Some(6)) {
+        SyncOutcome::Ok(r) => eprintln!("sync ok: {r:?}"),
+        SyncOutcome::Failed { error_code, message } => panic!("{error_code}: {message}"),
+    }
+    let count = |c: &mut Client, sql: &str| -> i64 { c.query_one(sql, &[]).unwrap().get(0) };
+    let rows = count(&mut c, "SELECT count(*) FROM public.notes");
+    let refs_after_push = count(&mut c, "SELECT count(*) FROM syncular.sync_blob_refs");
+    c.batch_execute("SET syncular.partition = 'blobs'; UPDATE public.notes SET title = 'edited by a job' WHERE _sync_partition = 'blobs' AND id = 'n1'; RESET syncular.partition").unwrap();
+    let refs_after_update = count(&mut c, "SELECT count(*) FROM syncular.sync_blob_refs");
+    c.batch_execute("SET syncular.now_ms = '4102444800000'").unwrap();
+    let swept: i64 = c.query_one("SELECT syncular.blob_sweep_orphans()", &[]).unwrap().get(0);
+    let status = match http_agent().get(format!("{}/blobs/{id}", gw.base_url)).header("x-syncular-actor", "alice").header("x-syncular-partition", PARTITION).call() {
+        Ok(r) => r.status().as_u16(),
+        Err(ureq::Error::StatusCode(s)) => s,
+        Err(e) => panic!("{e}"),
+    };
+    eprintln!("rows={rows} refs after push={refs_after_push} after SQL update={refs_after_update} swept={swept} alice GET={status}");
+    assert!(refs_after_update == 1 && swept == 0 && status == 200, "reference lost: refs {refs_after_push}->{refs_after_update}, swept {swept}, GET {status}");
+}
