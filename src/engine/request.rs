@@ -33,6 +33,7 @@ pub const MAX_PARTITION_BYTES: usize = 4096;
 /// Checks the caller's identity arguments: a partition of at most
 /// [`MAX_PARTITION_BYTES`]. Errors: `syncular.invalid_argument`.
 pub fn check_caller(caller: &Caller<'_>) -> EngineResult<()> {
+    crate::engine::validators::refuse_reentry("a sync call")?;
     check_partition(caller.partition)
 }
 

@@ -467,6 +467,7 @@ fn write_marker(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult<(
 /// registrations are serialized on the marker table (the later one then
 /// sees the earlier one's result, e.g. `Unchanged`).
 pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<RegisterOutcome> {
+    crate::engine::validators::refuse_reentry("syncular.register_schema")?;
     crate::engine::distribution::refuse_worker()?;
     let schema = Schema::from_value(ir).map_err(|e| EngineError::invalid_schema(e.message))?;
     // §5.10.1: a crdt column whose crdtType has no merger is refused before serving.

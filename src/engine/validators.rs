@@ -205,6 +205,22 @@ pub fn running() -> bool {
     RUNNING.with(std::cell::Cell::get)
 }
 
+/// Refuses `what` (a sync request, `syncular.commit`, a schema
+/// registration…) while a validator or the reaction planner runs: such a
+/// call would write the log or the schema from inside the commit being
+/// checked (§6.7–§6.9: hooks must not mutate storage). Errors:
+/// `syncular.write_refused` (0A000) — inside a hook it counts as the hook
+/// raising.
+pub fn refuse_reentry(what: &str) -> EngineResult<()> {
+    if running() {
+        return Err(EngineError::host(
+            HostCode::WriteRefused,
+            format!("{what} cannot be called from a write validator, the commit validator or the reaction planner"),
+        ));
+    }
+    Ok(())
+}
+
 /// The registered function `oid` as the catalog describes it now, checked
 /// again at every call: it must still exist (a dropped validator fails
 /// closed), have the validator shape, and be owned by a superuser (an

@@ -76,8 +76,12 @@ pub struct StoredRow {
     pub payload: Vec<u8>,
 }
 
-/// Reads one row of `partition` by `row_id`, or `None` when absent.
-/// Errors: SPI failures.
+/// Reads one row of `partition` by `row_id`, or `None` when absent, and
+/// locks it (`FOR NO KEY UPDATE`) for the write that follows: a captured
+/// plain SQL write holding the row (it takes no push lock) is waited for,
+/// and the row is read as that write committed it — the version check and
+/// a crdt merge never work from a stale copy, so neither write is lost.
+/// Errors: SPI failures (40001 under REPEATABLE READ when the row changed).
 pub fn select_app_row(
     t: &AppTableSql,
     partition: &str,
@@ -85,7 +89,7 @@ pub fn select_app_row(
 ) -> StoreResult<Option<StoredRow>> {
     let sql = format!(
         "SELECT _sync_version, _sync_scopes::text, _sync_payload FROM {} \
-         WHERE _sync_partition = $1 AND _sync_row_id = $2",
+         WHERE _sync_partition = $1 AND _sync_row_id = $2 FOR NO KEY UPDATE",
         t.qualified_name
     );
     Spi::connect_mut(|client| {

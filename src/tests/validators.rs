@@ -311,6 +311,28 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_validator_that_calls_the_sync_api_rejects_the_commit() {
+        setup_tasks();
+        set_validator(&format!(
+            "IF write->>'rowId' = 't1' THEN \
+               PERFORM syncular.commit('{P}', 'svc', '[{{\"table\": \"tasks\", \"row\": {{\"id\": \"inner\", \"project_id\": \"p1\", \"title\": \"i\", \"done\": false}}}}]', \
+                 allowed_scopes => '{{\"project_id\": [\"*\"]}}'); END IF; RETURN NULL;"
+        ));
+        let epoch = epoch();
+        let results = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit("reenters", vec![upsert(&task("t1", "p1", "x", None), None)])],
+            Some(&allowed_p1_p2()),
+        );
+        assert_eq!(rejection(&results[0]), (0, "sync.constraint_violation".to_string(), false));
+        assert_eq!(rows_of_tasks(), "", "neither the commit nor the validator's nested commit applied");
+        assert_eq!(count(&format!("SELECT count(*) FROM syncular.sync_commits WHERE partition = '{P}'")), 0);
+    }
+
+    #[pg_test]
     fn a_validator_that_writes_a_synced_table_rejects_the_commit() {
         setup_tasks();
         set_validator(&format!(

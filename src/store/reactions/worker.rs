@@ -102,6 +102,11 @@ pub struct Claim<'a> {
 /// `lease_expires_at_ms <= now`) of the worker's types, oldest first, rows
 /// other claimers hold locked skipped (`FOR UPDATE SKIP LOCKED`), and
 /// leases them: owner, expiry, `attempts + 1`. Returns them in claim order.
+/// An expired lease that already used its last attempt (its worker died
+/// without recording a failure — a handler that kills its worker would
+/// otherwise loop forever, §6.9 `maxAttempts`) is dead-lettered instead, with
+/// `last_failure` `{"code": "reaction.lease_expired", "atMs": now}`, and not
+/// returned.
 pub fn claim(c: &Claim<'_>) -> StoreResult<Vec<ReactionRow>> {
     let sql = format!(
         "WITH due AS ( \
@@ -113,11 +118,19 @@ pub fn claim(c: &Claim<'_>) -> StoreResult<Vec<ReactionRow>> {
                      created_at_ms, idempotency_key \
             LIMIT $4 FOR UPDATE SKIP LOCKED) \
          UPDATE syncular.sync_reactions r \
-            SET status = 'leased', attempts = r.attempts + 1, lease_owner = $2, \
-                lease_expires_at_ms = $6, completed_at_ms = NULL \
+            SET status = CASE WHEN {spent} THEN 'dead-letter' ELSE 'leased' END, \
+                attempts = CASE WHEN {spent} THEN r.attempts ELSE r.attempts + 1 END, \
+                lease_owner = CASE WHEN {spent} THEN NULL ELSE $2 END, \
+                lease_expires_at_ms = CASE WHEN {spent} THEN NULL ELSE $6 END, \
+                available_at_ms = CASE WHEN {spent} THEN $5 ELSE r.available_at_ms END, \
+                last_failure = CASE WHEN {spent} \
+                  THEN pg_catalog.jsonb_build_object('code', 'reaction.lease_expired', 'atMs', $5) \
+                  ELSE r.last_failure END, \
+                completed_at_ms = NULL \
            FROM due WHERE r.partition = $1 AND r.idempotency_key = due.idempotency_key \
          RETURNING {}",
-        COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ")
+        COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", "),
+        spent = "(r.status = 'leased' AND r.attempts >= r.max_attempts)",
     );
     let mut out = Spi::connect_mut(|client| {
         let table = plan_cache::execute(
@@ -136,6 +149,7 @@ pub fn claim(c: &Claim<'_>) -> StoreResult<Vec<ReactionRow>> {
         .map_err(StoreError::spi("claim_reactions"))?;
         rows(table, "claim_reactions")
     })?;
+    out.retain(|r| r.status == "leased");
     out.sort_by(|a, b| (a.created_at_ms, &a.idempotency_key).cmp(&(b.created_at_ms, &b.idempotency_key)));
     Ok(out)
 }

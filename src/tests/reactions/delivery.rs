@@ -86,6 +86,23 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_lease_that_expires_on_its_last_attempt_dead_letters_instead_of_looping() {
+        at(T0);
+        enqueue("crashes", "mail", T0, 2);
+        assert_eq!(claim("w1", "ARRAY['mail']", 1, 100).len(), 1, "attempt 1");
+        at(T0 + 100);
+        let second = claim("w2", "ARRAY['mail']", 1, 100);
+        assert_eq!((second[0].0.as_str(), second[0].1), ("crashes", 2), "attempt 2 after the first worker died");
+        at(T0 + 200);
+        assert!(claim("w3", "ARRAY['mail']", 1, 100).is_empty(), "no third attempt of a 2-attempt reaction");
+        let r = row("crashes");
+        assert_eq!((&r["status"], &r["attempts"], &r["lease_owner"]), (&json!("dead-letter"), &json!(2), &Value::Null));
+        assert_eq!(r["last_failure"], json!({"code": "reaction.lease_expired", "atMs": T0 + 200}));
+        at(T0 + 10_000_000);
+        assert!(claim("w4", "ARRAY['mail']", 1, 100).is_empty(), "a dead letter is never claimed");
+    }
+
+    #[pg_test]
     fn an_expired_lease_is_reclaimed_and_the_stale_owner_can_change_nothing() {
         at(T0);
         enqueue("r", "mail", T0, 10);

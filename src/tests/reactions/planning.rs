@@ -258,6 +258,15 @@ mod tests {
         set_planner("INSERT INTO public.tasks (id, project_id, title, done) VALUES ('x', 'p1', 'x', false); RETURN NULL;");
         expect_error(attempt("writes"), "39000", "syncular.reaction_planner_failed", "raised an error");
         assert_eq!(log_rows(), before);
+        // Nor call the sync API or register a schema from inside the commit it plans.
+        set_planner(&format!(
+            "PERFORM syncular.commit('{P}', 'svc', '[{{\"table\": \"tasks\", \"row\": {{\"id\": \"inner\", \"project_id\": \"p1\", \"title\": \"i\", \"done\": false}}}}]', \
+               allowed_scopes => '{{\"project_id\": [\"*\"]}}'); RETURN NULL;"
+        ));
+        expect_error(attempt("reenters"), "39000", "syncular.reaction_planner_failed", "SQLSTATE 0A000");
+        set_planner("PERFORM syncular.register_schema((SELECT ir FROM syncular.sync_schema_versions ORDER BY version DESC LIMIT 1)); RETURN NULL;");
+        expect_error(attempt("registers"), "39000", "syncular.reaction_planner_failed", "SQLSTATE 0A000");
+        assert_eq!(log_rows(), before, "neither re-entry left anything");
         // Fixed, a later delivery of the same commit plans it.
         set_planner("RETURN '[]';");
         assert!(attempt("bad").is_ok());
