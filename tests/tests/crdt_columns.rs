@@ -11,7 +11,7 @@
 //! from two connections lose no update (the push row locks serialize them).
 
 use serde_json::{json, Map, Value};
-use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport, Transport};
+use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport};
 use syncular_integration_tests::bump::{Scratch, PARTITION};
 use syncular_integration_tests::transport::PgTransport;
 

@@ -17,73 +17,13 @@ use std::time::Duration;
 
 use postgres::{Client, GenericClient};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 use syncular_client::native_transport::HostTransport;
 use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport};
 use syncular_integration_tests::gateway::{http_agent, transport_config, wait_until, Gateway};
-use syncular_integration_tests::{connect_to, dsn, dsn_for_db};
+use syncular_integration_tests::blob_fixture::{blob_id, ir, Db, PARTITION};
 
 /// Largest blob the gateway's sessions accept (`syncular.blob_max_bytes`).
 const CAP: usize = 64 * 1024;
-const PARTITION: &str = "blobs";
-
-fn ir() -> Value {
-    json!({"version": 1, "tables": [{
-        "name": "notes", "primaryKey": "id",
-        "columns": [
-            {"name": "id", "type": "string", "nullable": false},
-            {"name": "ws", "type": "string", "nullable": false},
-            {"name": "title", "type": "string", "nullable": true},
-            {"name": "att", "type": "blob_ref", "nullable": true}
-        ],
-        "scopes": [{"pattern": "ws:{ws}"}]
-    }]})
-}
-
-/// A database of its own, dropped with the value.
-struct Db {
-    name: String,
-    dsn: String,
-}
-
-impl Db {
-    fn new(label: &str) -> Db {
-        let name = format!("syncular_blobs_{label}_{}", std::process::id());
-        let mut admin = connect_to(&dsn());
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).unwrap();
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        let db = Db { dsn: dsn_for_db(&dsn(), &name), name };
-        let mut c = db.connect();
-        c.batch_execute("CREATE EXTENSION syncular").unwrap();
-        c.execute("SELECT syncular.register_schema($1::text::jsonb)", &[&ir().to_string()]).unwrap();
-        c.batch_execute(
-            "CREATE FUNCTION public.blob_allowed(partition text, actor_id text) RETURNS jsonb LANGUAGE sql AS $$
-               SELECT CASE WHEN actor_id IN ('alice', 'bob') THEN '{\"ws\": [\"w1\"]}'::jsonb ELSE '{\"ws\": [\"w2\"]}'::jsonb END $$;
-             SELECT syncular.set_scope_resolver('public.blob_allowed(text,text)');",
-        )
-        .unwrap();
-        db
-    }
-
-    fn connect(&self) -> Client {
-        let mut c = connect_to(&self.dsn);
-        c.batch_execute("SET statement_timeout = '60s'").unwrap();
-        c
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        if let Ok(mut admin) = postgres::Client::connect(&dsn(), postgres::NoTls) {
-            let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
-        }
-    }
-}
-
-fn blob_id(bytes: &[u8]) -> String {
-    format!("sha256:{}", Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect::<String>())
-}
-
 struct Peer {
     client: SyncClient,
     transport: HostTransport,
