@@ -312,9 +312,12 @@ fn lifecycle_drop_partition_wakes_open_realtime_sessions_and_delivers_the_new_ti
         });
         assert_eq!(bob.deltas_containing(&id), 1, "{:?}", bob.events());
     }
-    assert_eq!(
-        bob.wakes(),
-        ["reset-required"],
+    // Only reset-required wake-ups: how many depends on how many of the drop's notifications
+    // reach the gateway before bob's session re-registers on the new timeline (on a loaded
+    // machine up to one per notification); every commit of the new timeline came as a delta.
+    let wakes = bob.wakes();
+    assert!(
+        !wakes.is_empty() && wakes.iter().all(|w| w == "reset-required"),
         "no other wake-up: {:?}",
         bob.events()
     );
