@@ -6,14 +6,14 @@
 //! (a commit applied again after its stored outcome was pruned) is kept as
 //! it is (`ON CONFLICT DO NOTHING`): a source commit never adds a second row.
 //!
-//! With `syncular.router_statements` on, the rows go in as `INSERT …
-//! VALUES` chunks ([`crate::store::values_insert`]) instead of one
-//! `INSERT … SELECT … FROM unnest(…)`.
+//! The rows go in as `INSERT … VALUES` chunks
+//! ([`crate::store::values_insert`]), in Citus router mode and out: a commit
+//! plans a few reactions, and a one-row VALUES insert starts faster than an
+//! `INSERT … SELECT … FROM unnest(…)` over arrays.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
 use crate::store::values_insert::ValuesInsert;
 use crate::store::{StoreError, StoreResult};
 
@@ -36,16 +36,7 @@ pub struct NewReaction {
     pub max_attempts: i32,
 }
 
-const INSERT_SQL: &str = "\
-INSERT INTO syncular.sync_reactions \
-  (partition, idempotency_key, type, version, payload, source_client_id, source_client_commit_id, \
-   source_commit_seq, created_at_ms, available_at_ms, status, attempts, max_attempts) \
-SELECT $1, u.k, u.t, u.v, u.p::jsonb, $2, u.c, u.s, $3, $3, 'pending', 0, u.m \
-FROM unnest($4::text[], $5::text[], $6::int4[], $7::text[], $8::text[], $9::int8[], $10::int4[]) \
-  AS u(k, t, v, p, c, s, m) \
-ON CONFLICT (partition, idempotency_key) DO NOTHING";
-
-const ROUTER_INSERT: ValuesInsert = ValuesInsert {
+const VALUES_INSERT: ValuesInsert = ValuesInsert {
     head: "INSERT INTO syncular.sync_reactions \
            (partition, idempotency_key, type, version, payload, source_client_id, source_client_commit_id, \
             source_commit_seq, created_at_ms, available_at_ms, status, attempts, max_attempts)",
@@ -63,39 +54,23 @@ pub fn insert_reactions(partition: &str, client_id: &str, now_ms: i64, rows: &[N
         [DatumWithOid::from(partition), DatumWithOid::from(client_id), DatumWithOid::from(now_ms)]
     };
     Spi::connect_mut(|client| -> pgrx::spi::SpiResult<()> {
-        if crate::settings::router_statements() {
-            let values = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        DatumWithOid::from(r.idempotency_key.as_str()),
-                        DatumWithOid::from(r.kind.as_str()),
-                        DatumWithOid::from(r.version),
-                        DatumWithOid::from(r.payload.as_str()),
-                        DatumWithOid::from(r.client_commit_id.as_str()),
-                        DatumWithOid::from(r.commit_seq),
-                        DatumWithOid::from(r.max_attempts),
-                    ]
-                })
-                .collect();
-            ROUTER_INSERT.execute(client, &shared(), values)?;
-            return Ok(());
-        }
-        let [p, c, n] = shared();
-        let args = [
-            p,
-            c,
-            n,
-            DatumWithOid::from(rows.iter().map(|r| r.idempotency_key.clone()).collect::<Vec<_>>()),
-            DatumWithOid::from(rows.iter().map(|r| r.kind.clone()).collect::<Vec<_>>()),
-            DatumWithOid::from(rows.iter().map(|r| r.version).collect::<Vec<_>>()),
-            DatumWithOid::from(rows.iter().map(|r| r.payload.clone()).collect::<Vec<_>>()),
-            DatumWithOid::from(rows.iter().map(|r| r.client_commit_id.clone()).collect::<Vec<_>>()),
-            DatumWithOid::from(rows.iter().map(|r| r.commit_seq).collect::<Vec<_>>()),
-            DatumWithOid::from(rows.iter().map(|r| r.max_attempts).collect::<Vec<_>>()),
-        ];
-        // A plain insert (no scan to pin): the kept plan, no planner settings.
-        plan_cache::execute(client, INSERT_SQL, None, &args)?;
+        // VALUES rows in power-of-two chunks, in router mode and out: a commit plans a few
+        // reactions, and a one-row VALUES insert starts faster than an unnest over arrays.
+        let values = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    DatumWithOid::from(r.idempotency_key.as_str()),
+                    DatumWithOid::from(r.kind.as_str()),
+                    DatumWithOid::from(r.version),
+                    DatumWithOid::from(r.payload.as_str()),
+                    DatumWithOid::from(r.client_commit_id.as_str()),
+                    DatumWithOid::from(r.commit_seq),
+                    DatumWithOid::from(r.max_attempts),
+                ]
+            })
+            .collect();
+        VALUES_INSERT.execute(client, &shared(), values)?;
         Ok(())
     })
     .map_err(StoreError::spi("insert_reactions"))
