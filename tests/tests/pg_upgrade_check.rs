@@ -56,6 +56,28 @@ struct Cluster {
     port: u16,
 }
 
+impl Drop for Cluster {
+    /// A failed assertion must not leave the server running: stop it if it still runs (never
+    /// panics: a panic while unwinding would abort the test binary).
+    fn drop(&mut self) {
+        if !self.data.join("postmaster.pid").exists() {
+            return;
+        }
+        let Ok(bin) = std::env::var("SYNCULAR_PG_BIN") else { return };
+        let pg_ctl = format!("{bin}/pg_ctl");
+        let data = self.data.to_string_lossy().into_owned();
+        let args = ["-D", data.as_str(), "-m", "immediate", "-w", "stop"];
+        let mut cmd = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", &pg_ctl]);
+            c
+        } else {
+            Command::new(&pg_ctl)
+        };
+        let _ = cmd.args(args).current_dir(&self.root).output();
+    }
+}
+
 impl Cluster {
     fn init(root: &Path, name: &str, port: u16) -> Cluster {
         let data = root.join(name);
