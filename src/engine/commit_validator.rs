@@ -24,10 +24,9 @@
 use serde_json::{json, Value};
 
 use crate::engine::error::EngineResult;
-use crate::engine::schema;
-use crate::engine::validators::{check_function, parse_answer, Rejection};
+use crate::engine::validators::{self, parse_answer, Rejection};
 use crate::store::resolver_store::ResolverName;
-use crate::store::{schema_store, validator_store};
+use crate::store::validator_store;
 
 /// What the commit validator decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,19 +51,7 @@ pub enum Verdict {
 /// `(commit jsonb) returns jsonb`. Errors: `syncular.no_schema`,
 /// `syncular.invalid_validator` (22023).
 pub fn set_commit_validator(function: Option<pgrx::pg_sys::Oid>) -> EngineResult<()> {
-    crate::engine::distribution::refuse_worker()?;
-    schema_store::take_schema_fence()?;
-    schema::require_registered_schema()?;
-    match function {
-        None => validator_store::delete_commit_validator()?,
-        Some(function) => {
-            check_function(function, "commit", "a commit validator")?;
-            validator_store::upsert_commit_validator(function)?;
-        }
-    }
-    schema_store::touch_current_version()?;
-    schema::invalidate_cache();
-    Ok(())
+    validators::set_single(validator_store::SingleFunction::CommitValidator, function, "a commit validator")
 }
 
 /// One operation's evidence (module docs).

@@ -46,6 +46,7 @@ use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::store::app_rows::AppTableSql;
 use crate::store::app_table_ddl as ddl;
 use crate::store::schema_store::{self, StoredTable};
+use crate::store::validator_store::{self, SingleFunction};
 
 /// Rows re-encoded per page during a version bump's payload rewrite.
 pub const REWRITE_BATCH_ROWS: i64 = 1000;
@@ -172,13 +173,13 @@ pub fn load_registered_schema_at(key: Option<(i64, String)>) -> EngineResult<Opt
         EngineError::internal(format!("stored schema IR version {} no longer parses: {}", stored.version, e.message))
     })?;
     let mut built = RegisteredSchema::build(schema.version, stored.app_schema, schema);
-    for (tbl, validator) in crate::store::validator_store::load_write_validators()? {
+    for (tbl, validator) in validator_store::load_write_validators()? {
         if let Some(t) = built.tables.iter_mut().find(|t| t.table.name == tbl) {
             t.validator = Some(validator);
         }
     }
-    built.commit_validator = crate::store::validator_store::load_commit_validator()?;
-    built.reaction_planner = crate::store::reactions::planner::load_reaction_planner()?;
+    built.commit_validator = validator_store::load_single(SingleFunction::CommitValidator)?;
+    built.reaction_planner = validator_store::load_single(SingleFunction::ReactionPlanner)?;
     let loaded = Rc::new(built);
     CACHE.with(|c| *c.borrow_mut() = Some(((stored.version, stored.row_xmin), Rc::clone(&loaded))));
     Ok(Some(loaded))

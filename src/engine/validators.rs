@@ -111,6 +111,28 @@ pub fn set_write_validator(tbl: &str, function: Option<pgrx::pg_sys::Oid>) -> En
     Ok(())
 }
 
+/// Registers `function` as the single-row host function `which` (the
+/// whole-commit validator, the reaction planner), or removes it (`None`):
+/// a plain non-set function `(commit jsonb) returns jsonb` owned by a
+/// superuser (`what` names it in errors, e.g. "a commit validator"). Takes
+/// the schema fence and rewrites the marker, so every backend reloads.
+/// Errors: `syncular.no_schema` (55000), `syncular.invalid_validator` (22023).
+pub fn set_single(which: validator_store::SingleFunction, function: Option<pgrx::pg_sys::Oid>, what: &str) -> EngineResult<()> {
+    crate::engine::distribution::refuse_worker()?;
+    schema_store::take_schema_fence()?;
+    schema::require_registered_schema()?;
+    match function {
+        None => validator_store::delete_single(which)?,
+        Some(function) => {
+            check_function(function, "commit", what)?;
+            validator_store::upsert_single(which, function)?;
+        }
+    }
+    schema_store::touch_current_version()?;
+    schema::invalidate_cache();
+    Ok(())
+}
+
 /// Checks that `function` can be a validator (`what`, e.g. "a write
 /// validator"): a plain non-set function `(<arg> jsonb) returns jsonb`
 /// owned by a superuser. Errors: `syncular.invalid_validator` (22023).

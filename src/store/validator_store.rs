@@ -1,6 +1,7 @@
-//! Statements behind the validators: the write validators (SPEC §6.7) in
-//! `syncular.sync_write_validators`, the whole-commit validator (§6.8) in
-//! `syncular.sync_commit_validator`, and the call itself.
+//! Statements behind the registered host functions: the write validators
+//! (SPEC §6.7) in `syncular.sync_write_validators`, the single-row
+//! registrations ([`SingleFunction`]: the whole-commit validator, §6.8, and
+//! the reaction planner, §6.9), and the call itself.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -117,43 +118,66 @@ pub fn function_now(function: pg_sys::Oid) -> StoreResult<Option<FunctionNow>> {
     Ok(Some(FunctionNow { name: ResolverName { schema, name, owner: owner_name, owner_is_superuser }, shape_ok }))
 }
 
-/// Stores `function` as the whole-commit validator (§6.8; replacing any).
-pub fn upsert_commit_validator(function: pg_sys::Oid) -> StoreResult<()> {
+/// A host function registered at most once per database: a single-row
+/// table (`id = 1`) holding its signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SingleFunction {
+    /// The whole-commit validator (§6.8), `syncular.sync_commit_validator`.
+    CommitValidator,
+    /// The reaction planner (§6.9), `syncular.sync_reaction_planner`.
+    ReactionPlanner,
+}
+
+impl SingleFunction {
+    /// Its table and signature column.
+    fn table_and_column(self) -> (&'static str, &'static str) {
+        match self {
+            SingleFunction::CommitValidator => ("syncular.sync_commit_validator", "validator"),
+            SingleFunction::ReactionPlanner => ("syncular.sync_reaction_planner", "planner"),
+        }
+    }
+}
+
+/// Stores `function` as the `which` function (replacing any).
+pub fn upsert_single(which: SingleFunction, function: pg_sys::Oid) -> StoreResult<()> {
+    let (table, column) = which.table_and_column();
     Spi::connect_mut(|client| {
         client
             .update(
                 &format!(
-                    "INSERT INTO syncular.sync_commit_validator(id, validator) VALUES (1, {}) \
-                     ON CONFLICT (id) DO UPDATE SET validator = EXCLUDED.validator",
+                    "INSERT INTO {table}(id, {column}) VALUES (1, {}) \
+                     ON CONFLICT (id) DO UPDATE SET {column} = EXCLUDED.{column}",
                     signature_of_param(1)
                 ),
                 None,
                 &[function.into()],
             )
             .map(|_| ())
-            .map_err(StoreError::spi("upsert_commit_validator"))
+            .map_err(StoreError::spi("upsert_single_function"))
     })
 }
 
-/// Removes the whole-commit validator (no-op when none).
-pub fn delete_commit_validator() -> StoreResult<()> {
+/// Removes the `which` function (no-op when none).
+pub fn delete_single(which: SingleFunction) -> StoreResult<()> {
+    let (table, _) = which.table_and_column();
     Spi::connect_mut(|client| {
         client
-            .update("DELETE FROM syncular.sync_commit_validator", None, &[])
+            .update(&format!("DELETE FROM {table}"), None, &[])
             .map(|_| ())
-            .map_err(StoreError::spi("delete_commit_validator"))
+            .map_err(StoreError::spi("delete_single_function"))
     })
 }
 
-/// The whole-commit validator's function OID, resolved from the stored
-/// signature (`InvalidOid` when no such function exists now: it must fail
-/// closed); `None` when none is set.
-pub fn load_commit_validator() -> StoreResult<Option<pg_sys::Oid>> {
-    Spi::get_one::<pg_sys::Oid>(
-        "SELECT (SELECT COALESCE(pg_catalog.to_regprocedure(validator)::pg_catalog.oid, 0::pg_catalog.oid) \
-                   FROM syncular.sync_commit_validator WHERE id = 1)",
-    )
-        .map_err(StoreError::spi("load_commit_validator"))
+/// The `which` function's OID, resolved from the stored signature
+/// (`InvalidOid` when no such function exists now: it must fail closed);
+/// `None` when none is set.
+pub fn load_single(which: SingleFunction) -> StoreResult<Option<pg_sys::Oid>> {
+    let (table, column) = which.table_and_column();
+    Spi::get_one::<pg_sys::Oid>(&format!(
+        "SELECT (SELECT COALESCE(pg_catalog.to_regprocedure({column})::pg_catalog.oid, 0::pg_catalog.oid) \
+                   FROM {table} WHERE id = 1)"
+    ))
+    .map_err(StoreError::spi("load_single_function"))
 }
 
 /// Calls `validator(input)` and returns its jsonb result (`None` for SQL

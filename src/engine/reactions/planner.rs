@@ -22,10 +22,8 @@ use serde_json::Value;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::reactions::records::{self, Planned};
-use crate::engine::schema;
-use crate::engine::validators::{check_function, resolve, Running};
-use crate::store::reactions::planner as store;
-use crate::store::{schema_store, validator_store};
+use crate::engine::validators::{self, resolve, Running};
+use crate::store::validator_store;
 
 /// `syncular.set_reaction_planner(fn)`: registers `function` as the reaction
 /// planner, or removes it (`None`). Same checks and fence as
@@ -33,19 +31,7 @@ use crate::store::{schema_store, validator_store};
 /// jsonb) returns jsonb` owned by a superuser; takes the schema fence.
 /// Errors: `syncular.no_schema` (55000), `syncular.invalid_validator` (22023).
 pub fn set_reaction_planner(function: Option<pgrx::pg_sys::Oid>) -> EngineResult<()> {
-    crate::engine::distribution::refuse_worker()?;
-    schema_store::take_schema_fence()?;
-    schema::require_registered_schema()?;
-    match function {
-        None => store::delete_reaction_planner()?,
-        Some(function) => {
-            check_function(function, "commit", "a reaction planner")?;
-            store::upsert_reaction_planner(function)?;
-        }
-    }
-    schema_store::touch_current_version()?;
-    schema::invalidate_cache();
-    Ok(())
+    validators::set_single(validator_store::SingleFunction::ReactionPlanner, function, "a reaction planner")
 }
 
 /// The failure of the planner `name` (`schema.function`): `what` went wrong.
