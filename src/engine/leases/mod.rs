@@ -58,20 +58,24 @@ fn parsed_scopes(row: &LeaseRow) -> Option<AllowedMap> {
     parse_allowed_map(&row.allowed_scopes).ok()
 }
 
-/// Whether `row` of `partition` carries a valid signature under `key`.
-pub fn verifies(partition: &str, row: &LeaseRow, key: Option<&[u8]>) -> bool {
-    let (Some(key), Some(allowed)) = (key, parsed_scopes(row)) else { return false };
+/// The record `row` of `partition` stores, its scopes parsed as `allowed`.
+fn record_of<'a>(partition: &'a str, row: &'a LeaseRow, allowed: &'a AllowedMap) -> LeaseRecord<'a> {
     LeaseRecord {
         partition,
         client_id: &row.client_id,
         lease_id: &row.lease_id,
         actor_id: &row.actor_id,
-        allowed: &allowed,
+        allowed,
         issued_at_ms: row.issued_at_ms,
         expires_at_ms: row.expires_at_ms,
         revoked_at_ms: row.revoked_at_ms,
     }
-    .verify(key, &row.signature)
+}
+
+/// Whether `row` of `partition` carries a valid signature under `key`.
+pub fn verifies(partition: &str, row: &LeaseRow, key: Option<&[u8]>) -> bool {
+    let (Some(key), Some(allowed)) = (key, parsed_scopes(row)) else { return false };
+    record_of(partition, row, &allowed).verify(key, &row.signature)
 }
 
 /// What a valid lease grants: its allowed map until `expires_at_ms`.
@@ -235,20 +239,10 @@ pub fn revoke(partition: &str, lease_id: &str, now_ms: i64) -> EngineResult<bool
     if row.revoked_at_ms.is_some() {
         return Ok(true);
     }
-    let signature = match (verifies(partition, row, locked.key.as_deref()), parsed_scopes(row), &locked.key) {
-        (true, Some(allowed), Some(key)) => Some(
-            LeaseRecord {
-                partition,
-                client_id: &row.client_id,
-                lease_id: &row.lease_id,
-                actor_id: &row.actor_id,
-                allowed: &allowed,
-                issued_at_ms: row.issued_at_ms,
-                expires_at_ms: row.expires_at_ms,
-                revoked_at_ms: Some(now_ms),
-            }
-            .sign(key),
-        ),
+    let signature = match (parsed_scopes(row), &locked.key) {
+        (Some(allowed), Some(key)) if record_of(partition, row, &allowed).verify(key, &row.signature) => {
+            Some(LeaseRecord { revoked_at_ms: Some(now_ms), ..record_of(partition, row, &allowed) }.sign(key))
+        }
         _ => None,
     };
     store::mark_revoked(partition, lease_id, now_ms, signature.as_deref())?;
