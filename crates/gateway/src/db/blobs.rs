@@ -72,12 +72,33 @@ pub async fn upload_grant(pool: &Pool, partition: &str, blob_id: &str, byte_leng
     row.try_get(0).map_err(pg)
 }
 
-/// An authorized download: the blob's size and its bytes, chunk by chunk.
+/// An authorized download: the blob's size; its bytes are read only when [`Download::chunks`]
+/// is called (a `304 Not Modified` reads none).
 pub struct Download {
     /// Total size (the `Content-Length`).
     pub byte_length: i64,
-    /// The chunks, in order; an `Err` ends the body early (the response is cut short).
-    pub chunks: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    chunk_count: i32,
+    pool: Pool,
+    args: DownloadArgs,
+}
+
+impl Download {
+    /// Starts streaming the chunks, in order, from a task that checks a connection out of the
+    /// pool for each chunk only, one chunk ahead of the client; an `Err` ends the body early
+    /// (the response is cut short).
+    pub fn chunks(self) -> mpsc::Receiver<Result<Bytes, std::io::Error>> {
+        let (chunks_tx, chunks) = mpsc::channel(1);
+        tokio::spawn(async move {
+            for chunk in 0..self.chunk_count {
+                let item = read_chunk(&self.pool, &self.args, chunk).await;
+                let failed = item.is_err();
+                if chunks_tx.send(item).await.is_err() || failed {
+                    return; // the client went away, or the read failed: the body ends here
+                }
+            }
+        });
+        chunks
+    }
 }
 
 /// Who downloads what.
@@ -93,9 +114,8 @@ pub struct DownloadArgs {
     pub blob_id: String,
 }
 
-/// Authorizes the download (`syncular.blob_open`) and starts streaming its chunks
-/// (`syncular.blob_read`, re-authorized per chunk) from a task that checks a connection out of
-/// the pool for each chunk only.
+/// Authorizes the download (`syncular.blob_open`); its chunks (`syncular.blob_read`,
+/// re-authorized per chunk) come from [`Download::chunks`].
 ///
 /// Errors: `blob.not_found`, `blob.forbidden`, `sync.invalid_request`, database failures.
 pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiError> {
@@ -112,19 +132,7 @@ pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiEr
     };
     let byte_length = meta.get("byteLength").and_then(Value::as_i64).unwrap_or(0);
     let chunk_count = meta.get("chunkCount").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok()).unwrap_or(0);
-    let (chunks_tx, chunks) = mpsc::channel(1);
-    let pool = pool.clone();
-    tokio::spawn(async move {
-        let a = &args;
-        for chunk in 0..chunk_count {
-            let item = read_chunk(&pool, a, chunk).await;
-            let failed = item.is_err();
-            if chunks_tx.send(item).await.is_err() || failed {
-                return; // the client went away, or the read failed: the body ends here
-            }
-        }
-    });
-    Ok(Download { byte_length, chunks })
+    Ok(Download { byte_length, chunk_count, pool: pool.clone(), args })
 }
 
 /// One chunk of a download, read with a connection checked out for this read only.

@@ -139,10 +139,11 @@ pub async fn get_blob(State(gw): State<AppState>, headers: HeaderMap, Path(id): 
     let mut resp = if not_modified(&headers, &id) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        let stream = futures_util::stream::unfold(download.chunks, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        let byte_length = download.byte_length.max(0) as u64;
+        let stream = futures_util::stream::unfold(download.chunks(), |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
         let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-        resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(download.byte_length.max(0) as u64));
+        resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(byte_length));
         resp
     };
     let h = resp.headers_mut();
