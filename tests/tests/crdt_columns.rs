@@ -293,24 +293,26 @@ fn offline_crdt_edits_replay_after_a_lost_ack_without_applying_twice() {
     assert_eq!(held_doc(&b), hex(&server));
 }
 
+/// `syncular.commit` of an upsert of card `d1` whose `doc` is `doc`; the commit's result.
+fn commit_doc(c: &mut postgres::Client, doc: &[u8]) -> Value {
+    use base64::Engine as _;
+    let ops = json!([{"table": "cards", "op": "upsert", "row": {
+        "id": "d1", "ws": "w1", "title": "t", "doc": base64::engine::general_purpose::STANDARD.encode(doc)}}]);
+    c.query_one(
+        "SELECT syncular.commit($1, 'alice', $2::text::jsonb, allowed_scopes => '{\"ws\": [\"w1\"]}')",
+        &[&PARTITION, &ops.to_string()],
+    )
+    .expect("commit")
+    .get(0)
+}
+
 #[test]
 fn concurrent_crdt_merges_on_one_row_from_two_connections_lose_no_update() {
-    use base64::Engine as _;
     use std::sync::{Arc, Barrier};
     let db = Scratch::new("crdtconc");
     db.connect().execute("SELECT syncular.register_schema($1::jsonb)", &[&ir()]).expect("register v2");
     let base = syncular_client::crdt::insert_text(&[], "text", 0, "|").unwrap();
-    let commit = |c: &mut postgres::Client, doc: &[u8]| -> Value {
-        let ops = json!([{"table": "cards", "op": "upsert", "row": {
-            "id": "d1", "ws": "w1", "title": "t", "doc": base64::engine::general_purpose::STANDARD.encode(doc)}}]);
-        c.query_one(
-            "SELECT syncular.commit($1, 'alice', $2::text::jsonb, allowed_scopes => '{\"ws\": [\"w1\"]}')",
-            &[&PARTITION, &ops.to_string()],
-        )
-        .expect("commit")
-        .get(0)
-    };
-    assert_eq!(commit(&mut db.connect(), &base)["status"], "applied");
+    assert_eq!(commit_doc(&mut db.connect(), &base)["status"], "applied");
     let per_thread = 20;
     let start = Arc::new(Barrier::new(2));
     let workers: Vec<_> = ["a", "b"]
@@ -322,7 +324,7 @@ fn concurrent_crdt_merges_on_one_row_from_two_connections_lose_no_update() {
                 for i in 0..per_thread {
                     // Each edit is made on the original base only (a client that never pulled).
                     let doc = syncular_client::crdt::insert_text(&base, "text", 1, &format!("<{who}{i}>")).unwrap();
-                    assert_eq!(commit(&mut c, &doc)["status"], "applied");
+                    assert_eq!(commit_doc(&mut c, &doc)["status"], "applied");
                 }
             })
         })
@@ -352,22 +354,11 @@ fn concurrent_crdt_merges_on_one_row_from_two_connections_lose_no_update() {
 /// (a commit merging a stale copy lost 6–8 of 15 plain edits before).
 #[test]
 fn a_plain_sql_update_racing_a_commit_on_one_crdt_row_loses_no_edit() {
-    use base64::Engine as _;
     use std::sync::{Arc, Barrier};
     let db = Scratch::new("crdtsqlrace");
     db.connect().execute("SELECT syncular.register_schema($1::jsonb)", &[&ir()]).expect("register v2");
     let base = syncular_client::crdt::insert_text(&[], "text", 0, "|").unwrap();
-    let commit = |c: &mut postgres::Client, doc: &[u8]| -> Value {
-        let ops = json!([{"table": "cards", "op": "upsert", "row": {
-            "id": "d1", "ws": "w1", "title": "t", "doc": base64::engine::general_purpose::STANDARD.encode(doc)}}]);
-        c.query_one(
-            "SELECT syncular.commit($1, 'alice', $2::text::jsonb, allowed_scopes => '{\"ws\": [\"w1\"]}')",
-            &[&PARTITION, &ops.to_string()],
-        )
-        .expect("commit")
-        .get(0)
-    };
-    assert_eq!(commit(&mut db.connect(), &base)["status"], "applied");
+    assert_eq!(commit_doc(&mut db.connect(), &base)["status"], "applied");
     let per_side = 15;
     let start = Arc::new(Barrier::new(2));
     let sql_side = {
@@ -390,7 +381,7 @@ fn a_plain_sql_update_racing_a_commit_on_one_crdt_row_loses_no_edit() {
             start.wait();
             for i in 0..per_side {
                 let doc = syncular_client::crdt::insert_text(&base, "text", 1, &format!("<c{i}>")).unwrap();
-                assert_eq!(commit(&mut c, &doc)["status"], "applied");
+                assert_eq!(commit_doc(&mut c, &doc)["status"], "applied");
             }
         })
     };
