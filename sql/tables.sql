@@ -207,6 +207,52 @@ CREATE TABLE sync_blob_chunks(
 );
 ALTER TABLE sync_blob_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
 
+-- Bootstrap segments (§5.1–§5.5): a cache, not durable state. Bytes are
+-- immutable and stored once per content address within a partition
+-- (`segment_id` = "sha256:" + hex of the bytes; PER PARTITION like blobs, so
+-- a segment id is never a capability across tenants and Citus colocates it),
+-- in chunks of at most 1 MiB stored uncompressed (EXTERNAL: the stored bytes
+-- ARE the content address, §5.8). `sync_segment_publications` is the mutable
+-- record: one row per context the bytes were published under, each with its
+-- own expiry; download and reuse select the one publication matching the
+-- caller's partition, live log epoch and scope digest, never a union.
+-- `from_start` = the page starts at the table start (`row_cursor` is then '');
+-- `page_rows` = the page window (clamped limitSnapshotRows; 0 for an image).
+-- Not dumped by pg_dump (no pg_extension_config_dump): segments are rebuilt
+-- on demand, and a restored database has a new log epoch anyway.
+CREATE TABLE sync_segments(
+  partition TEXT NOT NULL, segment_id TEXT NOT NULL,
+  media_type SMALLINT NOT NULL, byte_length BIGINT NOT NULL,
+  chunk_count INTEGER NOT NULL, created_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, segment_id)
+);
+CREATE TABLE sync_segment_chunks(
+  partition TEXT NOT NULL, segment_id TEXT NOT NULL, idx INTEGER NOT NULL,
+  bytes BYTEA NOT NULL,
+  PRIMARY KEY(partition, segment_id, idx)
+);
+ALTER TABLE sync_segment_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+CREATE TABLE sync_segment_publications(
+  partition TEXT NOT NULL, log_epoch TEXT NOT NULL, tbl TEXT NOT NULL,
+  schema_version INTEGER NOT NULL, media_type SMALLINT NOT NULL,
+  scope_digest TEXT NOT NULL, as_of_commit_seq BIGINT NOT NULL,
+  from_start BOOLEAN NOT NULL, row_cursor TEXT NOT NULL, page_rows INTEGER NOT NULL,
+  segment_id TEXT NOT NULL, next_row_cursor TEXT, row_count BIGINT NOT NULL,
+  published_at_ms BIGINT NOT NULL, expires_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, log_epoch, tbl, schema_version, media_type, scope_digest,
+              as_of_commit_seq, from_start, row_cursor, page_rows)
+);
+CREATE INDEX sync_segment_publications_by_segment
+  ON sync_segment_publications(partition, segment_id);
+CREATE INDEX sync_segment_publications_by_expiry
+  ON sync_segment_publications(expires_at_ms);
+-- Keys that sign §5.4 native segment URLs: the newest row signs, every row
+-- verifies (rotation keeps the previous key until its URLs have expired).
+-- Readable by the extension owner only.
+CREATE TABLE sync_segment_url_keys(
+  key_id BIGINT PRIMARY KEY, key BYTEA NOT NULL, created_at_ms BIGINT NOT NULL
+);
+
 -- ---------------------------------------------------------------- part 3
 SELECT pg_catalog.pg_extension_config_dump('sync_partitions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_partition_registry', '');

@@ -23,7 +23,7 @@ use crate::store::app_table_ddl::PARTITION_COLUMN;
 use crate::store::{capture, citus};
 
 /// The log tables distributed on `partition`, the colocation anchor first.
-pub const DISTRIBUTED_TABLES: [&str; 14] = [
+pub const DISTRIBUTED_TABLES: [&str; 17] = [
     "syncular.sync_partitions",
     "syncular.sync_partition_registry",
     "syncular.sync_row_scopes",
@@ -38,10 +38,13 @@ pub const DISTRIBUTED_TABLES: [&str; 14] = [
     "syncular.sync_auth_leases",
     "syncular.sync_blobs",
     "syncular.sync_blob_chunks",
+    "syncular.sync_segments",
+    "syncular.sync_segment_chunks",
+    "syncular.sync_segment_publications",
 ];
 
 /// The partition-less tables, made reference tables.
-pub const REFERENCE_TABLES: [&str; 8] = [
+pub const REFERENCE_TABLES: [&str; 9] = [
     "syncular.sync_schema_versions",
     "syncular.sync_schema_tables",
     "syncular.sync_scope_resolver",
@@ -50,6 +53,7 @@ pub const REFERENCE_TABLES: [&str; 8] = [
     "syncular.sync_reaction_planner",
     "syncular.sync_notification_key",
     "syncular.sync_lease_key",
+    "syncular.sync_segment_url_keys",
 ];
 
 /// The colocation group every distributed table joins.

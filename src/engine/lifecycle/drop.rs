@@ -39,7 +39,7 @@ pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
     for table in SYNC_TABLES {
         // Blob chunks weigh up to 1 MiB each: at most CHUNK_ROWS_PER_BATCH per batch, and
         // their blobs' records only once every chunk is gone.
-        if table == "sync_blob_chunks" {
+        if table == "sync_blob_chunks" || table == "sync_segment_chunks" {
             let cap = left.min(CHUNK_ROWS_PER_BATCH);
             let deleted = delete_rows(table, false, partition, cap)?;
             left -= deleted;

@@ -8,7 +8,10 @@ use crate::store::{StoreError, StoreResult};
 /// Every `sync_*` table holding rows of a partition, in deletion order: the
 /// indexes and log first, the counter and registry rows last (while they
 /// exist, the partition is still "known").
-pub const SYNC_TABLES: [&str; 14] = [
+pub const SYNC_TABLES: [&str; 17] = [
+    "sync_segment_publications",
+    "sync_segment_chunks",
+    "sync_segments",
     "sync_row_scopes",
     "sync_blob_refs",
     "sync_blob_chunks",

@@ -34,6 +34,12 @@ mod tests {
         run(&format!(
             "INSERT INTO syncular.sync_auth_leases VALUES ('{p}', '{p}-c', 'lease-1', 'alice', '{{}}', 0, 1, NULL, '\\x00')"
         ));
+        run(&format!("INSERT INTO syncular.sync_segments VALUES ('{p}', 'sha256:00', 1, 1, 1, 0)"));
+        run(&format!("INSERT INTO syncular.sync_segment_chunks VALUES ('{p}', 'sha256:00', 0, '\\x00')"));
+        run(&format!(
+            "INSERT INTO syncular.sync_segment_publications VALUES ('{p}', 'e', 'tasks', 1, 1, 'd', 1, true, '', 100, \
+               'sha256:00', NULL, 1, 0, 1)"
+        ));
         crate::tests::capture::support::put_abc(p);
     }
 

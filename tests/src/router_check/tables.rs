@@ -17,6 +17,9 @@ pub const DISTRIBUTED: &[&str] = &[
     "sync_auth_leases",
     "sync_blobs",
     "sync_blob_chunks",
+    "sync_segments",
+    "sync_segment_chunks",
+    "sync_segment_publications",
 ];
 
 /// The `syncular` reference tables (replicated to every node: no predicate needed).
@@ -29,6 +32,7 @@ pub const REFERENCE: &[&str] = &[
     "sync_reaction_planner",
     "sync_notification_key",
     "sync_lease_key",
+    "sync_segment_url_keys",
 ];
 
 /// Distribution column of the `sync_*` tables.
