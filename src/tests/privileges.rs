@@ -39,6 +39,8 @@ mod tests {
         "leases",
         "rotate_lease_key",
         "blob_sweep_orphans",
+        "rotate_segment_url_key",
+        "segment_sweep",
     ];
 
     #[pg_test]
