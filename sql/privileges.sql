@@ -49,7 +49,8 @@ DECLARE
     'rotate_lease_key',
     'blob_sweep_orphans',
     'rotate_segment_url_key',
-    'segment_sweep'
+    'segment_sweep',
+    'segment_signed_url'
   ];
   fn record;
 BEGIN

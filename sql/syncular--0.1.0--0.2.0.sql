@@ -812,7 +812,7 @@ CREATE TABLE syncular.sync_segment_url_keys(
 
 -- issue 12: signed segment URLs and segment expiry / GC (SPEC §5.4 native scheme, §5.1, §5.5;
 -- README "Signed segment URLs", "Segment expiry and garbage collection"). segment_open_signed is
--- granted to syncular_gateway; rotate_segment_url_key and segment_sweep are admin only.
+-- granted to syncular_gateway; rotate_segment_url_key, segment_signed_url and segment_sweep are admin only.
 CREATE FUNCTION syncular."segment_open_signed"(
 	"segment_id" TEXT,
 	"token" TEXT
@@ -839,8 +839,19 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'segment_sweep_wrapper';
 
+CREATE FUNCTION syncular."segment_signed_url"(
+	"partition" TEXT,
+	"segment_id" TEXT,
+	"scope_digest" TEXT
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_signed_url_wrapper';
+
 REVOKE ALL ON FUNCTION syncular.segment_open_signed(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION syncular.segment_open_signed(text, text) TO syncular_gateway;
 -- Admin: EXECUTE stays with the owner.
 REVOKE ALL ON FUNCTION syncular.rotate_segment_url_key(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.segment_sweep(integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.segment_signed_url(text, text, text) FROM PUBLIC;

@@ -42,3 +42,23 @@ fn segment_open_signed(segment_id: Option<&str>, token: Option<&str>) -> JsonB {
 fn rotate_segment_url_key(drop_previous: default!(bool, false)) -> i64 {
     signed_url::rotate_key(drop_previous).or_raise()
 }
+
+/// `syncular.segment_signed_url(partition text, segment_id text,
+/// scope_digest text) returns jsonb` — mints a §5.4 signed URL for a
+/// segment of `partition` published under `scope_digest`, exactly as a
+/// pull does for a `SEGMENT_REF`: `{"url", "urlExpiresAtMs"}`, or NULL
+/// when `syncular.segment_url_base` is empty. No authorization happens
+/// here (the caller vouches for the digest), so it is admin only: for
+/// operators checking a CDN path, and hosts that hand out URLs themselves.
+/// Errors: `syncular.invalid_argument` (NULL/empty arguments).
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn segment_signed_url(partition: Option<&str>, segment_id: Option<&str>, scope_digest: Option<&str>) -> Option<JsonB> {
+    let partition = required_text(partition, "partition");
+    let segment_id = required_text(segment_id, "segment_id");
+    let scope_digest = required_text(scope_digest, "scope_digest");
+    let now_ms = crate::engine::clock::now_ms().or_raise();
+    signed_url::mint(partition, segment_id, scope_digest, now_ms)
+        .or_raise()
+        .map(|(url, expires)| JsonB(serde_json::json!({"url": url, "urlExpiresAtMs": expires})))
+}

@@ -41,6 +41,7 @@ mod tests {
         "blob_sweep_orphans",
         "rotate_segment_url_key",
         "segment_sweep",
+        "segment_signed_url",
     ];
 
     #[pg_test]
