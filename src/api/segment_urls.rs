@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
-use crate::api::sync::required_text;
+use crate::api::sync::{required, required_text};
 use crate::engine::segments::signed_url;
 
 /// `syncular.segment_open_signed(segment_id text, token text) returns
@@ -20,12 +20,14 @@ use crate::engine::segments::signed_url;
 /// chunkCount (`partition` stays in the gateway). No actor, no scopes: the
 /// URL is the entire grant. Errors: `sync.forbidden` (42501; every token
 /// fault, expiry included), `sync.not_found` (42704),
-/// `sync.segment_expired` (42704), `syncular.invalid_argument` (NULL/empty).
+/// `sync.segment_expired` (42704), `syncular.invalid_argument` (a NULL
+/// argument, an empty `segment_id`).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn segment_open_signed(segment_id: Option<&str>, token: Option<&str>) -> JsonB {
     let segment_id = required_text(segment_id, "segment_id");
-    let token = required_text(token, "token");
+    // An empty token is a malformed grant (sync.forbidden), not a missing argument.
+    let token = required(token, "token");
     JsonB(signed_url::open_signed(segment_id, token).or_raise())
 }
 

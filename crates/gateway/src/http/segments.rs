@@ -115,7 +115,10 @@ fn respond(headers: &HeaderMap, download: Download, signed: bool) -> Response {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         let byte_length = download.byte_length.max(0) as u64;
-        let stream = futures_util::stream::unfold(download.chunks(), |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        // poll_fn, not unfold: the compression layer may poll a finished body again, and an
+        // mpsc receiver answers None for ever after its end.
+        let mut rx = download.chunks();
+        let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
         let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
         resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(byte_length));
