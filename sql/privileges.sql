@@ -47,7 +47,10 @@ DECLARE
     'clear_lease_revocation',
     'leases',
     'rotate_lease_key',
-    'blob_sweep_orphans'
+    'blob_sweep_orphans',
+    'rotate_segment_url_key',
+    'segment_sweep',
+    'segment_signed_url'
   ];
   fn record;
 BEGIN

@@ -809,3 +809,49 @@ CREATE INDEX sync_segment_publications_by_expiry
 CREATE TABLE syncular.sync_segment_url_keys(
   key_id BIGINT PRIMARY KEY, key BYTEA NOT NULL, created_at_ms BIGINT NOT NULL
 );
+
+-- issue 12: signed segment URLs and segment expiry / GC (SPEC §5.4 native scheme, §5.1, §5.5;
+-- README "Signed segment URLs", "Segment expiry and garbage collection"). segment_open_signed is
+-- granted to syncular_gateway; rotate_segment_url_key, segment_signed_url and segment_sweep are admin only.
+CREATE FUNCTION syncular."segment_open_signed"(
+	"segment_id" TEXT,
+	"token" TEXT
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_open_signed_wrapper';
+
+CREATE FUNCTION syncular."rotate_segment_url_key"(
+	"drop_previous" bool DEFAULT false
+) RETURNS bigint
+STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'rotate_segment_url_key_wrapper';
+
+CREATE FUNCTION syncular."segment_sweep"(
+	"max_rows" INT DEFAULT 1000,
+	"grace_ms" bigint DEFAULT 3600000
+) RETURNS jsonb
+STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_sweep_wrapper';
+
+CREATE FUNCTION syncular."segment_signed_url"(
+	"partition" TEXT,
+	"segment_id" TEXT,
+	"scope_digest" TEXT
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_signed_url_wrapper';
+
+REVOKE ALL ON FUNCTION syncular.segment_open_signed(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.segment_open_signed(text, text) TO syncular_gateway;
+-- Admin: EXECUTE stays with the owner.
+REVOKE ALL ON FUNCTION syncular.rotate_segment_url_key(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.segment_sweep(integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.segment_signed_url(text, text, text) FROM PUBLIC;

@@ -17,6 +17,8 @@
 //! | `syncular.push_result_retention` | seconds | `180d` (min `30d`) | a stored push outcome (§2.3 replay) older than this is removed by pruning; SUSET |
 //! | `syncular.lease_ttl` | seconds | `0` (off) | §7.3 auth leases: the TTL of the lease a resolved round issues or slides; 0 = the feature is off (no `LEASE` frame, no lease rows, the outage signal fails with `sync.auth_lease_required`); SUSET |
 //! | `syncular.blob_max_bytes` | int | 67108864 (64 MiB; 0 … 2147483647) | §5.9.3 host size cap of one blob (`blob.too_large`); SUSET |
+//! | `syncular.segment_url_base` | text | `''` (off) | §5.4 native signed segment URLs: the URL prefix a segment id and `?st=` are appended to; empty = no `url` in `SEGMENT_REF`; SUSET |
+//! | `syncular.segment_url_ttl_s` | seconds | 600 (1 … 900) | §5.4 lifetime of a minted signed URL (the revocation window of issued URLs); SUSET |
 //! | `syncular.router_statements` | bool | `off` | write the log with statements Citus routes to one shard (one `INSERT … VALUES` per table: the single-shard rule of `src/store/mod.rs`); `syncular.distribute()` turns it on for the database; SUSET |
 //!
 //! Registered in `_PG_init` ([`init`]), which then reserves the `syncular.`
@@ -48,6 +50,10 @@ static PUSH_RESULT_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(180 * D
 static LEASE_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(0);
 static ROUTER_STATEMENTS: GucSetting<bool> = GucSetting::<bool>::new(false);
 static BLOB_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024 * 1024);
+static SEGMENT_URL_BASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// Upper bound of `syncular.segment_url_ttl_s` (15 minutes, §5.4 "TTL SHOULD be ≤ 15 minutes").
+pub const MAX_SEGMENT_URL_TTL_S: i32 = 900;
+static SEGMENT_URL_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(600);
 
 /// Registers every GUC; called once per backend from `_PG_init`.
 pub fn init() {
@@ -134,6 +140,7 @@ pub fn init() {
         GucFlags::UNIT_S,
     );
     define_retention_gucs();
+    define_segment_url_gucs();
     reserve_prefix();
 }
 
@@ -185,6 +192,38 @@ fn define_retention_gucs() {
         &PUSH_RESULT_RETENTION_S,
         30 * DAY_S,
     );
+}
+
+/// The §5.4 native signed segment URLs (README "Signed segment URLs").
+fn define_segment_url_gucs() {
+    GucRegistry::define_string_guc(
+        c"syncular.segment_url_base",
+        c"URL prefix of signed segment URLs (SSP2 5.4); empty turns them off.",
+        c"A SEGMENT_REF for a client that advertised accept bit 3 carries <base><segmentId>?st=<token>.",
+        &SEGMENT_URL_BASE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"syncular.segment_url_ttl_s",
+        c"Lifetime of a signed segment URL (SSP2 5.4), at most 15 minutes.",
+        c"Also the revocation window of URLs already issued.",
+        &SEGMENT_URL_TTL_S,
+        1,
+        MAX_SEGMENT_URL_TTL_S,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+}
+
+/// `syncular.segment_url_base`; `None` when unset or empty (no signed URLs).
+pub fn segment_url_base() -> Option<String> {
+    text_setting(&SEGMENT_URL_BASE)
+}
+
+/// `syncular.segment_url_ttl_s` in ms (1 s … 15 min).
+pub fn segment_url_ttl_ms() -> i64 {
+    i64::from(SEGMENT_URL_TTL_S.get().clamp(1, MAX_SEGMENT_URL_TTL_S)) * 1000
 }
 
 /// Reserves the `syncular.` GUC prefix (module docs).

@@ -12,4 +12,6 @@ pub mod distribution;
 pub mod drop_guard;
 pub mod leases;
 pub mod blobs;
+pub mod segment_sweep;
+pub mod segment_urls;
 pub mod reactions;

@@ -149,6 +149,8 @@ pub fn distribute() -> EngineResult<Distributed> {
     crate::store::notifications::notification_key()?;
     // The same for the lease signing key (§7.3), even while leases are off.
     crate::engine::leases::ensure_key()?;
+    // And the signed segment URL key (§5.4), even while signed URLs are off.
+    crate::engine::segments::signed_url::ensure_key()?;
     let mut done = Distributed::default();
     for (i, table) in DISTRIBUTED_TABLES.iter().enumerate() {
         if !citus::is_citus_table(table)? {

@@ -39,6 +39,9 @@ mod tests {
         "leases",
         "rotate_lease_key",
         "blob_sweep_orphans",
+        "rotate_segment_url_key",
+        "segment_sweep",
+        "segment_signed_url",
     ];
 
     #[pg_test]

@@ -42,6 +42,7 @@ pub fn dsn_for_db(dsn: &str, db: &str) -> String {
 
 pub mod bench;
 pub mod blob_fixture;
+pub mod segment_fixture;
 pub mod bump;
 pub mod capture;
 /// The environment variable `name` as a number, `default` when unset or unparsable

@@ -165,8 +165,9 @@ fn segments_blobs_unknown_routes_health_and_metrics() {
         let mut resp = req.call().unwrap();
         (resp.status().as_u16(), resp.body_mut().read_to_vec().unwrap())
     };
+    // Authenticated but without X-Syncular-Scopes (§5.5): forbidden.
     let (status, body) = get("/api/v1/segments/sha256:abc", true);
-    assert_eq!((status, json_error(status, &body)["code"].as_str()), (404, Some("sync.not_found")));
+    assert_eq!((status, json_error(status, &body)["code"].as_str()), (403, Some("sync.forbidden")));
     let (status, body) = get("/api/v1/segments/sha256:abc", false);
     assert_eq!((status, json_error(status, &body)["code"].as_str()), (401, Some("sync.auth_required")));
     let (status, body) = get("/api/v1/blobs/sha256:abc", true);

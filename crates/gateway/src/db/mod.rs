@@ -6,6 +6,7 @@ pub mod errors;
 pub mod realtime;
 pub mod round;
 pub mod blobs;
+pub mod segments;
 
 use std::str::FromStr;
 use std::time::Duration;

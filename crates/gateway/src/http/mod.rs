@@ -34,7 +34,7 @@ use crate::AppState;
 pub fn router(gw: AppState) -> Router {
     let api = Router::new()
         .route("/sync", sync::route(&gw))
-        .route("/segments/{id}", get(segments::get_segment))
+        .route("/segments/{id}", segments::route())
         .route("/blobs/{id}", blobs::route())
         .route("/blobs/{id}/upload-grant", blobs::grant_route())
         .route("/realtime", get(crate::realtime::socket::upgrade));

@@ -1,0 +1,80 @@
+//! The reads behind a §5.4 signed-URL download
+//! ([`crate::engine::segments::signed_url::open_signed`]): the stored
+//! segment's shape and the expiry of the publications a token can name.
+//! Every statement names its partition (the partition comes out of the
+//! verified token's `aud`).
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::plan_cache;
+use crate::store::{StoreError, StoreResult};
+
+/// A stored segment's shape (`sync_segments`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentShape {
+    /// §5.4 `mediaType` (1 rows, 2 sqlite).
+    pub media_type: i16,
+    /// Size in bytes.
+    pub byte_length: i64,
+    /// Chunk rows, `idx` 0 .. chunk_count.
+    pub chunk_count: i32,
+}
+
+/// The shape of segment `segment_id` of `partition`, `None` when not
+/// stored. Errors: SPI failures.
+pub fn select_segment_shape(partition: &str, segment_id: &str) -> StoreResult<Option<SegmentShape>> {
+    Spi::connect_mut(|client| {
+        let t = plan_cache::execute(
+            client,
+            "SELECT media_type, byte_length, chunk_count FROM syncular.sync_segments \
+             WHERE partition = $1 AND segment_id = $2",
+            Some(1),
+            &[DatumWithOid::from(partition), DatumWithOid::from(segment_id)],
+        )?;
+        if t.is_empty() {
+            return Ok(None);
+        }
+        let row = t.first();
+        Ok(Some(SegmentShape {
+            media_type: row.get::<i16>(1)?.unwrap_or(0),
+            byte_length: row.get::<i64>(2)?.unwrap_or(0),
+            chunk_count: row.get::<i32>(3)?.unwrap_or(0),
+        }))
+    })
+    .map_err(StoreError::spi("select_segment_shape"))
+}
+
+/// What the publications of a segment under one log epoch say about one
+/// scope digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublicationState {
+    /// Publications of the segment in the partition and epoch (any digest).
+    pub any: bool,
+    /// The latest expiry among those published under the digest, Unix ms
+    /// (`None`: none under it).
+    pub digest_expires_at_ms: Option<i64>,
+}
+
+/// [`PublicationState`] of `segment_id` in `partition` under `log_epoch`
+/// for `scope_digest`. Errors: SPI failures.
+pub fn select_publication_state(partition: &str, log_epoch: &str, segment_id: &str, scope_digest: &str) -> StoreResult<PublicationState> {
+    Spi::connect_mut(|client| {
+        let t = plan_cache::execute(
+            client,
+            "SELECT count(*) > 0, max(expires_at_ms) FILTER (WHERE scope_digest = $4) \
+             FROM syncular.sync_segment_publications \
+             WHERE partition = $1 AND segment_id = $2 AND log_epoch = $3",
+            Some(1),
+            &[
+                DatumWithOid::from(partition),
+                DatumWithOid::from(segment_id),
+                DatumWithOid::from(log_epoch),
+                DatumWithOid::from(scope_digest),
+            ],
+        )?;
+        let row = t.first();
+        Ok(PublicationState { any: row.get::<bool>(1)?.unwrap_or(false), digest_expires_at_ms: row.get::<i64>(2)? })
+    })
+    .map_err(StoreError::spi("select_segment_publication_state"))
+}
