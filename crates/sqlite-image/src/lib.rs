@@ -40,6 +40,8 @@ pub use builder::{ImageBuilder, ImageSpec};
 pub use ddl::{data_table_ddl, declared_type, METADATA_DDL, METADATA_TABLE, VERSION_COLUMN};
 pub use error::{ImageError, ImageResult};
 pub use file::ImageFile;
+/// The SQLite binding the images are built with (to open one in tests).
+pub use rusqlite;
 
 /// The `_syncular_segment.format` this crate writes (§5.3: format `1`).
 pub const FORMAT: i64 = 1;
