@@ -102,7 +102,7 @@ impl ImageBuilder {
         let mut r = Reader::new(payload);
         let bitmap = r.take(layout.bitmap_len(), "row null bitmap")?;
         let n = layout.len();
-        if n % 8 != 0 && bitmap[bitmap.len() - 1] >> (n % 8) != 0 {
+        if n & 7 != 0 && bitmap[bitmap.len() - 1] >> (n % 8) != 0 {
             return Err(ImageError::Row("row null bitmap has a set padding bit (§2.4)".into()));
         }
         for (i, col) in layout.columns.iter().enumerate() {

@@ -36,9 +36,9 @@ fn spec(table: &str, layout: TableLayout, pk: usize) -> ImageSpec {
 fn value(ty: ColumnType, seed: u8) -> RowValue {
     match ty {
         ColumnType::String => RowValue::String(format!("s{seed} ünïcødé ✓ 𝄞 日本")),
-        ColumnType::Integer => RowValue::Integer(if seed % 2 == 0 { 9_007_199_254_740_991 } else { -9_007_199_254_740_991 }),
-        ColumnType::Float => RowValue::Float(if seed % 2 == 0 { 1.5e300 } else { f64::NEG_INFINITY }),
-        ColumnType::Boolean => RowValue::Boolean(seed % 2 == 0),
+        ColumnType::Integer => RowValue::Integer(if seed & 1 == 0 { 9_007_199_254_740_991 } else { -9_007_199_254_740_991 }),
+        ColumnType::Float => RowValue::Float(if seed & 1 == 0 { 1.5e300 } else { f64::NEG_INFINITY }),
+        ColumnType::Boolean => RowValue::Boolean(seed & 1 == 0),
         // Non-canonical spacing and key order: must stay verbatim.
         ColumnType::Json => RowValue::Json(format!("{{ \"b\" : [1, 2.50, \"\\u00e9\"], \"a\":{seed} }}")),
         ColumnType::Bytes => RowValue::Bytes(vec![0, seed, 255, 0]),
@@ -59,7 +59,7 @@ fn row(layout: &TableLayout, i: u8) -> Vec<Option<RowValue>> {
         .map(|(c, col)| {
             if c == 0 {
                 Some(RowValue::String(format!("row-{i:03}")))
-            } else if col.nullable && i % 2 == 0 {
+            } else if col.nullable && i & 1 == 0 {
                 None
             } else {
                 Some(value(col.ty, i))

@@ -55,7 +55,10 @@ fn layout() -> impl Strategy<Value = (TableLayout, usize)> {
     })
 }
 
-fn rows(layout: TableLayout, pk: usize) -> impl Strategy<Value = (TableLayout, usize, Vec<(i64, Vec<Option<RowValue>>)>)> {
+/// A layout, its primary-key position and rows `(serverVersion, values)`.
+type Case = (TableLayout, usize, Vec<(i64, Vec<Option<RowValue>>)>);
+
+fn rows(layout: TableLayout, pk: usize) -> impl Strategy<Value = Case> {
     let cells: Vec<BoxedStrategy<Option<RowValue>>> = layout
         .columns
         .iter()
