@@ -214,8 +214,7 @@ fn scan_matching(
             values,
             after_row_id: cursor.as_deref(),
             candidate_limit: batch,
-        })
-?;
+        })?;
         let exhausted = (candidates.len() as i64) < batch;
         for candidate in candidates {
             cursor = Some(candidate.row_id);
