@@ -46,3 +46,4 @@ mod lifecycle;
 mod citus;
 mod blobs;
 mod segments;
+mod segment_image;
