@@ -12,4 +12,5 @@ pub mod distribution;
 pub mod drop_guard;
 pub mod leases;
 pub mod blobs;
+pub mod segments;
 pub mod reactions;

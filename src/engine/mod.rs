@@ -33,3 +33,4 @@ pub mod lifecycle;
 pub mod distribution;
 pub mod leases;
 pub mod blobs;
+pub mod segments;

@@ -58,4 +58,5 @@ pub mod values_insert;
 pub mod citus;
 pub mod leases;
 pub mod blobs;
+pub mod segments;
 pub mod reactions;
