@@ -45,3 +45,4 @@ mod capture;
 mod lifecycle;
 mod citus;
 mod blobs;
+mod segments;
