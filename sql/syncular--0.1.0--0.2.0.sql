@@ -809,3 +809,46 @@ CREATE INDEX sync_segment_publications_by_expiry
 CREATE TABLE syncular.sync_segment_url_keys(
   key_id BIGINT PRIMARY KEY, key BYTEA NOT NULL, created_at_ms BIGINT NOT NULL
 );
+
+-- issue 12: stored segments — delivery by reference and the re-authorized download (SPEC §5.5):
+-- syncular.segment (whole), syncular.segment_open + syncular.segment_chunk (streamed), gateway-callable.
+CREATE FUNCTION syncular."segment"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"segment_id" TEXT,
+	"requested_scopes" TEXT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_wrapper';
+
+CREATE FUNCTION syncular."segment_open"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"segment_id" TEXT,
+	"requested_scopes" TEXT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_open_wrapper';
+
+CREATE FUNCTION syncular."segment_chunk"(
+	"partition" TEXT,
+	"segment_id" TEXT,
+	"idx" INT
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_chunk_wrapper';
+
+REVOKE ALL ON FUNCTION syncular.segment(text, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.segment(text, text, text, text, jsonb) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.segment_open(text, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.segment_open(text, text, text, text, jsonb) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.segment_chunk(text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.segment_chunk(text, text, integer) TO syncular_gateway;
