@@ -100,12 +100,14 @@ fn stored_segments(partition: &str) -> i64 {
 #[test]
 fn external_only_bootstrap_downloads_every_page_and_ends_with_the_server_rows() {
     let partition = seeded("seg-external");
+    // The writer's own first round (default accept 0b0111) stored its empty bootstrap page.
+    let before = stored_segments(&partition);
     let first = bootstrap(&partition, 0b0010, "ext-1", None);
     assert_eq!(first.inline, 0, "bit 1 only: never inline");
     assert_eq!(first.refs, ROWS / 500, "one descriptor per 500-row page");
     assert_eq!(first.downloads, first.refs, "every descriptor downloaded through syncular.segment");
     let stored = stored_segments(&partition);
-    assert_eq!(stored, (ROWS / 500) as i64);
+    assert_eq!(stored - before, (ROWS / 500) as i64, "each page stored once");
     // The same bootstrap again: the stored pages, reused — nothing new stored.
     let second = bootstrap(&partition, 0b0010, "ext-2", None);
     assert_eq!((second.inline, second.refs), (0, first.refs));
@@ -123,4 +125,84 @@ fn mixed_bootstrap_inlines_small_pages_references_large_ones_and_ends_with_the_s
     // With the default threshold (256 KiB) every page here is inline.
     let all_inline = bootstrap(&partition, 0b0011, "mixed-default", None);
     assert_eq!((all_inline.inline, all_inline.refs), (ROWS / 500, 0));
+}
+
+/// The `SEGMENT_REF`s of a decoded response: `(segmentId, scopeDigest, byteLength)`.
+fn refs_of(msg: &ssp2::Message) -> Vec<(String, String, i64)> {
+    msg.frames
+        .iter()
+        .filter_map(|f| match f {
+            ssp2::Frame::SegmentRef { segment_id, scope_digest, byte_length, .. } => {
+                Some((segment_id.clone(), scope_digest.clone(), *byte_length))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn two_simultaneous_first_builds_store_one_segment_and_serve_identical_references() {
+    use syncular_integration_tests::wire::{commit, pull_header, subscription, upsert, RawSession, Task};
+    let mut conn = connect();
+    register_schema(&mut conn).expect("register the sample schema");
+    let partition = partition_name("seg-race");
+    let allowed = || Some(allow_projects(&["p1"]));
+    let mut a = RawSession::new(connect(), &partition, "ann", "race-a", allowed());
+    a.acquire_epoch().expect("epoch");
+    let ops = (0..50).map(|i| upsert(&Task::new(format!("t{i:02}"), "p1", "x"), None)).collect();
+    a.push(vec![commit("seed", ops)]).expect("seed");
+    let mut b = RawSession::new(connect(), &partition, "ben", "race-b", allowed());
+    b.acquire_epoch().expect("epoch");
+    let frames = || vec![pull_header(0, 0, 0, 0b0010), subscription("s", "tasks", &[("project_id", &["p1"])], -1, None)];
+
+    // A builds and stores its page, uncommitted; B's identical first build
+    // then waits on A's segment row; A commits; B completes.
+    a.conn.batch_execute("BEGIN").unwrap();
+    let from_a = a.round(frames()).expect("A's pull");
+    let b_pid: i32 = b.conn.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let racer = std::thread::spawn(move || {
+        b.conn.batch_execute("BEGIN").unwrap();
+        let r = b.round(frames());
+        b.conn.batch_execute("COMMIT").unwrap();
+        r
+    });
+    let mut watcher = connect();
+    let mut waited = false;
+    for _ in 0..6000 {
+        let row = watcher
+            .query_one(
+                "SELECT coalesce((SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1), false)",
+                &[&b_pid],
+            )
+            .unwrap();
+        if row.get::<_, bool>(0) {
+            waited = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(waited, "B's build waits for A's uncommitted segment row");
+    a.conn.batch_execute("COMMIT").unwrap();
+    let from_b = racer.join().expect("B's thread").expect("B's pull");
+    let (ra, rb) = (refs_of(&from_a), refs_of(&from_b));
+    assert_eq!(ra.len(), 1);
+    assert_eq!(ra, rb, "both serve the same segment, same digest, same size");
+    let count = |table: &str| -> i64 {
+        connect()
+            .query_one(&format!("SELECT count(*) FROM syncular.{table} WHERE partition = $1"), &[&partition])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(count("sync_segments"), 1, "stored once");
+    assert_eq!(count("sync_segment_chunks"), 1);
+    assert_eq!(count("sync_segment_publications"), 1, "one context, one publication");
+    // And both download the same bytes.
+    let bytes: Vec<u8> = connect()
+        .query_one(
+            "SELECT syncular.segment($1, 'ben', $2, '{\"project_id\":[\"p1\"]}', '{\"project_id\":[\"p1\"]}')",
+            &[&partition, &ra[0].0],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(bytes.len() as i64, ra[0].2);
 }
