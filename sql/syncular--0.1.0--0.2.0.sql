@@ -855,3 +855,46 @@ GRANT EXECUTE ON FUNCTION syncular.segment_open_signed(text, text) TO syncular_g
 REVOKE ALL ON FUNCTION syncular.rotate_segment_url_key(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.segment_sweep(integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION syncular.segment_signed_url(text, text, text) FROM PUBLIC;
+
+-- issue 12: stored segments — delivery by reference and the re-authorized download (SPEC §5.5):
+-- syncular.segment (whole), syncular.segment_open + syncular.segment_chunk (streamed), gateway-callable.
+CREATE FUNCTION syncular."segment"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"segment_id" TEXT,
+	"requested_scopes" TEXT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_wrapper';
+
+CREATE FUNCTION syncular."segment_open"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"segment_id" TEXT,
+	"requested_scopes" TEXT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_open_wrapper';
+
+CREATE FUNCTION syncular."segment_chunk"(
+	"partition" TEXT,
+	"segment_id" TEXT,
+	"idx" INT
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'segment_chunk_wrapper';
+
+REVOKE ALL ON FUNCTION syncular.segment(text, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.segment(text, text, text, text, jsonb) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.segment_open(text, text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.segment_open(text, text, text, text, jsonb) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.segment_chunk(text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.segment_chunk(text, text, integer) TO syncular_gateway;

@@ -19,6 +19,8 @@
 //! | `syncular.blob_max_bytes` | int | 67108864 (64 MiB; 0 … 2147483647) | §5.9.3 host size cap of one blob (`blob.too_large`); SUSET |
 //! | `syncular.segment_url_base` | text | `''` (off) | §5.4 native signed segment URLs: the URL prefix a segment id and `?st=` are appended to; empty = no `url` in `SEGMENT_REF`; SUSET |
 //! | `syncular.segment_url_ttl_s` | seconds | 600 (1 … 900) | §5.4 lifetime of a minted signed URL (the revocation window of issued URLs); SUSET |
+//! | `syncular.segment_inline_max_bytes` | int | 262144 (0 … 16777216) | §5.7: with `accept` bits 0 and 1, a rows page up to this size is inlined, a larger one sent as `SEGMENT_REF`; USERSET |
+//! | `syncular.segment_ttl_s` | seconds | `86400` (1 s …) | §5.1: lifetime of a segment publication; SUSET |
 //! | `syncular.router_statements` | bool | `off` | write the log with statements Citus routes to one shard (one `INSERT … VALUES` per table: the single-shard rule of `src/store/mod.rs`); `syncular.distribute()` turns it on for the database; SUSET |
 //!
 //! Registered in `_PG_init` ([`init`]), which then reserves the `syncular.`
@@ -141,6 +143,7 @@ pub fn init() {
     );
     define_retention_gucs();
     define_segment_url_gucs();
+    define_segment_gucs();
     reserve_prefix();
 }
 
@@ -216,6 +219,39 @@ fn define_segment_url_gucs() {
     );
 }
 
+// ---------------------------------------------------------------- segments (issue 12)
+
+/// Largest stored rows page (bytes of one SSG2 segment, §5.2): an external
+/// page stops adding rows once it reaches this size (keeping ≥ 1 row), and
+/// `syncular.segment_inline_max_bytes` is capped at it.
+pub const SEGMENT_PAGE_MAX_BYTES: i32 = 16 * 1024 * 1024;
+static SEGMENT_INLINE_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
+static SEGMENT_TTL_S: GucSetting<i32> = GucSetting::<i32>::new(DAY_S);
+
+/// The stored-segment settings (SPEC §5.1, §5.7).
+fn define_segment_gucs() {
+    GucRegistry::define_int_guc(
+        c"syncular.segment_inline_max_bytes",
+        c"Largest rows segment inlined when the client accepts both inline and external rows (SSP2 5.7).",
+        c"With accept bits 0 and 1, a bootstrap page up to this many bytes is sent as SEGMENT_INLINE, a larger one as SEGMENT_REF.",
+        &SEGMENT_INLINE_MAX_BYTES,
+        0,
+        SEGMENT_PAGE_MAX_BYTES,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"syncular.segment_ttl_s",
+        c"Lifetime of a stored segment publication (SSP2 5.1).",
+        c"A publication expires this long after it was (last) published; downloads then fail with sync.segment_expired.",
+        &SEGMENT_TTL_S,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+}
+
 /// `syncular.segment_url_base`; `None` when unset or empty (no signed URLs).
 pub fn segment_url_base() -> Option<String> {
     text_setting(&SEGMENT_URL_BASE)
@@ -224,6 +260,16 @@ pub fn segment_url_base() -> Option<String> {
 /// `syncular.segment_url_ttl_s` in ms (1 s … 15 min).
 pub fn segment_url_ttl_ms() -> i64 {
     i64::from(SEGMENT_URL_TTL_S.get().clamp(1, MAX_SEGMENT_URL_TTL_S)) * 1000
+}
+
+/// `syncular.segment_inline_max_bytes` (0 ..= [`SEGMENT_PAGE_MAX_BYTES`]).
+pub fn segment_inline_max_bytes() -> usize {
+    SEGMENT_INLINE_MAX_BYTES.get().clamp(0, SEGMENT_PAGE_MAX_BYTES) as usize
+}
+
+/// `syncular.segment_ttl_s` in ms (≥ 1000).
+pub fn segment_ttl_ms() -> i64 {
+    i64::from(SEGMENT_TTL_S.get().max(1)) * 1000
 }
 
 /// Reserves the `syncular.` GUC prefix (module docs).

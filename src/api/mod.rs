@@ -14,4 +14,5 @@ pub mod leases;
 pub mod blobs;
 pub mod segment_sweep;
 pub mod segment_urls;
+pub mod segments;
 pub mod reactions;

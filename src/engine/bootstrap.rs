@@ -1,5 +1,7 @@
-//! Bootstrap (SPEC §4.7, §5.2, §5.7): the pinned, paged, resumable snapshot
-//! of one subscription's table, delivered as `SEGMENT_INLINE` rows segments.
+//! Bootstrap (SPEC §4.7, §5.1, §5.2, §5.4, §5.7): the pinned, paged,
+//! resumable snapshot of one subscription's table, delivered as rows
+//! segments — inline (`SEGMENT_INLINE`) or stored and referenced
+//! (`SEGMENT_REF`) according to the client's `accept` bits.
 //!
 //! - Pin: `asOfCommitSeq = maxCommitSeq` on start; a usable resume token keeps
 //!   its pin and row cursor. A token that does not parse, names other tables,
@@ -12,24 +14,58 @@
 //!   with the protocol crate's streaming encoder from the stored verbatim
 //!   payloads and `_sync_version`s. Completion is proven by a one-row
 //!   lookahead, so a finished table never costs an extra empty round.
+//! - Delivery ([`Delivery`], §4.2): bit 0 only → every page inline, its rows
+//!   bounded by the response budget (below); bit 1 only → every page stored
+//!   ([`crate::engine::segments`]) and sent as a `SEGMENT_REF`; both → a page
+//!   of at most `syncular.segment_inline_max_bytes` (default 256 KiB) that
+//!   also fits the remaining budget goes inline, any other as a
+//!   `SEGMENT_REF`. In the last two modes every page is a full window
+//!   (`limitSnapshotRows` rows, or fewer at the table end) bounded by
+//!   [`crate::settings::SEGMENT_PAGE_MAX_BYTES`] (16 MiB, ≥ 1 row) instead of
+//!   the budget, and is stored and published — inline ones too, so the
+//!   next identical bootstrap reuses them.
+//! - Reuse (§5.1): before building a stored-mode page, the publication of
+//!   its context — (partition, live log epoch, table, schema version, rows,
+//!   the caller's scope digest, pin, page window = start cursor + clamped
+//!   `limitSnapshotRows`) — is looked up; an unexpired one is served without
+//!   rebuilding: inline (its stored bytes) when the client takes both and it
+//!   is small enough and fits the budget — the delivery choice depends on
+//!   the size only, never on whether the page was reused — else as a
+//!   `SEGMENT_REF`. Two simultaneous first builds both build; the bytes are
+//!   stored once, and when their bytes differ (rows changed between them at
+//!   the same pin) the second serves the first one's publication.
+//! - `SEGMENT_REF` (§5.4) carries the caller's scope digest, the page's
+//!   cursors (`rowCursor` absent on a table-start page) and no `url`
+//!   (signed URLs: [`attach_signed_url`], the one place they are attached).
 //! - Snapshot semantics: pages read current rows (see the store module's
 //!   note); every change after the pin is replayed by the incremental pull
-//!   that follows, so the client converges.
-//! - Budget ([`super::budget`]): a page stops adding rows once the response
-//!   plus the page reaches the budget (keeping at least one row), and no new
-//!   page starts past it; a fresh bootstrap deferred before its first page
-//!   gets an empty first segment so the §5.6 first-page clear still happens.
+//!   that follows, so the client converges — a reused page built earlier at
+//!   the same pin is as valid as a fresh one.
+//! - Budget ([`super::budget`]): no new page starts past it (inline pages,
+//!   descriptors alike); an inline-only page stops adding rows once the
+//!   response plus the page reaches it (keeping at least one row). A fresh
+//!   bootstrap deferred before its first page still gets a first segment so
+//!   the §5.6 first-page clear happens: an empty inline one for an
+//!   inline-only client, else its real first page (as a descriptor when it
+//!   does not fit).
 
+use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS, ACCEPT_SIGNED_URLS};
+use syncular_protocol::response::{MediaType, SegmentRef};
 use syncular_protocol::resume_token::ResumeToken;
+use syncular_protocol::scope_digest::scope_digest;
 use syncular_protocol::scopes::ScopeMap;
 use syncular_protocol::segment::{SegmentEncoder, SegmentHeader};
-use syncular_protocol::ErrorCode;
 
 use crate::engine::budget::Budget;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull_limits::PullLimits;
 use crate::engine::scope_match::{candidate_key, stored_scopes_match};
 use crate::engine::schema::RegisteredTable;
+use crate::engine::segments::publication::find_live_at;
+use crate::engine::segments::{
+    publish_effective, read_bytes, segment_id_of, store_bytes, LivePublication, Publication, PublicationKey,
+    MEDIA_TYPE_ROWS,
+};
 use crate::store::bootstrap_page::{read_bootstrap_page, PageQuery};
 
 /// Candidates read per store call while filling a page (bounds SPI memory).
@@ -94,6 +130,10 @@ pub struct BootstrapOutcome {
 pub struct BootstrapRequest<'a> {
     /// Host partition of the request.
     pub partition: &'a str,
+    /// The partition's live `logEpoch` (§2.1): publications are per epoch.
+    pub log_epoch: &'a str,
+    /// "Now" of the request, Unix ms (publication expiry and lookups).
+    pub now_ms: i64,
     /// Registered schema version the segments are encoded for (§5.2 header).
     pub schema_version: i32,
     /// The subscription's table.
@@ -109,6 +149,52 @@ pub struct BootstrapRequest<'a> {
     pub limits: PullLimits,
 }
 
+/// How rows segments travel to this client (§4.2, §5.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// `accept` bit 0 only: every page inline (`SEGMENT_INLINE`), its rows
+    /// bounded by the response budget; nothing stored.
+    Inline,
+    /// Bit 1 only: every page stored and sent as a `SEGMENT_REF`.
+    External,
+    /// Bits 0 and 1: a page of at most `inline_max` bytes that fits the
+    /// budget goes inline, any other as a `SEGMENT_REF`; every page stored.
+    Mixed {
+        /// `syncular.segment_inline_max_bytes`.
+        inline_max: usize,
+    },
+}
+
+impl Delivery {
+    /// The delivery for `accept` (which carries bit 0 or bit 1: validated
+    /// before the pull) with inline threshold `inline_max` bytes.
+    pub fn for_accept(accept: u8, inline_max: usize) -> Delivery {
+        match (accept & ACCEPT_INLINE_ROWS != 0, accept & ACCEPT_EXTERNAL_ROWS != 0) {
+            (true, true) => Delivery::Mixed { inline_max },
+            (false, true) => Delivery::External,
+            _ => Delivery::Inline,
+        }
+    }
+
+    /// True when `len` bytes go inline given the budget state.
+    fn inlines(self, len: usize, budget: &Budget, written: usize) -> bool {
+        match self {
+            Delivery::Inline => true,
+            Delivery::External => false,
+            Delivery::Mixed { inline_max } => len <= inline_max && !budget.page_full(written, len),
+        }
+    }
+}
+
+/// One segment handed to the response writer.
+#[derive(Debug, Clone, Copy)]
+pub enum Emit<'a> {
+    /// A complete SSG2 rows segment for a `SEGMENT_INLINE` frame.
+    Inline(&'a [u8]),
+    /// A `SEGMENT_REF` descriptor.
+    Ref(&'a SegmentRef),
+}
+
 /// A page built but not yet written.
 struct Page {
     segment: Vec<u8>,
@@ -119,20 +205,33 @@ struct Page {
     table_done: bool,
 }
 
-/// Writes the bootstrap pages of one subscription through `emit_segment`
-/// (the caller decided with [`delivers_segments`] that this response serves
-/// the section: at least one segment is written)
-/// (called once per finished SSG2 segment; it writes the `SEGMENT_INLINE`
-/// frame and returns the response's bytes written so far) and returns the
-/// §4.7 outcome. `written` is the response size before the first page.
+/// What one delivered page moved.
+struct Served {
+    rows: u64,
+    /// Where the next page starts.
+    cursor: Option<String>,
+    /// The table is exhausted.
+    done: bool,
+    /// Response bytes written after the page.
+    written: usize,
+}
+
+/// Writes the bootstrap pages of one subscription through `emit` (the
+/// caller decided with [`delivers_segments`] that this response serves the
+/// section: at least one segment is written). `emit` is called once per
+/// segment — it writes the `SEGMENT_INLINE` or `SEGMENT_REF` frame and
+/// returns the response's bytes written so far — and the §4.7 outcome is
+/// returned. `written` is the response size before the first page.
 /// Errors: store failures (`syncular.internal`); a stored payload or version
 /// the encoder refuses (`syncular.internal`: the stored state is corrupt).
 pub fn run_bootstrap(
     req: &BootstrapRequest<'_>,
     budget: &mut Budget,
     mut written: usize,
-    mut emit_segment: impl FnMut(&[u8]) -> EngineResult<usize>,
+    mut emit: impl FnMut(Emit<'_>) -> EngineResult<usize>,
 ) -> EngineResult<BootstrapOutcome> {
+    let delivery = Delivery::for_accept(req.limits.accept, crate::settings::segment_inline_max_bytes());
+    let digest = scope_digest(req.effective.iter());
     let mut cursor = req.start.row_cursor.clone();
     let mut segments = 0usize;
     let mut rows = 0u64;
@@ -144,13 +243,14 @@ pub fn run_bootstrap(
                 deferred = true;
                 break;
             }
-            if req.fresh {
+            if req.fresh && delivery == Delivery::Inline {
                 // §5.6: the first-page clear happens only in the response to
                 // the fresh request, so a fresh bootstrap deferred by the
                 // budget still gets its first page — empty (a few header
                 // bytes): the client clears, then resumes from the table
-                // start with the token.
-                emit_segment(&empty_segment(req)?)?;
+                // start with the token. (A client that takes references
+                // gets its real first page instead: a descriptor is small.)
+                emit(Emit::Inline(&empty_segment(req)?))?;
                 segments += 1;
                 deferred = true;
                 break;
@@ -158,13 +258,19 @@ pub fn run_bootstrap(
             // A resumed bootstrap the caller chose to serve (SUB_START said
             // `bootstrap = true`) gets a page of at least one row.
         }
-        let page = build_page(req, cursor.as_deref(), budget, written)?;
-        written = emit_segment(&page.segment)?;
+        let served = if delivery == Delivery::Inline {
+            let page = build_page(req, cursor.as_deref(), |pending| budget.page_full(written, pending))?;
+            let written = emit(Emit::Inline(&page.segment))?;
+            Served { rows: page.rows, cursor: page.cursor, done: page.table_done, written }
+        } else {
+            serve_stored(req, &digest, delivery, cursor.as_deref(), budget, written, &mut emit)?
+        };
+        written = served.written;
         budget.note_delivered();
         segments += 1;
-        rows += page.rows;
-        cursor = page.cursor;
-        if page.table_done {
+        rows += served.rows;
+        cursor = served.cursor;
+        if served.done {
             done = true;
             break;
         }
@@ -174,6 +280,122 @@ pub fn run_bootstrap(
     }
     let resume_token = if done { None } else { Some(resume_token(req, cursor)) };
     Ok(BootstrapOutcome { resume_token, segments, rows, deferred })
+}
+
+/// One stored-mode page after `after`: the live publication of its context
+/// when there is one, else built, stored and published now; then delivered
+/// inline or as a descriptor ([`Delivery::inlines`]).
+fn serve_stored(
+    req: &BootstrapRequest<'_>,
+    digest: &str,
+    delivery: Delivery,
+    after: Option<&str>,
+    budget: &Budget,
+    written: usize,
+    emit: &mut impl FnMut(Emit<'_>) -> EngineResult<usize>,
+) -> EngineResult<Served> {
+    let key = PublicationKey {
+        partition: req.partition,
+        log_epoch: req.log_epoch,
+        table: req.table.name(),
+        schema_version: req.schema_version,
+        media_type: MEDIA_TYPE_ROWS,
+        scope_digest: digest,
+        as_of_commit_seq: req.start.as_of_commit_seq,
+        row_cursor: after,
+        page_rows: req.limits.limit_snapshot_rows,
+    };
+    let (live, built) = match find_live_at(&key, req.now_ms)? {
+        Some(hit) => (hit, None),
+        None => {
+            let max = crate::settings::SEGMENT_PAGE_MAX_BYTES as usize;
+            let page = build_page(req, after, |pending| pending >= max)?;
+            let live = store_and_publish(req, &key, &page)?;
+            (live, Some(page))
+        }
+    };
+    let p = &live.publication;
+    let served = |written| Served {
+        rows: u64::try_from(p.row_count).unwrap_or(0),
+        cursor: p.next_row_cursor.clone(),
+        done: p.next_row_cursor.is_none(),
+        written,
+    };
+    let len = usize::try_from(live.byte_length).unwrap_or(usize::MAX);
+    if delivery.inlines(len, budget, written) {
+        let bytes = match built {
+            Some(page) if segment_id_of(&page.segment) == p.segment_id => Some(page.segment),
+            _ => read_bytes(req.partition, &p.segment_id)?,
+        };
+        if let Some(bytes) = bytes {
+            return Ok(served(emit(Emit::Inline(&bytes))?));
+        }
+    }
+    let mut descriptor = SegmentRef {
+        segment_id: p.segment_id.clone(),
+        media_type: MediaType::Rows,
+        table: req.table.name().to_owned(),
+        byte_length: live.byte_length,
+        row_count: p.row_count,
+        as_of_commit_seq: p.as_of_commit_seq,
+        // The caller's digest (equal to the publication's: it is part of the
+        // lookup key), never one of another context of the same bytes.
+        scope_digest: digest.to_owned(),
+        row_cursor: p.row_cursor.clone(),
+        next_row_cursor: p.next_row_cursor.clone(),
+        url: None,
+        url_expires_at_ms: None,
+    };
+    attach_signed_url(req, &mut descriptor)?;
+    Ok(served(emit(Emit::Ref(&descriptor))?))
+}
+
+/// SIGNED URL HOOK (§5.4, `accept` bit 3) — the one place a signed URL is
+/// attached to a `SEGMENT_REF`. When the client advertised bit 3, this is
+/// where `descriptor.url` / `descriptor.url_expires_at_ms` are set (both or
+/// neither) from `crate::engine::segments::signed_url::mint` over the
+/// descriptor's `segment_id`, `scope_digest` and `req.partition`. Until
+/// signing exists the descriptor carries no `url`, which is legal: the
+/// client then downloads through the direct endpoint (§5.5).
+fn attach_signed_url(req: &BootstrapRequest<'_>, descriptor: &mut SegmentRef) -> EngineResult<()> {
+    if req.limits.accept & ACCEPT_SIGNED_URLS == 0 {
+        return Ok(());
+    }
+    debug_assert!(descriptor.url.is_none() && descriptor.url_expires_at_ms.is_none());
+    Ok(())
+}
+
+/// Stores a built page and publishes it for `key`; returns the context's
+/// publication afterwards (ours, or a concurrent builder's live one).
+fn store_and_publish(req: &BootstrapRequest<'_>, key: &PublicationKey<'_>, page: &Page) -> EngineResult<LivePublication> {
+    let segment_id = segment_id_of(&page.segment);
+    let byte_length = i64::try_from(page.segment.len()).unwrap_or(i64::MAX);
+    store_bytes(req.partition, &segment_id, MEDIA_TYPE_ROWS, byte_length, &mut page.segment.as_slice())?;
+    let mine = Publication {
+        partition: key.partition.to_owned(),
+        log_epoch: key.log_epoch.to_owned(),
+        table: key.table.to_owned(),
+        schema_version: key.schema_version,
+        media_type: key.media_type,
+        scope_digest: key.scope_digest.to_owned(),
+        as_of_commit_seq: key.as_of_commit_seq,
+        row_cursor: key.row_cursor.map(str::to_owned),
+        page_rows: key.page_rows,
+        segment_id: segment_id.clone(),
+        next_row_cursor: if page.table_done { None } else { page.cursor.clone() },
+        row_count: i64::try_from(page.rows).unwrap_or(i64::MAX),
+        published_at_ms: req.now_ms,
+        expires_at_ms: req.now_ms.saturating_add(crate::settings::segment_ttl_ms()),
+    };
+    let published = publish_effective(&mine)?;
+    if published.segment_id == segment_id {
+        let chunk = crate::engine::segments::CHUNK_BYTES as i64;
+        let chunk_count = i32::try_from((byte_length + chunk - 1) / chunk).unwrap_or(i32::MAX);
+        return Ok(LivePublication { publication: published, byte_length, chunk_count });
+    }
+    find_live_at(key, req.now_ms)?.ok_or_else(|| {
+        EngineError::internal(format!("the publication of {} for this page vanished while publishing", published.segment_id))
+    })
 }
 
 /// True when a bootstrap section delivers at least one segment in this
@@ -213,14 +435,9 @@ fn empty_segment(req: &BootstrapRequest<'_>) -> EngineResult<Vec<u8>> {
 }
 
 /// Builds one page after `after` (exclusive): matching rows in row-id order
-/// until `limitSnapshotRows` rows, the budget (≥ 1 row kept), or the end of
-/// the table; a one-row lookahead proves the end.
-fn build_page(
-    req: &BootstrapRequest<'_>,
-    after: Option<&str>,
-    budget: &Budget,
-    written: usize,
-) -> EngineResult<Page> {
+/// until `limitSnapshotRows` rows, `full(pending bytes)` says stop (≥ 1 row
+/// kept), or the end of the table; a one-row lookahead proves the end.
+fn build_page(req: &BootstrapRequest<'_>, after: Option<&str>, full: impl Fn(usize) -> bool) -> EngineResult<Page> {
     let corrupt = |e: &dyn std::fmt::Display| {
         EngineError::internal(format!(
             "stored row of table {:?} cannot be encoded as a rows segment: {e}",
@@ -259,9 +476,7 @@ fn build_page(
                 continue;
             }
             // A matching row exists beyond the page: the page is full.
-            if encoder.rows() >= limit
-                || (encoder.rows() >= 1 && budget.page_full(written, pending_bytes))
-            {
+            if encoder.rows() >= limit || (encoder.rows() >= 1 && full(pending_bytes)) {
                 break 'scan;
             }
             encoder
@@ -278,20 +493,6 @@ fn build_page(
     let rows = encoder.rows();
     let segment = encoder.finish().map_err(|e| corrupt(&e))?;
     Ok(Page { segment, rows, cursor: delivered_cursor, table_done })
-}
-
-/// `sync.invalid_request` for a bootstrap the client cannot receive: rows
-/// segments are only delivered inline until stored segments (`SEGMENT_REF`)
-/// exist, so `accept` must carry bit 0.
-pub fn inline_rows_required(subscription_id: &str) -> EngineError {
-    EngineError::protocol(
-        ErrorCode::InvalidRequest,
-        format!(
-            "subscription {subscription_id:?} needs a bootstrap, but PULL_HEADER.accept lacks bit 0 \
-             (inline rows segments, SEGMENT_INLINE); this server does not deliver external rows \
-             segments (SEGMENT_REF) yet, so accept must include bit 0 (§4.2, §5.7)"
-        ),
-    )
 }
 
 #[cfg(test)]

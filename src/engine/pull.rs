@@ -8,8 +8,8 @@
 //! 2. no resume token and `0 ≤ cursor < horizonSeq` (§4.6) → `SUB_START reset
 //!    sync.cursor_expired {}`, no data, the request cursor echoed;
 //! 3. a token, `cursor < 0` or `cursor > maxCommitSeq` (§4.7) → bootstrap
-//!    ([`super::bootstrap`]): `SUB_START active bootstrap=true`, inline rows
-//!    segments, `SUB_END.nextCursor = asOfCommitSeq` (+ the resume token
+//!    ([`super::bootstrap`]): `SUB_START active bootstrap=true`, rows
+//!    segments (inline or `SEGMENT_REF`, by `accept`), `SUB_END.nextCursor = asOfCommitSeq` (+ the resume token
 //!    while incomplete); `bootstrap=false` and no segment only when the byte
 //!    budget defers a non-fresh bootstrap whole (the token then points at
 //!    the same position);
@@ -34,8 +34,7 @@ use syncular_protocol::response::{ResponseWriter, SubEnd, SubStart, SubStatus};
 use syncular_protocol::{ErrorCode, ProtocolError};
 
 use crate::engine::bootstrap::{
-    bootstrap_start, delivers_segments, inline_rows_required, resume_token, run_bootstrap,
-    BootstrapRequest,
+    bootstrap_start, delivers_segments, resume_token, run_bootstrap, BootstrapRequest, Emit,
 };
 use crate::engine::budget::Budget;
 use crate::engine::context::SyncContext;
@@ -67,9 +66,8 @@ struct SectionEnd {
 
 /// Writes every subscription section of `pull` (validated by
 /// [`super::subscriptions::validate`] into `subs`, same order) to `writer`
-/// and records the client's cursor and subscription list. Errors: a
-/// bootstrap for a client without `accept` bit 0 (`sync.invalid_request`),
-/// store or encoder failures (`syncular.internal`).
+/// and records the client's cursor and subscription list. Errors: store or
+/// encoder failures (`syncular.internal`).
 pub fn run<W: Write>(
     ctx: &SyncContext<'_>,
     pull: &PullRequest,
@@ -182,9 +180,6 @@ fn bootstrap_section<W: Write>(
     budget: &mut Budget,
     outcome: &mut PullOutcome,
 ) -> EngineResult<SectionEnd> {
-    if !limits.accepts_inline_rows() {
-        return Err(inline_rows_required(&sub.id));
-    }
     let table = ctx.schema.table(&sub.table).ok_or_else(|| {
         EngineError::internal(format!("validated table {:?} vanished from the schema", sub.table))
     })?;
@@ -197,6 +192,8 @@ fn bootstrap_section<W: Write>(
     let as_of = start.as_of_commit_seq;
     let req = BootstrapRequest {
         partition: &ctx.partition,
+        log_epoch: &ctx.log_epoch,
+        now_ms: ctx.now_ms,
         schema_version: ctx.schema.version,
         table,
         effective,
@@ -217,7 +214,11 @@ fn bootstrap_section<W: Write>(
     }
     let written = bytes_written(writer);
     let result = run_bootstrap(&req, budget, written, |segment| {
-        writer.segment_inline(segment).map_err(encoder)?;
+        match segment {
+            Emit::Inline(bytes) => writer.segment_inline(bytes),
+            Emit::Ref(descriptor) => writer.segment_ref(descriptor),
+        }
+        .map_err(encoder)?;
         Ok(bytes_written(writer))
     })?;
     outcome.segments += result.segments;

@@ -9,10 +9,7 @@
 //! - a requested key the table does not declare, or a requested `'*'` →
 //!   `sync.invalid_subscription` (§3.2 rule 2);
 //! - a NUL character in a subscription id or a requested scope value →
-//!   `sync.invalid_request` (Postgres `text`/`jsonb` cannot hold it);
-//! - a subscription that must bootstrap (cursor < 0 or a resume token) from a
-//!   client without `accept` bit 0 → `sync.invalid_request` naming the
-//!   missing capability (rows segments are only delivered inline so far).
+//!   `sync.invalid_request` (Postgres `text`/`jsonb` cannot hold it).
 //!
 //! Then effective = requested ∩ allowed per subscription (§3.2 rules 4–5,
 //! the protocol crate's scope algebra): an active subscription carries its
@@ -27,7 +24,6 @@ use syncular_protocol::request::{PullRequest, Subscription};
 use syncular_protocol::scopes::{effective, validate_requested, Effective, ScopeMap};
 use syncular_protocol::ErrorCode;
 
-use crate::engine::bootstrap::inline_rows_required;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull_limits::PullLimits;
@@ -110,12 +106,6 @@ pub fn validate(ctx: &SyncContext<'_>, pull: &PullRequest) -> EngineResult<Vec<R
             bootstrap_state: sub.bootstrap_state.clone(),
             status,
         };
-        if matches!(resolved.status, SubscriptionStatus::Active { .. })
-            && resolved.bootstraps_by_request()
-            && !limits.accepts_inline_rows()
-        {
-            return Err(inline_rows_required(&resolved.id));
-        }
         out.push(resolved);
     }
     Ok(out)

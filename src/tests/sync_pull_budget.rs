@@ -11,6 +11,10 @@ mod tests {
     use crate::tests::support::run;
     use crate::tests::sync_pull_support::*;
 
+    /// Inline rows only (`accept` bit 0): the lane whose pages the budget
+    /// bounds row by row (stored pages: `src/tests/segments/`).
+    const INLINE_ONLY: u8 = syncular_protocol::constants::ACCEPT_INLINE_ROWS;
+
     /// A title of `n` bytes.
     fn big(n: usize) -> String {
         "x".repeat(n)
@@ -28,7 +32,7 @@ mod tests {
         let mut rounds = 0;
         loop {
             rounds += 1;
-            let p = b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], cursor, None)]);
+            let p = b.pull(header(0, 0, 0, INLINE_ONLY), vec![sub("s", "tasks", &[("ws", &["w1"])], cursor, None)]);
             let sec = p.one();
             assert!(p.bytes < 2048 + 1024, "a response passes the budget by at most one commit ({} bytes)", p.bytes);
             if sec.commits.is_empty() {
@@ -52,12 +56,12 @@ mod tests {
         let s2 = a.push_ok(vec![task("u", "w1", "small")]);
         run("SET LOCAL syncular.response_budget_bytes = 1024");
         let mut b = Client::new("p1", "bob", "cb");
-        let p = b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], 0, None)]);
+        let p = b.pull(header(0, 0, 0, INLINE_ONLY), vec![sub("s", "tasks", &[("ws", &["w1"])], 0, None)]);
         assert_eq!(p.one().commit_seqs(), vec![s1]);
         assert_eq!(p.one().change_count(), 5, "never split");
         assert!(p.bytes > 5000);
         assert_eq!(p.one().end.next_cursor, s1);
-        let p = b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], s1, None)]);
+        let p = b.pull(header(0, 0, 0, INLINE_ONLY), vec![sub("s", "tasks", &[("ws", &["w1"])], s1, None)]);
         assert_eq!((p.one().commit_seqs(), p.one().end.next_cursor), (vec![s2], s2));
     }
 
@@ -70,7 +74,7 @@ mod tests {
         run("SET LOCAL syncular.response_budget_bytes = 1024");
         let mut b = Client::new("p1", "bob", "cb");
         let p = b.pull(
-            header(0, 0, 0, ACCEPT_ROWS),
+            header(0, 0, 0, INLINE_ONLY),
             vec![
                 sub("one", "tasks", &[("ws", &["w1"])], 0, None),
                 sub("two", "tasks", &[("ws", &["w2"])], 0, None),
@@ -106,7 +110,7 @@ mod tests {
         // first segment (empty: the budget is spent) so the client's §5.6
         // first-page clear happens, then a token from the table start.
         let p = b.pull(
-            header(0, 0, 0, ACCEPT_ROWS),
+            header(0, 0, 0, INLINE_ONLY),
             vec![
                 sub("x", "tasks", &[("ws", &["w1"])], -1, None),
                 sub("y", "tasks", &[("ws", &["w1"])], -1, None),
@@ -130,7 +134,7 @@ mod tests {
         while let Some(t) = token {
             rounds += 1;
             assert!(rounds < 30);
-            let p = b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("x", "tasks", &[("ws", &["w1"])], last, Some(&t))]);
+            let p = b.pull(header(0, 0, 0, INLINE_ONLY), vec![sub("x", "tasks", &[("ws", &["w1"])], last, Some(&t))]);
             assert_eq!(p.one().end.next_cursor, last);
             ids.extend(p.one().segment_ids());
             token = p.one().end.bootstrap_state.clone();
@@ -153,7 +157,7 @@ mod tests {
             subs.push(sub(&format!("boot{i}"), "tasks", &[("ws", &["w1"])], -1, None));
             subs.push(sub(&format!("inc{i}"), "tasks", &[("ws", &["w1"])], 0, None));
         }
-        let p = b.pull(header(i32::MAX, i32::MAX, i32::MAX, ACCEPT_ROWS), subs);
+        let p = b.pull(header(i32::MAX, i32::MAX, i32::MAX, INLINE_ONLY), subs);
         assert_eq!(p.sections.len(), 80);
         // 400 rows of ~1 KiB × 80 subscriptions would be ~32 MB unbounded.
         assert!(p.bytes < 16384 + 1100 + 80 * 256, "bounded by budget + one row + framing: {} bytes", p.bytes);

@@ -12,7 +12,7 @@ use syncular_protocol::request::{
     encode_request, Operation, PullHeader, PullRequest, PushCommit, ReqHeader, Request, Subscription,
 };
 use syncular_protocol::response::{
-    decode_response, Commit, PushResult, Response, ResponseFrame, SubEnd, SubStart,
+    decode_response, Commit, PushResult, Response, ResponseFrame, SegmentRef, SubEnd, SubStart,
 };
 use syncular_protocol::row_codec::{decode_row, encode_row, ColumnLayout, ColumnType, RowValue, TableLayout};
 use syncular_protocol::segment::{decode_rows_segment, RowsSegment};
@@ -259,6 +259,8 @@ pub struct Section {
     pub start: SubStart,
     pub commits: Vec<Commit>,
     pub segments: Vec<RowsSegment>,
+    /// `SEGMENT_REF` descriptors, in order (their bytes are not fetched).
+    pub refs: Vec<SegmentRef>,
     pub end: SubEnd,
 }
 
@@ -312,6 +314,7 @@ impl Pulled {
         let response = decode_response(bytes).expect("response decodes");
         let mut sections = Vec::new();
         let mut open: Option<(SubStart, Vec<Commit>, Vec<RowsSegment>)> = None;
+        let mut refs: Vec<SegmentRef> = Vec::new();
         for frame in &response.frames {
             match frame {
                 ResponseFrame::SubStart(s) => open = Some((s.clone(), vec![], vec![])),
@@ -321,9 +324,14 @@ impl Pulled {
                     .expect("segment inside a section")
                     .2
                     .push(decode_rows_segment(bytes).expect("segment decodes")),
+                ResponseFrame::SegmentRef(r) => {
+                    assert!(open.is_some(), "SEGMENT_REF inside a section");
+                    refs.push(r.clone());
+                }
                 ResponseFrame::SubEnd(e) => {
                     let (start, commits, segments) = open.take().expect("SUB_END closes a section");
-                    sections.push(Section { start, commits, segments, end: e.clone() });
+                    let refs = std::mem::take(&mut refs);
+                    sections.push(Section { start, commits, segments, refs, end: e.clone() });
                 }
                 ResponseFrame::PushResult(_) | ResponseFrame::PushResultDetails(_) | ResponseFrame::Lease(_) => {}
                 other => panic!("unexpected frame in a pull response: {other:?}"),

@@ -67,33 +67,21 @@ mod tests {
     }
 
     #[pg_test]
-    fn bootstrap_without_inline_rows_names_the_missing_capability() {
+    fn bootstrap_with_external_rows_only_is_served_by_reference() {
         let mut c = client();
-        // Bit 1 only: legal rows support, but stored segments do not exist yet.
-        let r = c.try_pull(
-            header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
-            vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)],
-        );
-        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "lacks bit 0");
-        // A resume token also means bootstrap.
-        let r = c.try_pull(
-            header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
-            vec![sub("s", "tasks", &[("ws", &["w1"])], 0, Some("{}"))],
-        );
-        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "SEGMENT_INLINE");
-        // An incremental pull with bit 1 only is served.
-        let p = c.pull(header(0, 0, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], 0, None)]);
-        assert_eq!(p.one().start.status.name(), "active");
-        // So is a revoked subscription that would otherwise bootstrap.
+        c.push_ok(vec![task("t1", "w1", "a")]);
+        // Bit 1 only (§4.2): every rows segment is a SEGMENT_REF, never inline.
+        for (cursor, token) in [(-1, None), (0, Some("{}")), (99, None)] {
+            let p = c.pull(header(0, 0, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], cursor, token)]);
+            let s = p.one();
+            assert!(s.segments.is_empty(), "nothing inline");
+            assert_eq!(s.refs.len(), 1, "one descriptor");
+        }
+        // A revoked subscription that would otherwise bootstrap gets no data.
         let mut denied = Client::with_allowed("p1", "bob", "c2", Some(serde_json::json!({"ws": ["w9"]})));
         let p = denied.pull(header(0, 0, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)]);
         assert_eq!(p.one().start.status.name(), "revoked");
-        // And the cursor > maxCommitSeq bootstrap is refused when the pull runs.
-        let r = c.try_pull(
-            header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
-            vec![sub("s", "tasks", &[("ws", &["w1"])], 99, None)],
-        );
-        expect_error(r, INVALID_REQUEST.0, INVALID_REQUEST.1, "lacks bit 0");
+        assert!(p.one().refs.is_empty());
     }
 
     #[pg_test]
@@ -114,33 +102,6 @@ mod tests {
         expect_error(c.sync_bytes(bytes), INVALID_SUBSCRIPTION.0, INVALID_SUBSCRIPTION.1, "'*'");
         assert_eq!(int8("SELECT count(*) FROM syncular.sync_commits").unwrap(), before);
         assert_eq!(int8("SELECT count(*) FROM public.tasks").unwrap(), 0);
-    }
-
-    #[pg_test]
-    fn a_pull_failing_after_the_push_half_leaves_nothing_applied() {
-        let mut c = client();
-        c.push_ok(vec![task("t0", "w1", "before")]);
-        let commits = int8("SELECT count(*) FROM syncular.sync_commits").unwrap();
-        let commit = syncular_protocol::request::PushCommit {
-            client_commit_id: "late-fail".into(),
-            operations: vec![task("t1", "w1", "a")],
-        };
-        // cursor 99 > maxCommitSeq: a bootstrap discovered only when the pull
-        // runs (after the push), refused for lack of accept bit 0.
-        let bytes = c.request(
-            vec![commit],
-            Some(PullRequest {
-                header: header(0, 0, 0, ACCEPT_EXTERNAL_ROWS),
-                subscriptions: vec![sub("s", "tasks", &[("ws", &["w1"])], 99, None)],
-            }),
-        );
-        expect_error(c.sync_bytes(bytes), INVALID_REQUEST.0, INVALID_REQUEST.1, "lacks bit 0");
-        assert_eq!(int8("SELECT count(*) FROM syncular.sync_commits").unwrap(), commits, "the push rolled back");
-        assert_eq!(int8("SELECT count(*) FROM public.tasks WHERE id = 't1'").unwrap(), 0);
-        assert_eq!(
-            int8("SELECT count(*) FROM syncular.sync_push_results WHERE client_commit_id = 'late-fail'").unwrap(),
-            0
-        );
     }
 
     #[pg_test]

@@ -92,7 +92,9 @@ pub enum Coverage {
     /// `sync_changes`, `sync_change_scopes`, `sync_row_scopes`,
     /// `sync_tombstones`, app tables) — excludes the bookkeeping a served
     /// request legitimately touches (registry last-seen time, client record,
-    /// stored push results, the client's auth lease).
+    /// stored push results, the client's auth lease) and the stored-segment
+    /// cache a bootstrap fills (`sync_segments`, `sync_segment_chunks`,
+    /// `sync_segment_publications`).
     LogAndData,
 }
 
@@ -102,6 +104,9 @@ const BOOKKEEPING: &[&str] = &[
     "sync_push_results",
     "sync_reactions",
     "sync_auth_leases",
+    "sync_segments",
+    "sync_segment_chunks",
+    "sync_segment_publications",
 ];
 
 /// A deterministic fingerprint of every row of `partition` in the covered

@@ -6,8 +6,10 @@
 //! Request-level failures arrive as Postgres errors whose message starts with
 //! the SSP2 code (`sync.invalid_request: …`); they are handed to the client as
 //! a [`TransportError`] carrying that code, exactly as an HTTP binding hands
-//! over the §10.1 JSON body. Segment download, blobs and realtime are not
-//! served by this transport (no stored segments yet): those calls fail loud.
+//! over the §10.1 JSON body. A `SEGMENT_REF` download (§5.5) is
+//! `SELECT syncular.segment(partition, actor_id, segment_id, requested_scopes,
+//! allowed_scopes)` on the same connection. Blobs and realtime are not
+//! served by this transport: those calls fail loud.
 
 use postgres::Client;
 use serde_json::Value;
@@ -16,6 +18,11 @@ use syncular_client::{SegmentRequest, Transport, TransportError};
 /// One `syncular.sync` call as SQL: `$1` partition (text), `$2` actor id
 /// (text), `$3` SSP2 request (bytea), `$4` allowed-scopes map (jsonb, may be NULL).
 pub const SYNC_SQL: &str = "SELECT syncular.sync($1::text, $2::text, $3::bytea, $4::jsonb)";
+
+/// One §5.5 download as SQL: `$1` partition, `$2` actor id, `$3` segment id,
+/// `$4` requested scopes (canonical JSON text, the `X-Syncular-Scopes`
+/// header), `$5` allowed-scopes map (jsonb, may be NULL).
+pub const SEGMENT_SQL: &str = "SELECT syncular.segment($1::text, $2::text, $3::text, $4::text, $5::jsonb)";
 
 /// Split a Postgres error into (`sync.*` code, full message). Errors that do
 /// not come from the server with an SSP2 prefix (connection loss, I/O) map to
@@ -68,6 +75,8 @@ pub struct PgTransport {
     pub responses: Vec<Vec<u8>>,
     /// Number of `syncular.sync` calls made through this transport.
     pub rounds: u64,
+    /// Segment ids downloaded through `syncular.segment`, in order.
+    pub downloads: Vec<String>,
 }
 
 impl PgTransport {
@@ -89,6 +98,7 @@ impl PgTransport {
             last_exchange: None,
             responses: Vec::new(),
             rounds: 0,
+            downloads: Vec::new(),
         }
     }
 
@@ -135,13 +145,26 @@ impl Transport for PgTransport {
     }
 
     fn download_segment(&mut self, request: &SegmentRequest) -> Result<Vec<u8>, TransportError> {
-        Err(TransportError::new(
-            "sync.not_found",
-            format!(
-                "the SQL transport serves no stored segments (segment {} of table {})",
-                request.segment_id, request.table
-            ),
-        ))
+        let row = self.conn.query_one(
+            SEGMENT_SQL,
+            &[
+                &self.partition,
+                &self.actor_id,
+                &request.segment_id,
+                &request.requested_scopes_json,
+                &self.allowed_scopes,
+            ],
+        );
+        match row.and_then(|r| r.try_get::<_, Vec<u8>>(0)) {
+            Ok(bytes) => {
+                self.downloads.push(request.segment_id.clone());
+                Ok(bytes)
+            }
+            Err(error) => {
+                let (code, message) = error_code_and_message(&error);
+                Err(TransportError::new(code, message))
+            }
+        }
     }
 
     fn realtime_connect(&mut self) -> Result<(), TransportError> {

@@ -240,15 +240,6 @@ fn request_level_violations_fail_the_whole_request_before_any_push() {
             ],
         ),
         (
-            "bootstrap without inline rows (accept bit 0) while no stored segments exist",
-            "sync.invalid_request",
-            vec![
-                push(),
-                pull_header(0, 0, 0, 0b0010),
-                subscription("s", "tasks", &[("project_id", &["p1"])], -1, None),
-            ],
-        ),
-        (
             "more operations than the cap",
             "sync.too_many_operations",
             vec![commit(

@@ -1,7 +1,11 @@
-//! Segments (§5.1–§5.5): signed URLs, native scheme ([`signed_urls`]) and
-//! expiry / garbage collection ([`sweep`]). Rows are written straight into
-//! the segment tables (the publisher is another seam).
+//! Segments (issue 12; §5.1–§5.5, §5.7): delivery by `accept` and reuse of
+//! publications ([`delivery`]); the re-authorized download ([`download`]);
+//! signed URLs, native scheme ([`signed_urls`]); expiry / garbage collection
+//! ([`sweep`]).
 
-mod support;
+pub mod support;
+mod url_support;
+mod delivery;
+mod download;
 mod signed_urls;
 mod sweep;
