@@ -4,7 +4,7 @@
 //! ([`sweep`]).
 
 pub mod support;
-mod url_support;
+pub mod url_support;
 mod delivery;
 mod download;
 mod signed_urls;

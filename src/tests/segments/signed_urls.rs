@@ -12,7 +12,7 @@ mod tests {
 
     use crate::engine::segments::signed_url::{aud_for, mint, sign};
     use crate::store::segments::url_keys::select_keys;
-    use crate::tests::segments::support::*;
+    use crate::tests::segments::url_support::*;
     use crate::tests::support::{expect_error, int8, run};
 
     const P: &str = "seg-url";

@@ -8,7 +8,7 @@ mod tests {
     use pgrx::prelude::*;
     use serde_json::json;
 
-    use crate::tests::segments::support::*;
+    use crate::tests::segments::url_support::*;
     use crate::tests::support::{expect_error, int8, text, try_run};
 
     const P: &str = "seg-sweep";
