@@ -91,12 +91,14 @@ async fn post_sync(State(gw): State<AppState>, headers: HeaderMap, body: Body) -
     resp
 }
 
-/// The body of a streamed round: `head`, then every chunk of `rest` as it comes.
+/// The body of a streamed round: `head`, then every chunk of `rest` as it comes. Fused: the
+/// compression layer polls its body once more after the end.
 fn chunks(head: Vec<u8>, rest: mpsc::Receiver<Bytes>) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
     futures_util::stream::once(std::future::ready(Ok(Bytes::from(head)))).chain(futures_util::stream::unfold(
         rest,
         |mut rest| async move { rest.recv().await.map(|chunk| (Ok(chunk), rest)) },
     ))
+    .fuse()
 }
 
 /// 413 when a length limit was hit (raw or decoded), else 400 (unreadable / bad gzip).
@@ -115,6 +117,34 @@ fn body_error(e: &axum::Error, limit: usize) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A streamed body through the route's compression layer decompresses to the chunks.
+    #[tokio::test]
+    async fn a_streamed_body_is_compressed_whole() {
+        use axum::routing::get;
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let app = axum::Router::new().route(
+            "/s",
+            get(|| async {
+                let (tx, rx) = mpsc::channel(1);
+                tokio::spawn(async move {
+                    for i in 0..20u8 {
+                        tx.send(Bytes::from(vec![i; 100_000])).await.unwrap();
+                    }
+                });
+                Body::from_stream(chunks(b"head".to_vec(), rx))
+            })
+            .layer::<_, Infallible>(CompressionLayer::new().gzip(true).zstd(true)),
+        );
+        for enc in ["gzip", "zstd", "identity"] {
+            let req = axum::http::Request::get("/s").header("accept-encoding", enc).body(Body::empty()).unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned()), (enc != "identity").then(|| enc.to_owned()));
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            assert!(!bytes.is_empty());
+        }
+    }
 
     #[test]
     fn content_type_check() {
