@@ -454,6 +454,42 @@ mod tests {
     }
 
     #[test]
+    fn splice_head_then_the_rest_equals_splice() {
+        let push = message(MSG_KIND_RESPONSE, &[frame(0x10, b"H"), frame(0x11, b"result")]);
+        let pull = message(MSG_KIND_RESPONSE, &[frame(0x10, b"H"), frame(0x12, b"start"), frame(0x16, b"end")]);
+        let whole = splice(&push, &pull).unwrap();
+        // Cut the pull stream after its RESP_HEADER, and further on.
+        for cut in [8 + 6, 8 + 6 + 10, pull.len()] {
+            let mut joined = splice_head(&push, &pull[..cut]).unwrap();
+            joined.extend_from_slice(&pull[cut..]);
+            assert_eq!(joined, whole, "cut at {cut}");
+        }
+        let floor = message(MSG_KIND_RESPONSE, &[frame(0x10, b"FLOOR")]);
+        assert_eq!(splice_head(&push, &floor).unwrap(), floor, "different headers: the pull alone");
+        assert!(splice_head(&push, &pull[..8 + 3]).is_err(), "a partial RESP_HEADER");
+        assert!(splice_head(&push, b"SSP2").is_err());
+    }
+
+    #[test]
+    fn error_tail_is_an_error_frame_and_end() {
+        let body = serde_json::json!({"code": "syncular.unavailable", "message": "gone", "category": "internal",
+            "retryable": true, "recommendedAction": "retryLater"});
+        let head = message(MSG_KIND_RESPONSE, &[frame(0x10, &[0, 0, 0, 0, 0, 0, 0])]);
+        let mut msg = head[..head.len() - 5].to_vec();
+        msg.extend_from_slice(&error_tail(&body));
+        let decoded = syncular_protocol::response::decode_response(&msg).expect("decodes");
+        match decoded.frames.as_slice() {
+            [syncular_protocol::response::ResponseFrame::Error(e)] => {
+                assert_eq!((e.code.as_str(), e.retryable, e.recommended_action.as_str()), ("syncular.unavailable", true, "retryLater"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Not a §10.1 object: syncular.internal.
+        let tail = error_tail(&serde_json::json!("nope"));
+        assert!(tail.ends_with(&[0, 0, 0, 0, 0]) && tail[0] == 0x1F);
+    }
+
+    #[test]
     fn round_chunks_cover_the_response_and_end_at_end() {
         let big = vec![9u8; 150_000];
         let resp = message(
