@@ -244,6 +244,11 @@ pub fn splice_head(push: &[u8], pull_head: &[u8]) -> Result<Vec<u8>, SpliceError
     Ok(out)
 }
 
+/// True when `bytes` is a whole, well-framed response (its last frame is `END`, nothing after).
+pub fn is_whole_response(bytes: &[u8]) -> bool {
+    response_frames(bytes, "response").is_ok()
+}
+
 /// The in-band failure that ends a response whose first bytes were already sent (§1.6, §1.4
 /// rule 5): an `ERROR` frame carrying the §10.1 object `error` (code, message, category,
 /// retryable, recommendedAction, details), then `END`. An object that does not parse as

@@ -94,7 +94,8 @@ pub enum RoundBody {
 /// [`run_round`] with the pull half streamed (`POST /sync`): the push half (when present)
 /// runs and COMMITs first, exactly as in [`run_round`]; then the pull half is opened with
 /// `syncular.pull_stream` and its first chunk read — a failure up to here is answered as a
-/// §10.1 error like any round. The rest of the pull is pumped by a task into a channel of
+/// §10.1 error like any round. A first chunk that is the whole response is answered whole,
+/// after the pull's COMMIT. The rest of the pull is pumped by a task into a channel of
 /// `channel_chunks` chunks. A request whose frames cannot be scanned is answered whole
 /// (`syncular.sync`, which reports its error).
 ///
@@ -113,6 +114,15 @@ pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunk
         None
     };
     let (stream, first) = super::stream::open(pool, args).await?;
+    if framing::is_whole_response(&first) {
+        stream.finish().await?;
+        return match &push {
+            Some(push) => framing::splice(push, &first)
+                .map(RoundBody::Whole)
+                .map_err(|e| ApiError::internal(format!("cannot splice the round: {}", e.0))),
+            None => Ok(RoundBody::Whole(first)),
+        };
+    }
     let head = match &push {
         Some(push) => match framing::splice_head(push, &first) {
             Ok(head) => head,

@@ -9,7 +9,8 @@
 //! the backend waits on its socket.
 //!
 //! Order of bytes (persist before acknowledging): the first chunk is returned as soon as it
-//! is read (it carries `RESP_HEADER` and, for a request without pushes, the `LEASE`); every
+//! is read (it carries `RESP_HEADER` and, for a request without pushes, the `LEASE`) — unless
+//! it is the whole response (schema floor, reset…), which is answered after COMMIT; every
 //! later chunk is sent only once the next one was read, and the last one (`END`) only after
 //! the pull's COMMIT succeeded. A failure after the first chunk — an ERROR raised by a later
 //! step, a lost connection, a failed COMMIT — rolls the pull back and ends the body with an
@@ -139,6 +140,22 @@ impl PullStream {
             }
         }
         let _ = tx.send(Bytes::from(error_tail(&error.to_json()))).await;
+    }
+
+    /// Ends a stream whose first chunk was the whole response (schema floor, reset, no
+    /// subscription… — it ends with `END`): reads the end of the rows and COMMITs, so that not
+    /// even a one-chunk response is sent before its COMMIT. Errors: a further row (the
+    /// extension broke its chunking) or the failure of the call / the COMMIT.
+    pub async fn finish(mut self) -> Result<(), ApiError> {
+        let result = match self.rows.next().await {
+            None => self.client.batch_execute("COMMIT").await.map_err(|e| ApiError::from_pg(&e)),
+            Some(Err(e)) => Err(ApiError::from_pg(&e)),
+            Some(Ok(_)) => Err(ApiError::internal("syncular.pull_stream sent a row after END")),
+        };
+        if result.is_err() {
+            self.abandon().await;
+        }
+        result
     }
 
     /// Gives the stream up before anything of it was sent (on its own task).
