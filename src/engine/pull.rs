@@ -20,6 +20,11 @@
 //! `horizonSeq` are read once, after the push half (so a client sees its own
 //! commits in the same round).
 //!
+//! Streaming (§1.4): [`PullStream`] produces the sections one step at a
+//! time (one section per step, then the bookkeeping), for
+//! `syncular.sync_stream` / `pull_stream`; [`run`] drives the same steps in
+//! one call, so both produce the same bytes.
+//!
 //! Bookkeeping (§4.5, §4.1/§8.1): `sync_clients.cursor` = the minimum
 //! `nextCursor` over the active subscriptions (unchanged when none is
 //! active), `subscriptions` = this pull's list `[{"id","table","scopes"}]`
