@@ -898,3 +898,34 @@ REVOKE ALL ON FUNCTION syncular.segment_open(text, text, text, text, jsonb) FROM
 GRANT EXECUTE ON FUNCTION syncular.segment_open(text, text, text, text, jsonb) TO syncular_gateway;
 REVOKE ALL ON FUNCTION syncular.segment_chunk(text, text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION syncular.segment_chunk(text, text, integer) TO syncular_gateway;
+
+-- issue 12: streaming pull (SPEC §1.4; README "Streaming rounds"): the
+-- value-per-call forms of syncular.sync / syncular.pull, for the gateway.
+CREATE FUNCTION syncular."sync_stream"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"request" bytea,
+	"allowed_scopes" jsonb DEFAULT NULL,
+	"connection_client_id" TEXT DEFAULT NULL
+) RETURNS SETOF bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'sync_stream_wrapper';
+
+CREATE FUNCTION syncular."pull_stream"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"request" bytea,
+	"allowed_scopes" jsonb DEFAULT NULL,
+	"connection_client_id" TEXT DEFAULT NULL
+) RETURNS SETOF bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'pull_stream_wrapper';
+
+REVOKE ALL ON FUNCTION syncular.sync_stream(text, text, bytea, jsonb, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION syncular.pull_stream(text, text, bytea, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.sync_stream(text, text, bytea, jsonb, text) TO syncular_gateway;
+GRANT EXECUTE ON FUNCTION syncular.pull_stream(text, text, bytea, jsonb, text) TO syncular_gateway;

@@ -6,6 +6,7 @@ pub mod errors;
 pub mod schema;
 pub mod realtime;
 pub mod sync;
+pub mod sync_stream;
 pub mod capture;
 pub mod lifecycle;
 pub mod distribution;

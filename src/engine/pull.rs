@@ -20,6 +20,11 @@
 //! `horizonSeq` are read once, after the push half (so a client sees its own
 //! commits in the same round).
 //!
+//! Streaming (§1.4): [`PullStream`] produces the sections one step at a
+//! time (one section per step, then the bookkeeping), for
+//! `syncular.sync_stream` / `pull_stream`; [`run`] drives the same steps in
+//! one call, so both produce the same bytes.
+//!
 //! Bookkeeping (§4.5, §4.1/§8.1): `sync_clients.cursor` = the minimum
 //! `nextCursor` over the active subscriptions (unchanged when none is
 //! active), `subscriptions` = this pull's list `[{"id","table","scopes"}]`
@@ -66,43 +71,103 @@ struct SectionEnd {
 
 /// Writes every subscription section of `pull` (validated by
 /// [`super::subscriptions::validate`] into `subs`, same order) to `writer`
-/// and records the client's cursor and subscription list. Errors: store or
-/// encoder failures (`syncular.internal`).
+/// and records the client's cursor and subscription list — [`PullStream`]
+/// run to the end in one call. Errors: store or encoder failures
+/// (`syncular.internal`).
 pub fn run<W: Write>(
     ctx: &SyncContext<'_>,
     pull: &PullRequest,
     subs: Vec<ResolvedSubscription>,
     writer: &mut ResponseWriter<W>,
 ) -> EngineResult<PullOutcome> {
-    let limits = PullLimits::from_header(&pull.header);
-    let bounds = read_partition_bounds(&ctx.partition)?;
-    let mut budget = Budget::new(ctx.response_budget_bytes);
-    let mut outcome = PullOutcome::default();
-    for sub in &subs {
-        let end = section(ctx, &limits, bounds, sub, writer, &mut budget, &mut outcome)?;
-        if end.active {
-            outcome.client_cursor = Some(match outcome.client_cursor {
-                Some(c) => c.min(end.next_cursor),
-                None => end.next_cursor,
-            });
+    let mut stream = PullStream::start(ctx, pull, subs)?;
+    while stream.step(ctx, writer)? {}
+    Ok(stream.outcome)
+}
+
+/// The pull half as a resumable state machine (§1.4 streaming): each
+/// [`PullStream::step`] writes one subscription section (`SUB_START …
+/// SUB_END`) to the writer, and the step after the last section records the
+/// client's cursor and subscription list (the §4.5 watermark, §8.1). A
+/// caller that drains the writer's sink between steps never holds more than
+/// one section of the response; the bytes are the same however the steps are
+/// driven ([`run`] drives them all at once). The byte budget, the partition
+/// bounds (`maxCommitSeq`, `horizonSeq`, read once in [`PullStream::start`])
+/// and the request-order echo are shared by all steps exactly as in one call.
+///
+/// Granularity: one step per subscription section (a bootstrap section's
+/// pages are written in one step).
+pub struct PullStream {
+    limits: PullLimits,
+    bounds: PartitionBounds,
+    subs: Vec<ResolvedSubscription>,
+    next: usize,
+    budget: Budget,
+    outcome: PullOutcome,
+    recorded: bool,
+}
+
+impl PullStream {
+    /// Reads the partition bounds and prepares the sections of `subs` (the
+    /// validated subscriptions of `pull`, same order). Nothing is written.
+    /// Errors: store failures.
+    pub fn start(ctx: &SyncContext<'_>, pull: &PullRequest, subs: Vec<ResolvedSubscription>) -> EngineResult<Self> {
+        Ok(PullStream {
+            limits: PullLimits::from_header(&pull.header),
+            bounds: read_partition_bounds(&ctx.partition)?,
+            subs,
+            next: 0,
+            budget: Budget::new(ctx.response_budget_bytes),
+            outcome: PullOutcome::default(),
+            recorded: false,
+        })
+    }
+
+    /// Writes the next section, or — after the last one — the bookkeeping
+    /// (nothing written). Returns `false` once everything is done (the caller
+    /// then writes `END`). Errors: as [`run`].
+    pub fn step<W: Write>(&mut self, ctx: &SyncContext<'_>, writer: &mut ResponseWriter<W>) -> EngineResult<bool> {
+        if let Some(sub) = self.subs.get(self.next) {
+            let end = section(ctx, &self.limits, self.bounds, sub, writer, &mut self.budget, &mut self.outcome)?;
+            if end.active {
+                self.outcome.client_cursor = Some(match self.outcome.client_cursor {
+                    Some(c) => c.min(end.next_cursor),
+                    None => end.next_cursor,
+                });
+            }
+            self.next += 1;
+            return Ok(true);
         }
+        if !self.recorded {
+            self.record(ctx)?;
+            self.recorded = true;
+        }
+        Ok(false)
     }
-    outcome.deferred = budget.deferred();
-    let subscriptions_json = subscriptions_json(&subs);
-    let updated = record_pull(
-        &ctx.partition,
-        &ctx.client_id,
-        outcome.client_cursor,
-        &subscriptions_json,
-        ctx.now_ms,
-    )?;
-    if !updated {
-        return Err(EngineError::internal(format!(
-            "sync_clients has no record for client {:?} in partition {:?} at pull time",
-            ctx.client_id, ctx.partition
-        )));
+
+    /// What the pull did so far.
+    pub fn outcome(&self) -> PullOutcome {
+        self.outcome
     }
-    Ok(outcome)
+
+    fn record(&mut self, ctx: &SyncContext<'_>) -> EngineResult<()> {
+        self.outcome.deferred = self.budget.deferred();
+        let subscriptions_json = subscriptions_json(&self.subs);
+        let updated = record_pull(
+            &ctx.partition,
+            &ctx.client_id,
+            self.outcome.client_cursor,
+            &subscriptions_json,
+            ctx.now_ms,
+        )?;
+        if !updated {
+            return Err(EngineError::internal(format!(
+                "sync_clients has no record for client {:?} in partition {:?} at pull time",
+                ctx.client_id, ctx.partition
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn section<W: Write>(

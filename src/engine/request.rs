@@ -8,6 +8,8 @@
 //! transaction aborts anyway). The response is written in the request's
 //! wire version (§9).
 
+use std::rc::Rc;
+
 use serde_json::Value;
 use syncular_protocol::constants::WIRE_VERSION_1;
 use syncular_protocol::request::{decode_request, Request};
@@ -295,6 +297,77 @@ pub fn check_client_id(client_id: &str) -> EngineResult<()> {
 /// Not errors: an unserved `schemaVersion` (schema-floor response) and an
 /// absent/different v2 `logEpoch` (reset response).
 pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Vec<u8>> {
+    match begin(caller, request, halves)? {
+        Begun::Complete(bytes) => Ok(bytes),
+        Begun::Pulling(mut open) => {
+            while open.step()? {}
+            open.writer.finish().map_err(encoding)
+        }
+    }
+}
+
+/// How [`begin`] left a round.
+enum Begun {
+    /// The whole response (schema floor, reset, push only, no pull half).
+    Complete(Vec<u8>),
+    /// Everything before the first subscription section is written; the
+    /// pull half's sections follow.
+    Pulling(Box<OpenPull>),
+}
+
+/// A round whose pull half is under way: the context it runs under, the
+/// resumable pull and the writer (whose sink holds what was not drained).
+struct OpenPull {
+    ctx: OwnedContext,
+    stream: pull::PullStream,
+    writer: ResponseWriter<Vec<u8>>,
+}
+
+impl OpenPull {
+    /// One [`pull::PullStream::step`]; `false` when only `END` remains.
+    fn step(&mut self) -> EngineResult<bool> {
+        let ctx = self.ctx.view();
+        self.stream.step(&ctx, &mut self.writer)
+    }
+}
+
+/// A [`SyncContext`] that owns its schema, so a round can outlive the call
+/// that began it (one SQL call per chunk of a streamed round).
+struct OwnedContext {
+    schema: Rc<RegisteredSchema>,
+    partition: String,
+    actor_id: String,
+    client_id: String,
+    wire_version: u16,
+    allowed: Allowed,
+    log_epoch: String,
+    now_ms: i64,
+    response_budget_bytes: usize,
+    max_operations: usize,
+    notification_key: Option<Vec<u8>>,
+}
+
+impl OwnedContext {
+    fn view(&self) -> SyncContext<'_> {
+        SyncContext {
+            partition: self.partition.clone(),
+            actor_id: self.actor_id.clone(),
+            client_id: self.client_id.clone(),
+            wire_version: self.wire_version,
+            schema: &self.schema,
+            allowed: self.allowed.clone(),
+            log_epoch: self.log_epoch.clone(),
+            now_ms: self.now_ms,
+            response_budget_bytes: self.response_budget_bytes,
+            max_operations: self.max_operations,
+            notification_key: self.notification_key.clone(),
+        }
+    }
+}
+
+/// Everything of a round up to its first subscription section: the gates,
+/// validation, the lease and the push half (errors: as [`run`]).
+fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Begun> {
     check_caller(caller)?;
     let req: Request = decode_request(request)?;
     check_connection_client_id(caller, &req.header.client_id)?;
@@ -333,7 +406,8 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
                 latest_schema_version: Some(served),
                 epoch: v2_epoch(wire, &registry.log_epoch, reset),
             },
-        );
+        )
+        .map(Begun::Complete);
     }
     if gate == EpochGate::Reset {
         return header_only(
@@ -343,7 +417,8 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
                 latest_schema_version: Some(served),
                 epoch: v2_epoch(wire, &registry.log_epoch, true),
             },
-        );
+        )
+        .map(Begun::Complete);
     }
 
     let client_id = req.header.client_id.as_str();
@@ -371,14 +446,13 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         ));
     }
 
-    let schema: &RegisteredSchema = &schema;
-    let resolved = resolve_allowed(caller, schema, client_id, now_ms, context.lease.as_ref())?;
-    let ctx = SyncContext {
+    let resolved = resolve_allowed(caller, &schema, client_id, now_ms, context.lease.as_ref())?;
+    let owned = OwnedContext {
+        schema,
         partition: caller.partition.to_owned(),
         actor_id: caller.actor_id.to_owned(),
         client_id: client_id.to_owned(),
         wire_version: wire,
-        schema,
         allowed: resolved.allowed,
         log_epoch: registry.log_epoch.clone(),
         now_ms,
@@ -386,6 +460,7 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
         max_operations,
         notification_key: context.notification_key.clone(),
     };
+    let ctx = owned.view();
 
     let subs = match &req.pull {
         Some(pull_req) => Some(subscriptions::validate(&ctx, pull_req)?),
@@ -417,8 +492,105 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
     }
     if halves != Halves::PushOnly {
         if let (Some(pull_req), Some(subs)) = (&req.pull, subs) {
-            pull::run(&ctx, pull_req, subs, &mut writer)?;
+            let stream = pull::PullStream::start(&ctx, pull_req, subs)?;
+            drop(ctx);
+            return Ok(Begun::Pulling(Box::new(OpenPull { ctx: owned, stream, writer })));
         }
     }
-    writer.finish().map_err(encoding)
+    writer.finish().map_err(encoding).map(Begun::Complete)
+}
+
+/// An owned [`Caller`], for a round that outlives its first call.
+#[derive(Debug, Clone)]
+pub struct OwnedCaller {
+    /// [`Caller::partition`].
+    pub partition: String,
+    /// [`Caller::actor_id`].
+    pub actor_id: String,
+    /// [`Caller::allowed_scopes`].
+    pub allowed_scopes: Option<Value>,
+    /// [`Caller::connection_client_id`].
+    pub connection_client_id: Option<String>,
+}
+
+impl OwnedCaller {
+    fn view(&self) -> Caller<'_> {
+        Caller {
+            partition: &self.partition,
+            actor_id: &self.actor_id,
+            allowed_scopes: self.allowed_scopes.as_ref(),
+            connection_client_id: self.connection_client_id.as_deref(),
+        }
+    }
+}
+
+/// One round produced in chunks (§1.4: no response-sized buffer) — the
+/// engine of `syncular.sync_stream` / `syncular.pull_stream`. Each
+/// [`RoundStream::next_chunk`] does one step of work and returns the bytes it
+/// wrote: the first chunk carries `RESP_HEADER`, the `LEASE` and every
+/// `PUSH_RESULT` (or the whole response when the round has no pull half or
+/// ends at the schema floor / a reset); then one chunk per subscription
+/// section; the last chunk is `END`, written after the §4.5 bookkeeping.
+/// Concatenated, the chunks are byte for byte the response [`run`] returns
+/// for the same request and database state — [`run`] drives the same steps.
+///
+/// A request-level error surfaces from the call that meets it (the first
+/// one for every check of [`run`]'s list; a later one only for store or
+/// encoder failures); afterwards the stream is over.
+pub struct RoundStream {
+    state: RoundState,
+}
+
+enum RoundState {
+    Pending { caller: OwnedCaller, request: Vec<u8>, halves: Halves },
+    Pulling(Box<OpenPull>),
+    Finished(Vec<u8>),
+    Done,
+}
+
+impl RoundStream {
+    /// A round of `request` for `caller`, nothing run yet.
+    pub fn new(caller: OwnedCaller, request: Vec<u8>, halves: Halves) -> Self {
+        RoundStream { state: RoundState::Pending { caller, request, halves } }
+    }
+
+    /// The next chunk (never empty), `None` once `END` was returned.
+    /// Errors: as [`run`]; the stream is over after an error.
+    pub fn next_chunk(&mut self) -> EngineResult<Option<Vec<u8>>> {
+        let result = self.next_inner();
+        if result.is_err() {
+            self.state = RoundState::Done;
+        }
+        result
+    }
+
+    fn next_inner(&mut self) -> EngineResult<Option<Vec<u8>>> {
+        loop {
+            match std::mem::replace(&mut self.state, RoundState::Done) {
+                RoundState::Done => return Ok(None),
+                RoundState::Finished(bytes) => return Ok(Some(bytes)),
+                RoundState::Pending { caller, request, halves } => {
+                    self.state = match begin(&caller.view(), &request, halves)? {
+                        Begun::Complete(bytes) => RoundState::Finished(bytes),
+                        Begun::Pulling(open) => RoundState::Pulling(open),
+                    };
+                }
+                RoundState::Pulling(mut open) => {
+                    if open.step()? {
+                        self.state = RoundState::Pulling(open);
+                    } else {
+                        let OpenPull { writer, .. } = *open;
+                        self.state = RoundState::Finished(writer.finish().map_err(encoding)?);
+                        continue;
+                    }
+                }
+            }
+            if let RoundState::Pulling(open) = &mut self.state {
+                let bytes = std::mem::take(open.writer.sink_mut());
+                if !bytes.is_empty() {
+                    return Ok(Some(bytes));
+                }
+            }
+        }
+    }
 }

@@ -36,6 +36,7 @@ mod sync_pull_scopes;
 mod sync_push_access;
 mod sync_push_model;
 mod sync_pull_convergence;
+mod sync_stream;
 pub mod realtime_support;
 mod realtime_open;
 mod realtime_deltas;

@@ -219,6 +219,60 @@ pub fn splice(push: &[u8], pull: &[u8]) -> Result<Vec<u8>, SpliceError> {
     Ok(out)
 }
 
+/// [`splice`] for a streamed pull half: `pull_head` is the pull response's first chunk (its
+/// envelope and whole `RESP_HEADER` frame at least, possibly more). Returns the bytes that
+/// open the spliced response — the push response without its `END`, then `pull_head` after
+/// its `RESP_HEADER` — or `pull_head` alone when the two `RESP_HEADER`s differ (the pull
+/// response then stands alone, as in [`splice`]). The rest of the pull stream follows as is.
+///
+/// Errors: the push response is not well framed, or `pull_head` does not hold a whole
+/// envelope + `RESP_HEADER`.
+pub fn splice_head(push: &[u8], pull_head: &[u8]) -> Result<Vec<u8>, SpliceError> {
+    let push_frames = response_frames(push, "push")?;
+    check_header(pull_head, MSG_KIND_RESPONSE).map_err(|e| SpliceError(format!("pull response: {e}")))?;
+    let pull_header = match frames(pull_head).next() {
+        Some(Ok((FRAME_RESP_HEADER, range))) => range,
+        _ => return Err(SpliceError("pull stream's first chunk does not hold a whole RESP_HEADER".into())),
+    };
+    if push[push_frames[0].clone()] != pull_head[pull_header.clone()] || push[..ENVELOPE_HEADER_LEN] != pull_head[..ENVELOPE_HEADER_LEN] {
+        return Ok(pull_head.to_vec());
+    }
+    let push_end = push_frames[push_frames.len() - 1].start;
+    let mut out = Vec::with_capacity(push_end + pull_head.len() - pull_header.end);
+    out.extend_from_slice(&push[..push_end]);
+    out.extend_from_slice(&pull_head[pull_header.end..]);
+    Ok(out)
+}
+
+/// True when `bytes` is a whole, well-framed response (its last frame is `END`, nothing after).
+pub fn is_whole_response(bytes: &[u8]) -> bool {
+    response_frames(bytes, "response").is_ok()
+}
+
+/// The in-band failure that ends a response whose first bytes were already sent (§1.6, §1.4
+/// rule 5): an `ERROR` frame carrying the §10.1 object `error` (code, message, category,
+/// retryable, recommendedAction, details), then `END`. An object that does not parse as
+/// §10.1 becomes `syncular.internal`.
+pub fn error_tail(error: &serde_json::Value) -> Vec<u8> {
+    use syncular_protocol::envelope::{write_end, write_frame};
+    use syncular_protocol::primitives::Writer;
+    use syncular_protocol::response::{encode_error_frame, ErrorFrame};
+    let frame = syncular_protocol::error_json::parse_error_object(error).unwrap_or_else(|_| ErrorFrame {
+        code: "syncular.internal".into(),
+        message: "the response failed mid-stream".into(),
+        category: "internal".into(),
+        retryable: true,
+        recommended_action: "retryLater".into(),
+        details: None,
+    });
+    let mut w = Writer::with_capacity(256);
+    if write_frame(&mut w, syncular_protocol::constants::FRAME_ERROR, |w| encode_error_frame(w, &frame)).is_err() {
+        w = Writer::with_capacity(64);
+    }
+    write_end(&mut w);
+    w.into_vec()
+}
+
 fn response_frames(bytes: &[u8], what: &str) -> Result<Vec<std::ops::Range<usize>>, SpliceError> {
     check_header(bytes, MSG_KIND_RESPONSE).map_err(|e| SpliceError(format!("{what} response: {e}")))?;
     let mut out = Vec::new();
@@ -402,6 +456,42 @@ mod tests {
         assert!(splice(&push, b"SSP2").is_err());
         let no_header = message(MSG_KIND_RESPONSE, &[frame(0x11, b"x")]);
         assert!(splice(&no_header, &pull).is_err());
+    }
+
+    #[test]
+    fn splice_head_then_the_rest_equals_splice() {
+        let push = message(MSG_KIND_RESPONSE, &[frame(0x10, b"H"), frame(0x11, b"result")]);
+        let pull = message(MSG_KIND_RESPONSE, &[frame(0x10, b"H"), frame(0x12, b"start"), frame(0x16, b"end")]);
+        let whole = splice(&push, &pull).unwrap();
+        // Cut the pull stream after its RESP_HEADER, and further on.
+        for cut in [8 + 6, 8 + 6 + 10, pull.len()] {
+            let mut joined = splice_head(&push, &pull[..cut]).unwrap();
+            joined.extend_from_slice(&pull[cut..]);
+            assert_eq!(joined, whole, "cut at {cut}");
+        }
+        let floor = message(MSG_KIND_RESPONSE, &[frame(0x10, b"FLOOR")]);
+        assert_eq!(splice_head(&push, &floor).unwrap(), floor, "different headers: the pull alone");
+        assert!(splice_head(&push, &pull[..8 + 3]).is_err(), "a partial RESP_HEADER");
+        assert!(splice_head(&push, b"SSP2").is_err());
+    }
+
+    #[test]
+    fn error_tail_is_an_error_frame_and_end() {
+        let body = serde_json::json!({"code": "syncular.unavailable", "message": "gone", "category": "internal",
+            "retryable": true, "recommendedAction": "retryLater"});
+        let head = message(MSG_KIND_RESPONSE, &[frame(0x10, &[0, 0, 0, 0, 0, 0, 0])]);
+        let mut msg = head[..head.len() - 5].to_vec();
+        msg.extend_from_slice(&error_tail(&body));
+        let decoded = syncular_protocol::response::decode_response(&msg).expect("decodes");
+        match decoded.frames.as_slice() {
+            [syncular_protocol::response::ResponseFrame::Error(e)] => {
+                assert_eq!((e.code.as_str(), e.retryable, e.recommended_action.as_str()), ("syncular.unavailable", true, "retryLater"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Not a §10.1 object: syncular.internal.
+        let tail = error_tail(&serde_json::json!("nope"));
+        assert!(tail.ends_with(&[0, 0, 0, 0, 0]) && tail[0] == 0x1F);
     }
 
     #[test]

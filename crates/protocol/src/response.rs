@@ -903,6 +903,13 @@ impl<W: Write> ResponseWriter<W> {
         self.bytes_written
     }
 
+    /// The sink, for a producer that drains what was written so far between
+    /// frames (a streamed response, §1.4). [`ResponseWriter::bytes_written`]
+    /// keeps counting every byte ever written, drained or not.
+    pub fn sink_mut(&mut self) -> &mut W {
+        &mut self.sink
+    }
+
     /// The message's wire version.
     pub fn wire_version(&self) -> u16 {
         self.wire_version

@@ -5,6 +5,7 @@
 pub mod errors;
 pub mod realtime;
 pub mod round;
+pub mod stream;
 pub mod blobs;
 pub mod segments;
 

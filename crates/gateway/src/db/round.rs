@@ -9,7 +9,9 @@
 //! then answer `syncular.unavailable` (503). The same code serves `POST /sync` and socket
 //! rounds (§8.7), which pass `connection_client_id`.
 
+use bytes::Bytes;
 use deadpool_postgres::Pool;
+use tokio::sync::mpsc;
 use futures_util::future::join3;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
@@ -73,6 +75,67 @@ pub async fn run_round(pool: &Pool, args: &RoundArgs<'_>) -> Result<Vec<u8>, Api
         Some(_) => with_retry(|| call_in_tx(pool, Half::Pull, args)).await,
         None => with_retry(|| call_in_tx(pool, Half::Both, args)).await,
     }
+}
+
+/// A round's response as `POST /sync` sends it.
+pub enum RoundBody {
+    /// The whole response, already persisted.
+    Whole(Vec<u8>),
+    /// A streamed pull half ([`super::stream`]): `head` opens the response (the committed
+    /// push results spliced in front of the pull's first chunk); the rest comes from `rest`.
+    Stream {
+        /// The first bytes to send.
+        head: Vec<u8>,
+        /// The following chunks, the last one ending with `END` (or `ERROR` + `END`).
+        rest: mpsc::Receiver<Bytes>,
+    },
+}
+
+/// [`run_round`] with the pull half streamed (`POST /sync`): the push half (when present)
+/// runs and COMMITs first, exactly as in [`run_round`]; then the pull half is opened with
+/// `syncular.pull_stream` and its first chunk read — a failure up to here is answered as a
+/// §10.1 error like any round. A first chunk that is the whole response is answered whole,
+/// after the pull's COMMIT. The rest of the pull is pumped by a task into a channel of
+/// `channel_chunks` chunks. A request whose frames cannot be scanned is answered whole
+/// (`syncular.sync`, which reports its error).
+///
+/// Errors: as [`run_round`].
+pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunks: usize) -> Result<RoundBody, ApiError> {
+    let Some(shape) = framing::request_shape(args.request) else {
+        return with_retry(|| call_in_tx(pool, Half::Both, args)).await.map(RoundBody::Whole);
+    };
+    let push = if shape.has_push {
+        let push = with_retry(|| call_in_tx(pool, Half::Push, args)).await?;
+        if !shape.has_pull {
+            return Ok(RoundBody::Whole(push));
+        }
+        Some(push)
+    } else {
+        None
+    };
+    let (stream, first) = super::stream::open(pool, args).await?;
+    if framing::is_whole_response(&first) {
+        stream.finish().await?;
+        return match &push {
+            Some(push) => framing::splice(push, &first)
+                .map(RoundBody::Whole)
+                .map_err(|e| ApiError::internal(format!("cannot splice the round: {}", e.0))),
+            None => Ok(RoundBody::Whole(first)),
+        };
+    }
+    let head = match &push {
+        Some(push) => match framing::splice_head(push, &first) {
+            Ok(head) => head,
+            Err(e) => {
+                drop(stream.abandon_now());
+                return Err(ApiError::internal(format!("cannot splice the round: {}", e.0)));
+            }
+        },
+        None => first,
+    };
+    let (tx, rest) = mpsc::channel(channel_chunks.max(1));
+    tokio::spawn(stream.pump(tx));
+    Ok(RoundBody::Stream { head, rest })
 }
 
 /// One half in its own transaction. `BEGIN`, the call and `COMMIT` are pipelined (sent

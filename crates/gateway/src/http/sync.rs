@@ -6,8 +6,11 @@
 //! - Request bodies may be `Content-Encoding: gzip`; the body limit (`--max-body-bytes`)
 //!   applies to the transferred AND the decoded size (a gzip bomb stops at the limit) — 413.
 //!   A body that cannot be read or gunzipped — 400.
-//! - The round is persisted before a byte is answered ([`crate::db::round`]); errors are §10.1
-//!   JSON with their category's status (transient database trouble: 503 after retries).
+//! - The push half is persisted before a byte is answered ([`crate::db::round`]); the pull half
+//!   is streamed ([`crate::db::stream`]: chunked transfer, one subscription section at a time,
+//!   `END` only after the pull's COMMIT). Errors met before the first byte are §10.1 JSON with
+//!   their category's status (transient database trouble: 503 after retries); an error met
+//!   after it ends the body with an in-band `ERROR` frame and `END` (§1.6).
 //! - Success: 200 `application/vnd.syncular.sync.v2`, compressed gzip/zstd per
 //!   `Accept-Encoding`.
 
@@ -15,6 +18,9 @@ use std::convert::Infallible;
 use std::time::Instant;
 
 use axum::body::Body;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +30,7 @@ use tower_http::decompression::RequestDecompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 
 use super::error_response;
-use crate::db::round::{run_round, RoundArgs};
+use crate::db::round::{run_round_streamed, RoundArgs, RoundBody};
 use crate::db::ApiError;
 use crate::AppState;
 
@@ -73,17 +79,26 @@ async fn post_sync(State(gw): State<AppState>, headers: HeaderMap, body: Body) -
         allowed_scopes: identity.allowed_scopes.as_ref(),
         connection_client_id: None,
     };
-    let result = run_round(&gw.pool, &args).await;
+    let result = run_round_streamed(&gw.pool, &args, 1).await;
     gw.metrics.round("http", result.is_ok(), started.elapsed().as_secs_f64());
-    match result {
-        Ok(response) => {
-            let mut resp = (StatusCode::OK, response).into_response();
-            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-            resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            resp
-        }
-        Err(e) => error_response(&gw, route, e),
-    }
+    let mut resp = match result {
+        Ok(RoundBody::Whole(response)) => (StatusCode::OK, response).into_response(),
+        Ok(RoundBody::Stream { head, rest }) => (StatusCode::OK, Body::from_stream(chunks(head, rest))).into_response(),
+        Err(e) => return error_response(&gw, route, e),
+    };
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// The body of a streamed round: `head`, then every chunk of `rest` as it comes. Fused: the
+/// compression layer polls its body once more after the end.
+fn chunks(head: Vec<u8>, rest: mpsc::Receiver<Bytes>) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> {
+    futures_util::stream::once(std::future::ready(Ok(Bytes::from(head)))).chain(futures_util::stream::unfold(
+        rest,
+        |mut rest| async move { rest.recv().await.map(|chunk| (Ok(chunk), rest)) },
+    ))
+    .fuse()
 }
 
 /// 413 when a length limit was hit (raw or decoded), else 400 (unreadable / bad gzip).
@@ -102,6 +117,34 @@ fn body_error(e: &axum::Error, limit: usize) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A streamed body through the route's compression layer decompresses to the chunks.
+    #[tokio::test]
+    async fn a_streamed_body_is_compressed_whole() {
+        use axum::routing::get;
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let app = axum::Router::new().route(
+            "/s",
+            get(|| async {
+                let (tx, rx) = mpsc::channel(1);
+                tokio::spawn(async move {
+                    for i in 0..20u8 {
+                        tx.send(Bytes::from(vec![i; 100_000])).await.unwrap();
+                    }
+                });
+                Body::from_stream(chunks(b"head".to_vec(), rx))
+            })
+            .layer::<_, Infallible>(CompressionLayer::new().gzip(true).zstd(true)),
+        );
+        for enc in ["gzip", "zstd", "identity"] {
+            let req = axum::http::Request::get("/s").header("accept-encoding", enc).body(Body::empty()).unwrap();
+            let resp = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(resp.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned()), (enc != "identity").then(|| enc.to_owned()));
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            assert!(!bytes.is_empty());
+        }
+    }
 
     #[test]
     fn content_type_check() {
