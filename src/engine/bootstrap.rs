@@ -34,9 +34,14 @@
 //!   `SEGMENT_REF`. Two simultaneous first builds both build; the bytes are
 //!   stored once, and when their bytes differ (rows changed between them at
 //!   the same pin) the second serves the first one's publication.
+//! - Images (§5.3, `accept` bit 2): at the start of a table the whole table
+//!   may go as one sqlite image instead of pages
+//!   ([`crate::engine::segments::image_lane`]); a bootstrap resumed
+//!   mid-table stays on rows.
 //! - `SEGMENT_REF` (§5.4) carries the caller's scope digest, the page's
-//!   cursors (`rowCursor` absent on a table-start page) and no `url`
-//!   (signed URLs: [`attach_signed_url`], the one place they are attached).
+//!   cursors (`rowCursor` absent on a table-start page) and, for a client
+//!   that advertised bit 3 when `syncular.segment_url_base` is set, a signed
+//!   `url` ([`attach_signed_url`], the one place they are attached).
 //! - Snapshot semantics: pages read current rows (see the store module's
 //!   note); every change after the pin is replayed by the incremental pull
 //!   that follows, so the client converges — a reused page built earlier at
@@ -61,7 +66,9 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull_limits::PullLimits;
 use crate::engine::scope_match::{candidate_key, stored_scopes_match};
 use crate::engine::schema::RegisteredTable;
+use crate::engine::segments::image_lane::serve_image;
 use crate::engine::segments::publication::find_live_at;
+use crate::engine::segments::signed_url;
 use crate::engine::segments::{
     publish_effective, read_bytes, segment_id_of, store_bytes, LivePublication, Publication, PublicationKey,
     MEDIA_TYPE_ROWS,
@@ -237,6 +244,12 @@ pub fn run_bootstrap(
     let mut rows = 0u64;
     let mut deferred = false;
     let mut done = false;
+    // §5.3: at the start of the table, a client taking images may get the
+    // whole table as one (it counts as one page; no resume token follows).
+    if let Some(image) = serve_image(req, &digest, &mut emit)? {
+        budget.note_delivered();
+        return Ok(BootstrapOutcome { resume_token: None, segments: 1, rows: image.rows, deferred: false });
+    }
     for page_no in 0..req.limits.max_snapshot_pages {
         if budget.exhausted(written, 0) {
             if page_no > 0 {
@@ -350,18 +363,22 @@ fn serve_stored(
     Ok(served(emit(Emit::Ref(&descriptor))?))
 }
 
-/// SIGNED URL HOOK (§5.4, `accept` bit 3) — the one place a signed URL is
-/// attached to a `SEGMENT_REF`. When the client advertised bit 3, this is
-/// where `descriptor.url` / `descriptor.url_expires_at_ms` are set (both or
-/// neither) from `crate::engine::segments::signed_url::mint` over the
-/// descriptor's `segment_id`, `scope_digest` and `req.partition`. Until
-/// signing exists the descriptor carries no `url`, which is legal: the
-/// client then downloads through the direct endpoint (§5.5).
-fn attach_signed_url(req: &BootstrapRequest<'_>, descriptor: &mut SegmentRef) -> EngineResult<()> {
+/// Attaches a §5.4 signed URL to `descriptor` — the one place it happens:
+/// only for a client that advertised `accept` bit 3 and only when
+/// `syncular.segment_url_base` is set (else no `url`: the client downloads
+/// through the direct endpoint, §5.5). `url` and `urlExpiresAtMs` are set
+/// together. Minted here, inside the pull right after scope resolution, for
+/// the caller's digest. Errors: key store failures (`syncular.internal`).
+pub(crate) fn attach_signed_url(req: &BootstrapRequest<'_>, descriptor: &mut SegmentRef) -> EngineResult<()> {
     if req.limits.accept & ACCEPT_SIGNED_URLS == 0 {
         return Ok(());
     }
-    debug_assert!(descriptor.url.is_none() && descriptor.url_expires_at_ms.is_none());
+    if let Some((url, expires_at_ms)) =
+        signed_url::mint(req.partition, &descriptor.segment_id, &descriptor.scope_digest, req.now_ms)?
+    {
+        descriptor.url = Some(url);
+        descriptor.url_expires_at_ms = Some(expires_at_ms);
+    }
     Ok(())
 }
 

@@ -14,7 +14,8 @@ use crate::store::segments::bytes::{self, SegmentRecord};
 /// `partition` with `media_type` (1 rows, 2 sqlite), reading at most
 /// [`CHUNK_BYTES`] at a time (one chunk row each). Idempotent: when the
 /// partition already stores the segment (or a concurrent transaction
-/// stores it and commits first), nothing is read or written. The bytes are
+/// stores it and commits first), nothing is read or written, and the
+/// stored row is locked against the sweep until the transaction ends. The bytes are
 /// verified as they are stored: their SHA-256 must be `segment_id` and their
 /// length `byte_length`.
 ///
@@ -40,8 +41,23 @@ pub fn store_bytes(
         chunk_count,
         created_at_ms: crate::engine::clock::now_ms()?,
     };
-    if !bytes::insert_segment(partition, segment_id, record)? {
-        return Ok(());
+    // Stored already: lock the row `FOR KEY SHARE` to the end of the
+    // transaction so a concurrent `syncular.segment_sweep` cannot delete the
+    // bytes the caller is about to publish (README "Expiry and garbage
+    // collection"); when the sweep got there first (the lock waited, then
+    // found the row gone), store them again.
+    let mut inserted = bytes::insert_segment(partition, segment_id, record)?;
+    if !inserted {
+        if crate::store::segments::sweep::lock_segment_bytes(partition, segment_id)? {
+            return Ok(());
+        }
+        inserted = bytes::insert_segment(partition, segment_id, record)?;
+        if !inserted && crate::store::segments::sweep::lock_segment_bytes(partition, segment_id)? {
+            return Ok(());
+        }
+        if !inserted {
+            return Err(internal("the stored bytes vanished twice while publishing".into()));
+        }
     }
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; CHUNK_BYTES];

@@ -16,6 +16,7 @@
 pub mod bytes;
 pub mod download;
 pub mod image;
+pub mod image_lane;
 pub mod publication;
 pub mod signed_url;
 pub mod sweep;
