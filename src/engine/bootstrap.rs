@@ -219,44 +219,79 @@ struct Served {
     cursor: Option<String>,
     /// The table is exhausted.
     done: bool,
-    /// Response bytes written after the page.
-    written: usize,
 }
 
-/// Writes the bootstrap pages of one subscription through `emit` (the
-/// caller decided with [`delivers_segments`] that this response serves the
-/// section: at least one segment is written). `emit` is called once per
-/// segment — it writes the `SEGMENT_INLINE` or `SEGMENT_REF` frame and
-/// returns the response's bytes written so far — and the §4.7 outcome is
-/// returned. `written` is the response size before the first page.
-/// Errors: store failures (`syncular.internal`); a stored payload or version
-/// the encoder refuses (`syncular.internal`: the stored state is corrupt).
-pub fn run_bootstrap(
-    req: &BootstrapRequest<'_>,
-    budget: &mut Budget,
-    mut written: usize,
-    mut emit: impl FnMut(Emit<'_>) -> EngineResult<usize>,
-) -> EngineResult<BootstrapOutcome> {
-    let delivery = Delivery::for_accept(req.limits.accept, crate::settings::segment_inline_max_bytes());
-    let digest = scope_digest(req.effective.iter());
-    let mut cursor = req.start.row_cursor.clone();
-    let mut segments = 0usize;
-    let mut rows = 0u64;
-    let mut deferred = false;
-    let mut done = false;
-    // §5.3: at the start of the table, a client taking images may get the
-    // whole table as one (it counts as one page; no resume token follows).
-    if let Some(image) = serve_image(req, &digest, &mut emit)? {
-        budget.note_delivered();
-        return Ok(BootstrapOutcome { resume_token: None, segments: 1, rows: image.rows, deferred: false });
+/// The bootstrap pages of one subscription, written one segment per
+/// [`BootstrapRun::step`] (§1.4 streaming: a streamed pull holds one page at
+/// a time) — the table's image, or one page. The caller decided with
+/// [`delivers_segments`] that this response serves the section, so at least
+/// one segment is written. `emit` writes the `SEGMENT_INLINE` or
+/// `SEGMENT_REF` frame and returns the response's bytes written so far.
+#[derive(Debug)]
+pub struct BootstrapRun {
+    delivery: Delivery,
+    digest: String,
+    cursor: Option<String>,
+    pages: i32,
+    segments: usize,
+    rows: u64,
+    deferred: bool,
+    done: bool,
+    finished: bool,
+}
+
+impl BootstrapRun {
+    /// A section at `req.start` with nothing written yet.
+    pub fn new(req: &BootstrapRequest<'_>) -> Self {
+        BootstrapRun {
+            delivery: Delivery::for_accept(req.limits.accept, crate::settings::segment_inline_max_bytes()),
+            digest: scope_digest(req.effective.iter()),
+            cursor: req.start.row_cursor.clone(),
+            pages: 0,
+            segments: 0,
+            rows: 0,
+            deferred: false,
+            done: false,
+            finished: false,
+        }
     }
-    for page_no in 0..req.limits.max_snapshot_pages {
-        if budget.exhausted(written, 0) {
-            if page_no > 0 {
-                deferred = true;
-                break;
+
+    /// Writes the section's next segment through `emit` (`written` = the
+    /// response's bytes so far); `false` once the section has nothing more
+    /// to write (possibly after writing one now): then [`Self::outcome`].
+    /// Errors: store failures (`syncular.internal`); a stored payload or
+    /// version the encoder refuses (`syncular.internal`: the stored state is
+    /// corrupt).
+    pub fn step(
+        &mut self,
+        req: &BootstrapRequest<'_>,
+        budget: &mut Budget,
+        written: usize,
+        emit: &mut dyn FnMut(Emit<'_>) -> EngineResult<usize>,
+    ) -> EngineResult<bool> {
+        if self.finished {
+            return Ok(false);
+        }
+        // §5.3: at the start of the table, a client taking images may get the
+        // whole table as one (it counts as one page; no resume token follows).
+        if self.pages == 0 && self.segments == 0 {
+            if let Some(image) = serve_image(req, &self.digest, &mut |e| emit(e))? {
+                budget.note_delivered();
+                self.segments = 1;
+                self.rows = image.rows;
+                self.done = true;
+                return Ok(self.finish(budget));
             }
-            if req.fresh && delivery == Delivery::Inline {
+        }
+        if self.pages >= req.limits.max_snapshot_pages {
+            return Ok(self.finish(budget));
+        }
+        if budget.exhausted(written, 0) {
+            if self.pages > 0 {
+                self.deferred = true;
+                return Ok(self.finish(budget));
+            }
+            if req.fresh && self.delivery == Delivery::Inline {
                 // §5.6: the first-page clear happens only in the response to
                 // the fresh request, so a fresh bootstrap deferred by the
                 // budget still gets its first page — empty (a few header
@@ -264,35 +299,60 @@ pub fn run_bootstrap(
                 // start with the token. (A client that takes references
                 // gets its real first page instead: a descriptor is small.)
                 emit(Emit::Inline(&empty_segment(req)?))?;
-                segments += 1;
-                deferred = true;
-                break;
+                self.segments += 1;
+                self.deferred = true;
+                return Ok(self.finish(budget));
             }
             // A resumed bootstrap the caller chose to serve (SUB_START said
             // `bootstrap = true`) gets a page of at least one row.
         }
-        let served = if delivery == Delivery::Inline {
-            let page = build_page(req, cursor.as_deref(), |pending| budget.page_full(written, pending))?;
-            let written = emit(Emit::Inline(&page.segment))?;
-            Served { rows: page.rows, cursor: page.cursor, done: page.table_done, written }
-        } else {
-            serve_stored(req, &digest, delivery, cursor.as_deref(), budget, written, &mut emit)?
+        let mut after = written;
+        let mut emit = |e: Emit<'_>| {
+            after = emit(e)?;
+            Ok(after)
         };
-        written = served.written;
+        let served = if self.delivery == Delivery::Inline {
+            let page = build_page(req, self.cursor.as_deref(), |pending| budget.page_full(written, pending))?;
+            emit(Emit::Inline(&page.segment))?;
+            Served { rows: page.rows, cursor: page.cursor, done: page.table_done }
+        } else {
+            serve_stored(req, &self.digest, self.delivery, self.cursor.as_deref(), budget, written, &mut emit)?
+        };
         budget.note_delivered();
-        segments += 1;
-        rows += served.rows;
-        cursor = served.cursor;
+        self.pages += 1;
+        self.segments += 1;
+        self.rows += served.rows;
+        self.cursor = served.cursor;
         if served.done {
-            done = true;
-            break;
+            self.done = true;
+            return Ok(self.finish(budget));
         }
+        if self.pages >= req.limits.max_snapshot_pages {
+            // The last page this response takes: close the section with it.
+            return Ok(self.finish(budget));
+        }
+        if budget.exhausted(after, 0) {
+            // No further page starts past the budget: deferred, closed now.
+            self.deferred = true;
+            return Ok(self.finish(budget));
+        }
+        Ok(true)
     }
-    if deferred {
-        budget.note_deferred();
+
+    fn finish(&mut self, budget: &mut Budget) -> bool {
+        if self.deferred {
+            budget.note_deferred();
+        }
+        self.finished = true;
+        false
     }
-    let resume_token = if done { None } else { Some(resume_token(req, cursor)) };
-    Ok(BootstrapOutcome { resume_token, segments, rows, deferred })
+
+    /// The §4.7 outcome of the section so far (complete once
+    /// [`Self::step`] returned `false`).
+    pub fn outcome(&self, req: &BootstrapRequest<'_>) -> BootstrapOutcome {
+        let resume_token = if self.done { None } else { Some(resume_token(req, self.cursor.clone())) };
+        BootstrapOutcome { resume_token, segments: self.segments, rows: self.rows, deferred: self.deferred }
+    }
 }
 
 /// One stored-mode page after `after`: the live publication of its context
@@ -328,11 +388,10 @@ fn serve_stored(
         }
     };
     let p = &live.publication;
-    let served = |written| Served {
+    let served = |_written: usize| Served {
         rows: u64::try_from(p.row_count).unwrap_or(0),
         cursor: p.next_row_cursor.clone(),
         done: p.next_row_cursor.is_none(),
-        written,
     };
     let len = usize::try_from(live.byte_length).unwrap_or(usize::MAX);
     if delivery.inlines(len, budget, written) {

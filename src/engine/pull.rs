@@ -39,7 +39,7 @@ use syncular_protocol::response::{ResponseWriter, SubEnd, SubStart, SubStatus};
 use syncular_protocol::{ErrorCode, ProtocolError};
 
 use crate::engine::bootstrap::{
-    bootstrap_start, delivers_segments, resume_token, run_bootstrap, BootstrapRequest, Emit,
+    bootstrap_start, delivers_segments, resume_token, BootstrapRequest, BootstrapRun, BootstrapStart, Emit,
 };
 use crate::engine::budget::Budget;
 use crate::engine::context::SyncContext;
@@ -95,16 +95,37 @@ pub fn run<W: Write>(
 /// bounds (`maxCommitSeq`, `horizonSeq`, read once in [`PullStream::start`])
 /// and the request-order echo are shared by all steps exactly as in one call.
 ///
-/// Granularity: one step per subscription section (a bootstrap section's
-/// pages are written in one step).
+/// Granularity: one step per incremental or inactive section; a bootstrap
+/// section takes one step per segment (its `SUB_START` travels with its
+/// first segment, its `SUB_END` with its last), so a streamed bootstrap holds
+/// one page — at most `limitSnapshotRows` rows and 16 MiB of segment bytes,
+/// or the budget for an inline-only client — never the whole section.
 pub struct PullStream {
     limits: PullLimits,
     bounds: PartitionBounds,
     subs: Vec<ResolvedSubscription>,
     next: usize,
+    /// The bootstrap section of `subs[next]` while it has pages to write.
+    open: Option<OpenBootstrap>,
     budget: Budget,
     outcome: PullOutcome,
     recorded: bool,
+}
+
+/// A bootstrap section whose `SUB_START` is written and whose pages are not
+/// all written yet.
+struct OpenBootstrap {
+    start: BootstrapStart,
+    fresh: bool,
+    run: BootstrapRun,
+}
+
+/// What writing the start of a section did.
+enum Section {
+    /// The whole section is written.
+    Ended(SectionEnd),
+    /// A bootstrap section is open: its pages follow.
+    Open(OpenBootstrap),
 }
 
 impl PullStream {
@@ -117,6 +138,7 @@ impl PullStream {
             bounds: read_partition_bounds(&ctx.partition)?,
             subs,
             next: 0,
+            open: None,
             budget: Budget::new(ctx.response_budget_bytes),
             outcome: PullOutcome::default(),
             recorded: false,
@@ -127,22 +149,68 @@ impl PullStream {
     /// (nothing written). Returns `false` once everything is done (the caller
     /// then writes `END`). Errors: as [`run`].
     pub fn step<W: Write>(&mut self, ctx: &SyncContext<'_>, writer: &mut ResponseWriter<W>) -> EngineResult<bool> {
-        if let Some(sub) = self.subs.get(self.next) {
-            let end = section(ctx, &self.limits, self.bounds, sub, writer, &mut self.budget, &mut self.outcome)?;
-            if end.active {
-                self.outcome.client_cursor = Some(match self.outcome.client_cursor {
-                    Some(c) => c.min(end.next_cursor),
-                    None => end.next_cursor,
-                });
+        if self.open.is_none() {
+            let Some(sub) = self.subs.get(self.next) else {
+                if !self.recorded {
+                    self.record(ctx)?;
+                    self.recorded = true;
+                }
+                return Ok(false);
+            };
+            match section(ctx, &self.limits, self.bounds, sub, writer, &mut self.budget, &mut self.outcome)? {
+                Section::Ended(end) => {
+                    self.close(end);
+                    return Ok(true);
+                }
+                Section::Open(open) => self.open = Some(open),
             }
-            self.next += 1;
-            return Ok(true);
         }
-        if !self.recorded {
-            self.record(ctx)?;
-            self.recorded = true;
+        self.bootstrap_segment(ctx, writer)?;
+        Ok(true)
+    }
+
+    /// Writes the next segment of the open bootstrap section, and its
+    /// `SUB_END` once it has no more.
+    fn bootstrap_segment<W: Write>(&mut self, ctx: &SyncContext<'_>, writer: &mut ResponseWriter<W>) -> EngineResult<()> {
+        let (Some(open), Some(sub)) = (self.open.as_mut(), self.subs.get(self.next)) else {
+            return Err(EngineError::internal("no open bootstrap section to continue"));
+        };
+        let SubscriptionStatus::Active { effective } = &sub.status else {
+            return Err(EngineError::internal("an open bootstrap section of an inactive subscription"));
+        };
+        let req = bootstrap_request(ctx, &self.limits, sub, effective, open.start.clone(), open.fresh)?;
+        let written = bytes_written(writer);
+        let more = open.run.step(&req, &mut self.budget, written, &mut |segment| {
+            match segment {
+                Emit::Inline(bytes) => writer.segment_inline(bytes),
+                Emit::Ref(descriptor) => writer.segment_ref(descriptor),
+            }
+            .map_err(encoder)?;
+            Ok(bytes_written(writer))
+        })?;
+        if more {
+            return Ok(());
         }
-        Ok(false)
+        let result = open.run.outcome(&req);
+        let as_of = req.start.as_of_commit_seq;
+        self.outcome.segments += result.segments;
+        writer
+            .sub_end(&SubEnd { next_cursor: as_of, bootstrap_state: result.resume_token })
+            .map_err(encoder)?;
+        self.open = None;
+        self.close(SectionEnd { next_cursor: as_of, active: true });
+        Ok(())
+    }
+
+    /// Accounts a finished section and moves to the next.
+    fn close(&mut self, end: SectionEnd) {
+        if end.active {
+            self.outcome.client_cursor = Some(match self.outcome.client_cursor {
+                Some(c) => c.min(end.next_cursor),
+                None => end.next_cursor,
+            });
+        }
+        self.next += 1;
     }
 
     /// What the pull did so far.
@@ -178,21 +246,21 @@ fn section<W: Write>(
     writer: &mut ResponseWriter<W>,
     budget: &mut Budget,
     outcome: &mut PullOutcome,
-) -> EngineResult<SectionEnd> {
+) -> EngineResult<Section> {
     let effective = match &sub.status {
         SubscriptionStatus::Revoked => {
-            return inactive(writer, sub, SubStatus::Revoked, ErrorCode::ScopeRevoked);
+            return inactive(writer, sub, SubStatus::Revoked, ErrorCode::ScopeRevoked).map(Section::Ended);
         }
         SubscriptionStatus::Active { effective } => effective,
     };
     if sub.bootstrap_state.is_none() && sub.cursor >= 0 && sub.cursor < bounds.horizon_seq {
-        return inactive(writer, sub, SubStatus::Reset, ErrorCode::CursorExpired);
+        return inactive(writer, sub, SubStatus::Reset, ErrorCode::CursorExpired).map(Section::Ended);
     }
     let bootstrapping = sub.bootstraps_by_request() || sub.cursor > bounds.max_commit_seq;
     if bootstrapping {
-        bootstrap_section(ctx, limits, bounds, sub, effective, writer, budget, outcome)
+        bootstrap_section(ctx, limits, bounds, sub, effective, writer, budget)
     } else {
-        incremental_section(ctx, limits, bounds, sub, effective, writer, budget, outcome)
+        incremental_section(ctx, limits, bounds, sub, effective, writer, budget, outcome).map(Section::Ended)
     }
 }
 
@@ -234,7 +302,34 @@ fn active_start<W: Write>(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The [`BootstrapRequest`] of `sub`'s section at `start`.
+fn bootstrap_request<'a>(
+    ctx: &'a SyncContext<'_>,
+    limits: &PullLimits,
+    sub: &ResolvedSubscription,
+    effective: &'a ScopeMap,
+    start: BootstrapStart,
+    fresh: bool,
+) -> EngineResult<BootstrapRequest<'a>> {
+    let table = ctx.schema.table(&sub.table).ok_or_else(|| {
+        EngineError::internal(format!("validated table {:?} vanished from the schema", sub.table))
+    })?;
+    Ok(BootstrapRequest {
+        partition: &ctx.partition,
+        log_epoch: &ctx.log_epoch,
+        now_ms: ctx.now_ms,
+        schema_version: ctx.schema.version,
+        table,
+        effective,
+        start,
+        fresh,
+        limits: *limits,
+    })
+}
+
+/// Writes the start of a bootstrap section: the whole section when the
+/// budget defers it, else its `SUB_START` — the pages follow
+/// ([`PullStream::bootstrap_segment`]).
 fn bootstrap_section<W: Write>(
     ctx: &SyncContext<'_>,
     limits: &PullLimits,
@@ -243,54 +338,29 @@ fn bootstrap_section<W: Write>(
     effective: &ScopeMap,
     writer: &mut ResponseWriter<W>,
     budget: &mut Budget,
-    outcome: &mut PullOutcome,
-) -> EngineResult<SectionEnd> {
-    let table = ctx.schema.table(&sub.table).ok_or_else(|| {
-        EngineError::internal(format!("validated table {:?} vanished from the schema", sub.table))
-    })?;
+) -> EngineResult<Section> {
     let start = bootstrap_start(
         sub.bootstrap_state.as_deref(),
         &sub.table,
         bounds.max_commit_seq,
         bounds.horizon_seq,
     );
-    let as_of = start.as_of_commit_seq;
-    let req = BootstrapRequest {
-        partition: &ctx.partition,
-        log_epoch: &ctx.log_epoch,
-        now_ms: ctx.now_ms,
-        schema_version: ctx.schema.version,
-        table,
-        effective,
-        start,
-        fresh: sub.cursor < 0 && sub.bootstrap_state.is_none(),
-        limits: *limits,
-    };
+    let fresh = sub.cursor < 0 && sub.bootstrap_state.is_none();
+    let req = bootstrap_request(ctx, limits, sub, effective, start.clone(), fresh)?;
     let delivers = delivers_segments(req.fresh, budget, bytes_written(writer));
     active_start(writer, sub, effective, delivers)?;
     if !delivers {
         // Deferred whole by the budget: come back at the same position.
         budget.note_deferred();
+        let as_of = req.start.as_of_commit_seq;
         let token = resume_token(&req, req.start.row_cursor.clone());
         writer
             .sub_end(&SubEnd { next_cursor: as_of, bootstrap_state: Some(token) })
             .map_err(encoder)?;
-        return Ok(SectionEnd { next_cursor: as_of, active: true });
+        return Ok(Section::Ended(SectionEnd { next_cursor: as_of, active: true }));
     }
-    let written = bytes_written(writer);
-    let result = run_bootstrap(&req, budget, written, |segment| {
-        match segment {
-            Emit::Inline(bytes) => writer.segment_inline(bytes),
-            Emit::Ref(descriptor) => writer.segment_ref(descriptor),
-        }
-        .map_err(encoder)?;
-        Ok(bytes_written(writer))
-    })?;
-    outcome.segments += result.segments;
-    writer
-        .sub_end(&SubEnd { next_cursor: as_of, bootstrap_state: result.resume_token })
-        .map_err(encoder)?;
-    Ok(SectionEnd { next_cursor: as_of, active: true })
+    let run = BootstrapRun::new(&req);
+    Ok(Section::Open(OpenBootstrap { start, fresh, run }))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,8 +1,8 @@
 //! `syncular.sync_stream` / `syncular.pull_stream` (§1.4 streaming): the
 //! rows concatenate to exactly the bytes of `syncular.sync` /
 //! `syncular.pull` for the same request and database state, over many
-//! request shapes; each row is one step (header + push half, one section,
-//! `END`); and rows are produced lazily, one step per FETCH.
+//! request shapes; each row is one step (header + push half, one section or
+//! one bootstrap page, `END`); and rows are produced lazily, one step per FETCH.
 
 #[pgrx::pg_schema]
 mod tests {
@@ -11,7 +11,7 @@ mod tests {
     use pgrx::prelude::*;
     use pgrx::JsonB;
     use serde_json::json;
-    use syncular_protocol::constants::{ACCEPT_INLINE_ROWS, FRAME_END, FRAME_SUB_START, WIRE_VERSION_1};
+    use syncular_protocol::constants::{ACCEPT_INLINE_ROWS, FRAME_END, FRAME_SEGMENT_INLINE, FRAME_SUB_START, WIRE_VERSION_1};
     use syncular_protocol::request::{PullRequest, PushCommit};
 
     use crate::store::subtransaction::{self, SubtransactionError};
@@ -106,8 +106,8 @@ mod tests {
         let mut b = Client::with_allowed("p1", "bob", "cb", Some(json!({"ws": ["w1"], "proj": ["a"]})));
         let w1 = || sub("s1", "tasks", &[("ws", &["w1"])], -1, None);
         let shapes: Vec<(&str, usize, Vec<u8>)> = vec![
-            ("fresh bootstrap, paged", 3, b.request(vec![], pull_req(header(0, 7, 3, ACCEPT_ROWS), vec![w1()]))),
-            ("bootstrap + incremental + revoked + reset", 7, {
+            ("fresh bootstrap, paged", 5, b.request(vec![], pull_req(header(0, 7, 3, ACCEPT_ROWS), vec![w1()]))),
+            ("bootstrap + incremental + revoked + reset", 9, {
                 set_horizon("p1", 2);
                 b.request(vec![], pull_req(header(0, 5, 2, ACCEPT_ROWS), vec![
                     w1(),
@@ -143,7 +143,14 @@ mod tests {
             sub("s2", "tasks", &[("ws", &["w1"])], -1, None),
             sub("s3", "tasks", &[("ws", &["w1"])], 0, None),
         ]));
-        assert_eq!(both(&b, &req).len(), 5, "header, three sections, END");
+        // One chunk per bootstrap segment (at least one per section), one per other section,
+        // plus the header and END — and the budget really cut a bootstrap into several pages.
+        let chunks = both(&b, &req);
+        let pulled = Pulled::from_bytes(&chunks.concat());
+        assert_eq!(pulled.sections.len(), 3);
+        let per_section: Vec<usize> = pulled.sections.iter().map(|s| (s.segments.len() + s.refs.len()).max(1)).collect();
+        assert!(per_section[0] > 1, "a paged bootstrap: {per_section:?}");
+        assert_eq!(chunks.len(), 2 + per_section.iter().sum::<usize>(), "{per_section:?}");
         run("RESET syncular.response_budget_bytes");
         // Leases on: the LEASE frame travels in the first chunk.
         run("SET LOCAL syncular.lease_ttl = 3600");
@@ -172,12 +179,14 @@ mod tests {
             sub("s2", "notes", &[("proj", &["a"]), ("ws", &["w1"])], -1, None),
         ]));
         let chunks = both(&b, &req);
-        assert_eq!(chunks.len(), 4, "header, two sections, END");
+        // Header; s1 (30 rows, pages of 10, at most 2 pages): SUB_START + page 1, then page 2 +
+        // SUB_END; s2 (one page): SUB_START + page + SUB_END; END.
+        assert_eq!(chunks.len(), 5, "header, one chunk per bootstrap page, END");
         assert_eq!(&chunks[0][..4], b"SSP2");
-        for section in &chunks[1..3] {
-            assert_eq!(section[0], FRAME_SUB_START, "a section chunk starts with SUB_START");
-        }
-        assert_eq!(chunks[3], vec![FRAME_END, 0, 0, 0, 0], "the last chunk is END");
+        assert_eq!(chunks[1][0], FRAME_SUB_START, "a section's first chunk starts with SUB_START");
+        assert_eq!(chunks[2][0], FRAME_SEGMENT_INLINE, "its next page is a chunk of its own");
+        assert_eq!(chunks[3][0], FRAME_SUB_START);
+        assert_eq!(chunks[4], vec![FRAME_END, 0, 0, 0, 0], "the last chunk is END");
     }
 
     /// The function is called per FETCH (value-per-call in the select list):

@@ -96,6 +96,32 @@ fn through_gateway(accept: Option<u8>, label: &str) {
     assert!(gw.metric("syncular_gateway_http_requests_total{route=\"/segments/{id}\",status=\"200\"") >= 1.0, "{label}: segments went through the gateway");
 }
 
+/// §5.4 signed URLs: gateway A (the sync endpoint) mints `url`s pointing at gateway B's
+/// `/segments/`; the client (advertising bit 3) fetches every segment from B with no host
+/// authentication, and A serves no segment at all.
+#[test]
+fn signed_urls_are_fetched_without_host_auth() {
+    let (partition, server) = loaded();
+    let cdn = Gateway::start(&[]);
+    let dsn = format!(
+        "{} options='-c syncular.segment_url_base={}/segments/'",
+        syncular_integration_tests::dsn(),
+        cdn.base_url
+    );
+    let gw = Gateway::start_with_dsn(&dsn, &["--auth", "dev"]);
+    for (label, accept) in [("signed-ref", 0b0010u8), ("signed-image", 0b0110)] {
+        let mut peer = Peer::new(&gw.base_url, partition, "alice", &format!("gw-{label}"));
+        peer.client = client(&format!("gw-{label}"), Some(accept | 0b1000));
+        peer.transport.set_signed_urls(true);
+        peer.sync_idle(200).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let held = held_tasks(&peer.client).unwrap();
+        assert!(held == *server, "{label}: the client holds exactly the server's rows");
+    }
+    let served = |g: &Gateway| g.metric("syncular_gateway_http_requests_total{route=\"/segments/{id}\",status=\"200\"");
+    assert!(served(&cdn) >= 2.0, "the segments came from the signed-URL host");
+    assert_eq!(served(&gw), 0.0, "nothing went through the sync gateway's direct endpoint");
+}
+
 #[test]
 fn every_page_by_reference_through_sql() {
     let (inline, rows, images) = through_sql(Some(0b0010), "ref");

@@ -4,7 +4,8 @@
 mod tests {
     use pgrx::prelude::*;
     use serde_json::json;
-    use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS};
+    use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS, ACCEPT_SQLITE};
+    use syncular_protocol::response::MediaType;
     use syncular_protocol::resume_token::ResumeToken;
 
     use crate::tests::segments::support::*;
@@ -60,6 +61,52 @@ mod tests {
         let p = b.pull(header(0, 2, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("e", "tasks", &[("ws", &["w9"])], -1, None)]);
         assert_eq!(p.one().refs.len(), 1);
         assert_eq!(p.one().refs[0].row_count, 0);
+    }
+
+    /// §5.3 through the pull: a fresh bootstrap with bit 2 over more than one page gets one
+    /// whole-table image (one descriptor, no cursors, no token); a bootstrap resumed mid-table
+    /// stays on rows even with bit 2; a table of at most one page stays on rows; a second
+    /// client with the same scopes is served the same stored image.
+    #[pg_test]
+    fn images_start_a_table_and_never_switch_a_resumed_one() {
+        setup();
+        let pin = seed(5, 10);
+        let all = ACCEPT_INLINE_ROWS | ACCEPT_EXTERNAL_ROWS | ACCEPT_SQLITE;
+        let w1: &[(&str, &[&str])] = &[("ws", &["w1"])];
+        let mut b = Client::new("p1", "bob", "cb");
+        let p = b.pull(header(0, 2, 0, all), vec![sub("s", "tasks", w1, -1, None)]);
+        let s = p.one();
+        assert!(s.segments.is_empty(), "nothing inline");
+        assert_eq!(s.refs.len(), 1, "one image");
+        let image = &s.refs[0];
+        assert_eq!(image.media_type, MediaType::Sqlite);
+        assert_eq!((image.row_count, image.as_of_commit_seq), (5, pin));
+        assert_eq!((image.row_cursor.as_deref(), image.next_row_cursor.as_deref()), (None, None));
+        assert_eq!(image.scope_digest, ws_digest(&["w1"]));
+        assert_eq!(s.end.bootstrap_state, None, "the image ends the table");
+        let bytes = download("p1", "bob", &image.segment_id, Some(W1), Some(json!({"ws": ["*"]}))).unwrap();
+        assert_eq!(&bytes[..16], b"SQLite format 3\0");
+
+        // Another client, same scopes, same pin: the same stored image.
+        let mut c = Client::new("p1", "carol", "cc");
+        let again = c.pull(header(0, 2, 0, all), vec![sub("s", "tasks", w1, -1, None)]);
+        assert_eq!(again.one().refs[0].segment_id, image.segment_id);
+        assert_eq!(count("sync_segments", "p1"), 1);
+
+        // Mid-table: a rows page first (no bit 2), then resumed with bit 2 → rows again.
+        let mut d = Client::new("p1", "dave", "cd");
+        let first = d.pull(header(0, 2, 1, ACCEPT_INLINE_ROWS), vec![sub("s", "tasks", w1, -1, None)]);
+        let token = first.one().end.bootstrap_state.clone().expect("a resume token mid-table");
+        let resumed = d.pull(header(0, 2, 0, all), vec![sub("s", "tasks", w1, pin, Some(&token))]);
+        let r = resumed.one();
+        assert!(r.refs.iter().all(|d| d.media_type == MediaType::Rows), "never an image mid-table");
+        assert_eq!(r.segments.len() + r.refs.len(), 2, "the remaining three rows in pages of two");
+
+        // At most one page of rows: no image.
+        let mut e = Client::new("p1", "erin", "ce");
+        let small = e.pull(header(0, 5, 0, all), vec![sub("s", "tasks", w1, -1, None)]);
+        assert!(small.one().refs.iter().all(|d| d.media_type == MediaType::Rows));
+        assert_eq!(small.one().segments.len() + small.one().refs.len(), 1);
     }
 
     #[pg_test]

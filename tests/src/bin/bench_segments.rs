@@ -3,8 +3,9 @@
 //!
 //! - by a plain `COPY (SELECT …) TO STDOUT` of the same rows (the baseline),
 //! - on the inline rows lane (`accept = 0b0001`, today's path before issue 12),
-//! - on the external rows lane (`accept = 0b0010`: every page a `SEGMENT_REF`, downloaded with
-//!   `syncular.segment`), first build and reused (a second client, same scopes, same pin),
+//! - on the external rows lane (`accept = 0b0010`: every page a `SEGMENT_REF`, downloaded like the
+//!   gateway does: `syncular.segment_open`, then `syncular.segment_chunk` per 1 MiB chunk), first
+//!   build and reused (a second client, same scopes, same pin),
 //! - on the image lane (`accept = 0b0110`: one SQLite image per table), first build and reused,
 //! - end to end by the real client (`syncular-client`, default accept, applying into its SQLite),
 //!
@@ -133,14 +134,24 @@ fn bootstrap_session(s: &mut RawSession, accept: u8) -> (u64, usize, usize) {
                     bytes += payload.len();
                 }
                 Frame::SegmentRef { segment_id, row_count, media_type, byte_length, .. } => {
-                    let got: Vec<u8> = s
+                    // Streamed like the gateway: open (re-authorized), then chunk by chunk.
+                    let open: Value = s
                         .conn
                         .query_one(
-                            "SELECT syncular.segment($1, 'bench', $2, $3, $4::jsonb)",
+                            "SELECT syncular.segment_open($1, 'bench', $2, $3, $4::jsonb)",
                             &[&partition, segment_id, &requested, &allowed],
                         )
                         .unwrap()
                         .get(0);
+                    let mut got = Vec::new();
+                    for idx in 0..open["chunkCount"].as_i64().unwrap() as i32 {
+                        let chunk: Vec<u8> = s
+                            .conn
+                            .query_one("SELECT syncular.segment_chunk($1, $2, $3)", &[&partition, segment_id, &idx])
+                            .unwrap()
+                            .get(0);
+                        got.extend_from_slice(&chunk);
+                    }
                     let hex: String = Sha256::digest(&got).iter().map(|b| format!("{b:02x}")).collect();
                     assert_eq!(format!("sha256:{hex}"), *segment_id, "content address");
                     assert_eq!(got.len() as i64, *byte_length);
