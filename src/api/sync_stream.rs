@@ -48,7 +48,8 @@ fn stream(
 /// `syncular.sync` returns for the same request and database state. Row 1:
 /// `RESP_HEADER`, `LEASE`, every `PUSH_RESULT` (or the whole response when
 /// the round has no pull half, or ends at the schema floor / a reset);
-/// then one row per subscription section; the last row is `END` (5 bytes).
+/// then one row per incremental/revoked/reset section and one per bootstrap
+/// segment (image or page); the last row is `END` (5 bytes).
 ///
 /// Durability: row 1 reports the push half's results before the caller's
 /// transaction has committed — a caller relaying rows to a client as they
