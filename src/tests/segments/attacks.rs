@@ -1,0 +1,243 @@
+//! Breaker attacks on issue 12 (regression tests): bad input to every new
+//! SQL function is a clear `code: message` error (never a crash), requested
+//! scopes in odd shapes never widen a grant, and signed-URL tokens do not
+//! cross segments, partitions, epochs or rotated keys.
+
+#[pgrx::pg_schema]
+mod tests {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    use pgrx::prelude::*;
+    use serde_json::json;
+    use syncular_protocol::constants::ACCEPT_EXTERNAL_ROWS;
+    use syncular_protocol::response::SegmentRef;
+
+    use crate::store::subtransaction::{self, SubtransactionError};
+    use crate::tests::segments::support::*;
+    use crate::tests::segments::url_support::{open_signed, token_of};
+    use crate::tests::support::{expect_error, run};
+    use crate::tests::sync_pull_support::*;
+
+    const INVALID: (&str, &str) = ("22023", "syncular.invalid_argument");
+    const NOT_FOUND: (&str, &str) = ("42704", "sync.not_found");
+    const FORBIDDEN: (&str, &str) = ("42501", "sync.forbidden");
+    const W1: &str = r#"{"ws":["w1"]}"#;
+
+    /// Runs `sql` in a subtransaction; `Ok` when it succeeded.
+    fn try_sql(sql: &str) -> Result<(), SubtransactionError> {
+        let sql = sql.to_owned();
+        subtransaction::run(move || Spi::run(&sql).unwrap_or_else(|e| panic!("SPI: {e}")))
+    }
+
+    fn seeded_ref() -> SegmentRef {
+        setup();
+        let mut a = Client::new("p1", "alice", "ca");
+        a.push_ok(vec![task("t1", "w1", "one"), task("t2", "w1", "two")]);
+        let mut c = Client::with_allowed("p1", "ann", "c-ann", Some(json!({"ws": ["w1"]})));
+        let p = c.pull(header(0, 0, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)]);
+        assert_eq!(p.one().refs.len(), 1);
+        p.one().refs[0].clone()
+    }
+
+    #[pg_test]
+    fn nulls_and_empty_strings_are_invalid_arguments_everywhere() {
+        let r = seeded_ref();
+        let id = r.segment_id.as_str();
+        let cases: Vec<String> = vec![
+            "SELECT syncular.segment(NULL, 'ann', 'x', '{}')".into(),
+            "SELECT syncular.segment('', 'ann', 'x', '{}')".into(),
+            "SELECT syncular.segment('p1', NULL, 'x', '{}')".into(),
+            "SELECT syncular.segment('p1', '', 'x', '{}')".into(),
+            "SELECT syncular.segment('p1', 'ann', NULL, '{}')".into(),
+            "SELECT syncular.segment('p1', 'ann', '', '{}')".into(),
+            format!("SELECT syncular.segment('p1', 'ann', '{id}', '{W1}', '[1]'::jsonb)"),
+            format!("SELECT syncular.segment('p1', 'ann', '{id}', '{W1}', '\"x\"'::jsonb)"),
+            "SELECT syncular.segment_open(NULL, 'ann', 'x', '{}')".into(),
+            "SELECT syncular.segment_open('p1', '', 'x', '{}')".into(),
+            "SELECT syncular.segment_open('p1', 'ann', '', '{}')".into(),
+            "SELECT syncular.segment_chunk(NULL, 'x', 0)".into(),
+            "SELECT syncular.segment_chunk('', 'x', 0)".into(),
+            "SELECT syncular.segment_chunk('p1', NULL, 0)".into(),
+            "SELECT syncular.segment_chunk('p1', '', 0)".into(),
+            format!("SELECT syncular.segment_chunk('p1', '{id}', NULL)"),
+            "SELECT syncular.segment_open_signed(NULL, 'a.b')".into(),
+            "SELECT syncular.segment_open_signed('', 'a.b')".into(),
+            format!("SELECT syncular.segment_open_signed('{id}', NULL)"),
+            "SELECT syncular.segment_signed_url(NULL, 'x', 'd')".into(),
+            "SELECT syncular.segment_signed_url('p1', '', 'd')".into(),
+            "SELECT syncular.segment_signed_url('p1', 'x', NULL)".into(),
+            "SELECT syncular.segment_sweep(0)".into(),
+            "SELECT syncular.segment_sweep(-5)".into(),
+            "SELECT syncular.segment_sweep(1, -1)".into(),
+            "SELECT syncular.segment_sweep(1, -9223372036854775808)".into(),
+            "SELECT count(*) FROM (SELECT syncular.sync_stream(NULL, 'ann', '\\x00'::bytea)) s".into(),
+            "SELECT count(*) FROM (SELECT syncular.pull_stream('p1', '', '\\x00'::bytea)) s".into(),
+            "SELECT count(*) FROM (SELECT syncular.pull_stream('p1', 'ann', NULL)) s".into(),
+            "SELECT count(*) FROM syncular.sync_stream('', 'ann', '\\x00'::bytea)".into(),
+        ];
+        for sql in &cases {
+            match try_sql(sql) {
+                Ok(()) => panic!("{sql}: expected {} but it succeeded", INVALID.1),
+                Err(e) => {
+                    assert_eq!(e.sqlstate, INVALID.0, "{sql}: {:?}", e.message);
+                    assert!(e.message.starts_with("syncular.invalid_argument: "), "{sql}: {:?}", e.message);
+                }
+            }
+        }
+    }
+
+    #[pg_test]
+    fn chunk_indexes_out_of_range_and_odd_ids_are_not_found() {
+        let r = seeded_ref();
+        let id = r.segment_id.as_str();
+        for idx in [-1i64, -2147483648, 1, 2147483647] {
+            let sql = format!("SELECT syncular.segment_chunk('p1', '{id}', {idx})");
+            expect_error(try_sql(&sql), NOT_FOUND.0, NOT_FOUND.1, "no chunk");
+        }
+        // The chunk of p1's segment is not served under another partition.
+        expect_error(try_sql(&format!("SELECT syncular.segment_chunk('p2', '{id}', 0)")), NOT_FOUND.0, NOT_FOUND.1, "no chunk");
+        let huge = "x".repeat(1 << 20);
+        for bad in ["sha256:", "SHA256:00", "sha256:%", &huge, "sha256:\u{00e9}"] {
+            let sql = format!("SELECT syncular.segment('p1', 'ann', '{bad}', '{W1}', '{{\"ws\":[\"w1\"]}}')");
+            expect_error(try_sql(&sql), NOT_FOUND.0, NOT_FOUND.1, "segment");
+        }
+        // An upper-case spelling of a real id is another id.
+        let upper = format!("sha256:{}", id.trim_start_matches("sha256:").to_uppercase());
+        let sql = format!("SELECT syncular.segment('p1', 'ann', '{upper}', '{W1}', '{{\"ws\":[\"w1\"]}}')");
+        expect_error(try_sql(&sql), NOT_FOUND.0, NOT_FOUND.1, "segment");
+    }
+
+    #[pg_test]
+    fn odd_requested_scopes_never_widen_the_grant() {
+        let r = seeded_ref();
+        let id = r.segment_id.as_str();
+        let w1 = || Some(json!({"ws": ["w1"]}));
+        let all = || Some(json!({"ws": ["*"]}));
+        // Equivalent spellings of the same effective map: served (the digest binds, §3.5).
+        for requested in [r#"{"ws":["w1","w1"]}"#, r#" { "ws" : [ "w1" ] } "#] {
+            assert!(download("p1", "ann", id, Some(requested), w1()).is_ok(), "{requested}");
+        }
+        // Extra values the actor is not allowed are filtered out (§3.2) — still exactly w1.
+        let many: Vec<String> = std::iter::once("w1".to_owned()).chain((0..20_000).map(|i| format!("x{i}"))).collect();
+        let big = json!({"ws": many}).to_string();
+        assert!(download("p1", "ann", id, Some(&big), w1()).is_ok());
+        // …but under a wildcard grant they are part of the effective map: no match.
+        expect_error(download("p1", "ann", id, Some(&big), all()), FORBIDDEN.0, FORBIDDEN.1, "do not match");
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        for (requested, allowed, needle) in [
+            (r#"{"ws":["*"]}"#, w1(), "revoked"),
+            (r#"{"ws":["*"]}"#, all(), "do not match"),
+            (r#"{"ws":["w1"],"other":["x"]}"#, w1(), "revoked"),
+            (r#"{"ws":["w1"],"other":["x"]}"#, all(), "revoked"),
+            (r#"{}"#, w1(), "revoked"),
+            (r#"{"ws":[]}"#, w1(), "revoked"),
+            (r#"{"ws":null}"#, w1(), "JSON map"),
+            (r#"{"ws":[1]}"#, w1(), "JSON map"),
+            (r#"{"ws":[null]}"#, w1(), "JSON map"),
+            (r#"[["ws",["w1"]]]"#, w1(), "JSON map"),
+            ("null", w1(), "JSON map"),
+            ("", w1(), "JSON map"),
+            (deep.as_str(), w1(), "JSON map"),
+            (r#"{"ws":["w2"]}"#, Some(json!({"ws": ["w1", "w2"]})), "do not match"),
+        ] {
+            let label: String = requested.chars().take(40).collect();
+            match download("p1", "ann", id, Some(requested), allowed) {
+                Ok(_) => panic!("{label}: served"),
+                Err(e) => {
+                    assert_eq!(e.sqlstate, FORBIDDEN.0, "{label}: {:?}", e.message);
+                    assert!(e.message.starts_with("sync.forbidden: ") && e.message.contains(needle), "{label}: {:?}", e.message);
+                }
+            }
+        }
+        // Another actor of another partition, with the same grant: not published there.
+        expect_error(download("p2", "ann", id, Some(W1), w1()), NOT_FOUND.0, NOT_FOUND.1, "not published");
+    }
+
+    fn signed(partition: &str, id: &str, digest: &str) -> String {
+        let url = Spi::get_one_with_args::<pgrx::JsonB>(
+            "SELECT syncular.segment_signed_url($1, $2, $3)",
+            &[partition.into(), id.into(), digest.into()],
+        )
+        .unwrap()
+        .expect("a URL")
+        .0;
+        token_of(url["url"].as_str().unwrap())
+    }
+
+    #[pg_test]
+    fn tokens_do_not_cross_segments_partitions_epochs_or_dropped_keys() {
+        let r = seeded_ref();
+        run("SET LOCAL syncular.segment_url_base = 'https://cdn.example/s/'");
+        let id = r.segment_id.clone();
+        let token = signed("p1", &id, &r.scope_digest);
+        assert_eq!(open_signed(&id, &token).unwrap()["partition"], "p1");
+        // Another segment id (stored or not) with this token.
+        let other = format!("sha256:{}", "0".repeat(64));
+        expect_error(open_signed(&other, &token), FORBIDDEN.0, FORBIDDEN.1, "another segment");
+        // A token naming a digest that has no publication: forbidden; a partition with none: not found.
+        let wrong_digest = signed("p1", &id, &ws_digest(&["w2"]));
+        expect_error(open_signed(&id, &wrong_digest), FORBIDDEN.0, FORBIDDEN.1, "scope digest");
+        let p2 = signed("p2", &id, &r.scope_digest);
+        expect_error(open_signed(&id, &p2), NOT_FOUND.0, NOT_FOUND.1, "not stored");
+        // Spliced tokens: p2's payload with p1's MAC, p1's payload re-encoded with padding / junk.
+        let (pay1, mac1) = token.split_once('.').unwrap();
+        let (pay2, _) = p2.split_once('.').unwrap();
+        for forged in [
+            format!("{pay2}.{mac1}"),
+            format!("{pay1}=.{mac1}"),
+            format!("{pay1}.{mac1}."),
+            format!("{pay1}.{mac1}AA"),
+            format!(".{mac1}"),
+            format!("{pay1}."),
+            "..".to_owned(),
+            ".".to_owned(),
+            String::new(),
+            "x".repeat(1 << 20),
+            format!("{}.{mac1}", URL_SAFE_NO_PAD.encode(br#"{"v":1,"seg":"x","sd":"d","aud":"a","exp":1e30}"#)),
+        ] {
+            expect_error(open_signed(&id, &forged), FORBIDDEN.0, FORBIDDEN.1, "malformed");
+        }
+        // A new log epoch: the publication is no longer live.
+        Spi::run("SELECT * FROM syncular.rotate_log_epoch('p1')").unwrap();
+        expect_error(open_signed(&id, &token), NOT_FOUND.0, NOT_FOUND.1, "not stored");
+        // A leaked key dropped: nothing it signed verifies.
+        Spi::run("SELECT syncular.rotate_segment_url_key(true)").unwrap();
+        expect_error(open_signed(&id, &token), FORBIDDEN.0, FORBIDDEN.1, "malformed");
+    }
+
+    #[pg_test]
+    fn a_dropped_partition_serves_no_segment_by_any_path() {
+        let r = seeded_ref();
+        run("SET LOCAL syncular.segment_url_base = 'https://cdn.example/s/'");
+        let id = r.segment_id.clone();
+        let token = signed("p1", &id, &r.scope_digest);
+        assert!(download("p1", "ann", &id, Some(W1), Some(json!({"ws": ["w1"]}))).is_ok());
+        for _ in 0..100 {
+            let n = Spi::get_one::<i64>("SELECT syncular.drop_partition_batch('p1', 1000)").unwrap().unwrap();
+            if n == 0 {
+                break;
+            }
+        }
+        assert_eq!(count("sync_segments", "p1") + count("sync_segment_chunks", "p1") + count("sync_segment_publications", "p1"), 0);
+        expect_error(download("p1", "ann", &id, Some(W1), Some(json!({"ws": ["w1"]}))), NOT_FOUND.0, NOT_FOUND.1, "segment");
+        expect_error(open_signed(&id, &token), NOT_FOUND.0, NOT_FOUND.1, "not stored");
+        expect_error(try_sql(&format!("SELECT syncular.segment_chunk('p1', '{id}', 0)")), NOT_FOUND.0, NOT_FOUND.1, "no chunk");
+    }
+
+    #[pg_test]
+    fn bytes_swept_under_a_live_publication_are_not_found_not_a_crash() {
+        let r = seeded_ref();
+        let id = r.segment_id.clone();
+        // Bytes gone (an operator's DELETE, a half-restored dump) while the publication stays.
+        run(&format!("DELETE FROM syncular.sync_segment_chunks WHERE partition = 'p1' AND segment_id = '{id}'"));
+        expect_error(download("p1", "ann", &id, Some(W1), Some(json!({"ws": ["w1"]}))), NOT_FOUND.0, NOT_FOUND.1, "no chunk 0");
+        run(&format!("DELETE FROM syncular.sync_segments WHERE partition = 'p1' AND segment_id = '{id}'"));
+        expect_error(download("p1", "ann", &id, Some(W1), Some(json!({"ws": ["w1"]}))), NOT_FOUND.0, NOT_FOUND.1, "no longer stored");
+        // A new pull does not hand out a reference to bytes that are gone.
+        let mut c = Client::with_allowed("p1", "ann", "c-ann2", Some(json!({"ws": ["w1"]})));
+        let p = c.pull(header(0, 0, 0, ACCEPT_EXTERNAL_ROWS), vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)]);
+        let again = p.one().refs[0].clone();
+        assert_eq!(again.segment_id, id, "same rows, same bytes, stored again");
+        assert!(download("p1", "ann", &id, Some(W1), Some(json!({"ws": ["w1"]}))).is_ok());
+    }
+}
