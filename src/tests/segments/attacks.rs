@@ -240,4 +240,91 @@ mod tests {
         assert_eq!(again.segment_id, id, "same rows, same bytes, stored again");
         assert!(download("p1", "ann", &id, Some(W1), Some(json!({"ws": ["w1"]}))).is_ok());
     }
+
+    fn fetch(cursor: &str) -> Option<Vec<u8>> {
+        Spi::connect(|c| {
+            let t = c.select(&format!("FETCH 1 FROM {cursor}"), None, &[]).expect("FETCH");
+            t.into_iter().next().map(|row| row.get::<Vec<u8>>(1).unwrap().unwrap())
+        })
+    }
+
+    fn stream_request(client: &mut Client) -> String {
+        use syncular_protocol::request::PullRequest;
+        let req = client.request(
+            vec![],
+            Some(PullRequest {
+                header: header(0, 0, 0, ACCEPT_ROWS),
+                subscriptions: vec![
+                    sub("s1", "tasks", &[("ws", &["w1"])], -1, None),
+                    sub("s2", "notes", &[("proj", &["a"]), ("ws", &["w1"])], -1, None),
+                ],
+            }),
+        );
+        req.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// A streamed pull abandoned after its first row (the gateway's client went
+    /// away; `CLOSE` of the cursor) records nothing, and the backend serves the
+    /// next rounds — whole, streamed, and two streams interleaved — exactly.
+    #[pg_test]
+    fn an_abandoned_stream_leaves_nothing_and_interleaved_streams_stay_exact() {
+        setup();
+        set_now(1_800_000_000_000);
+        let mut a = Client::new("p1", "alice", "ca");
+        for i in 0..12 {
+            a.push_ok(vec![task(&format!("t{i:02}"), "w1", &"y".repeat(100))]);
+        }
+        a.push_ok(vec![note("n1", "w1", "a", "hello")]);
+        let mut b = Client::new("p1", "bob", "cb");
+        let mut c = Client::new("p1", "carol", "cc");
+        b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![]);
+        c.pull(header(0, 0, 0, ACCEPT_ROWS), vec![]);
+        let (hb, hc) = (stream_request(&mut b), stream_request(&mut c));
+        let declare = |name: &str, actor: &str, hex: &str| {
+            run(&format!(
+                "DECLARE {name} NO SCROLL CURSOR FOR SELECT syncular.pull_stream('p1', '{actor}', '\\x{hex}'::bytea, \
+                 '{{\"ws\":[\"*\"],\"proj\":[\"*\"]}}'::jsonb)"
+            ))
+        };
+        let one_shot = |actor: &str, hex: &str| {
+            Spi::get_one::<Vec<u8>>(&format!(
+                "SELECT syncular.pull('p1', '{actor}', '\\x{hex}'::bytea, '{{\"ws\":[\"*\"],\"proj\":[\"*\"]}}'::jsonb)"
+            ))
+            .unwrap()
+            .unwrap()
+        };
+        let before = client_record("p1", "cb").unwrap().1;
+        // Abandoned after the first row.
+        declare("gone", "bob", &hb);
+        assert_eq!(&fetch("gone").unwrap()[..4], b"SSP2");
+        run("CLOSE gone");
+        assert_eq!(client_record("p1", "cb").unwrap().1, before, "nothing of the abandoned pull recorded");
+        // Two streams interleaved, row by row, in one backend.
+        declare("sb", "bob", &hb);
+        declare("sc", "carol", &hc);
+        let (mut rb, mut rc) = (Vec::new(), Vec::new());
+        loop {
+            let nb = fetch("sb");
+            let nc = fetch("sc");
+            if nb.is_none() && nc.is_none() {
+                break;
+            }
+            rb.extend(nb.unwrap_or_default());
+            rc.extend(nc.unwrap_or_default());
+        }
+        run("CLOSE sb; CLOSE sc");
+        let (pb, pc) = (Pulled::from_bytes(&rb), Pulled::from_bytes(&rc));
+        assert_eq!(pb.sections.len(), 2);
+        assert_eq!(pc.sections.len(), 2);
+        // The streams delivered what a one-shot pull from the table start delivers.
+        let (wb, wc) = (Pulled::from_bytes(&one_shot("bob", &hb)), Pulled::from_bytes(&one_shot("carol", &hc)));
+        for (streamed, whole) in [(&pb, &wb), (&pc, &wc)] {
+            for (s, w) in streamed.sections.iter().zip(&whole.sections) {
+                assert_eq!(s.segment_ids(), w.segment_ids());
+            }
+        }
+        assert_eq!(pb.sections[0].segment_ids().len(), 12);
+        let ids: Vec<String> = client_record("p1", "cc").unwrap().1.as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(ids, ["s1", "s2"]);
+    }
 }
