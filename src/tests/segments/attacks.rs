@@ -327,4 +327,51 @@ mod tests {
         let ids: Vec<String> = client_record("p1", "cc").unwrap().1.as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_owned()).collect();
         assert_eq!(ids, ["s1", "s2"]);
     }
+
+    /// §5.3: a bootstrap resumed mid-table stays on the rows lane even when the
+    /// client now advertises bit 2 (and bit 3); only a fresh one takes the image.
+    #[pg_test]
+    fn a_resumed_bootstrap_with_bit_2_stays_on_rows() {
+        use syncular_protocol::response::MediaType;
+        setup();
+        let mut a = Client::new("p1", "alice", "ca");
+        let mut pin = 0;
+        for i in 0..10 {
+            pin = a.push_ok(vec![task(&format!("t{i:02}"), "w1", "row")]);
+        }
+        let mut b = Client::new("p1", "bob", "cb");
+        let w1 = || vec![sub("s", "tasks", &[("ws", &["w1"])], -1, None)];
+        let p = b.pull(header(0, 2, 1, ACCEPT_EXTERNAL_ROWS), w1());
+        let mut token = p.one().end.bootstrap_state.clone().expect("incomplete after one page");
+        let mut ids = ids_of_refs(&p.one().refs);
+        for accept in [0b0111u8, 0b1111, 0b0110, 0b0111, 0b0111] {
+            let p = b.pull(header(0, 2, 1, accept), vec![sub("s", "tasks", &[("ws", &["w1"])], pin, Some(&token))]);
+            let s = p.one();
+            assert!(s.refs.iter().all(|r| r.media_type == MediaType::Rows), "accept {accept:#06b}: no image mid-table: {:?}", s.refs);
+            assert!(!s.refs.is_empty() || !s.segments.is_empty());
+            ids.extend(ids_of_refs(&s.refs));
+            ids.extend(s.segment_ids());
+            match s.end.bootstrap_state.clone() {
+                Some(t) => token = t,
+                None => break,
+            }
+        }
+        let want: Vec<String> = (0..10).map(|i| format!("t{i:02}")).collect();
+        assert_eq!(ids, want, "every row once, in order, on the rows lane");
+        // A fresh bootstrap with bit 2 takes the image.
+        let mut c = Client::new("p1", "carol", "cc");
+        let p = c.pull(header(0, 2, 1, 0b0111), w1());
+        assert_eq!(p.one().refs.len(), 1);
+        assert_eq!(p.one().refs[0].media_type, MediaType::Sqlite);
+        assert_eq!(p.one().end.bootstrap_state, None);
+    }
+
+    fn ids_of_refs(refs: &[SegmentRef]) -> Vec<String> {
+        refs.iter()
+            .flat_map(|r| {
+                let bytes = download("p1", "bob", &r.segment_id, Some(W1), Some(json!({"ws": ["w1"]}))).expect("download");
+                ids_of(&bytes, r)
+            })
+            .collect()
+    }
 }
