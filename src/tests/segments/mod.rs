@@ -5,6 +5,7 @@
 
 pub mod support;
 pub mod url_support;
+mod attacks;
 mod delivery;
 mod download;
 mod signed_urls;

@@ -163,11 +163,18 @@ impl PullStream {
         tokio::spawn(self.abandon())
     }
 
-    /// The client went away: cancel the running query, then roll back.
+    /// The client went away: cancel the running query, roll back, and close the connection.
+    ///
+    /// The connection never goes back to the pool: a cancel request is delivered to the
+    /// backend asynchronously (`cancel_query` returns once the request is sent, not once the
+    /// backend got its SIGINT), so when the pull finished on its own meanwhile, the signal can
+    /// land during whatever the next checkout runs on that connection and cancel an unrelated
+    /// request (`57014 canceling statement due to user request`).
     async fn abandon(self) {
         tracing::debug!("sync stream receiver gone: cancelling the pull");
         let _ = self.client.cancel_token().cancel_query(NoTls).await;
         drop(self.rows);
         let _ = self.client.batch_execute("ROLLBACK").await;
+        drop(Object::take(self.client));
     }
 }
