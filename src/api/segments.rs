@@ -56,9 +56,10 @@ fn segment(
 /// requested_scopes text, allowed_scopes jsonb DEFAULT NULL) returns jsonb`
 /// — the authorization of [`segment`] without the bytes:
 /// `{"segmentId", "byteLength", "chunkCount", "mediaType"}`; read chunks
-/// `0 .. chunkCount-1` with `syncular.segment_chunk` in the same
-/// transaction (REPEATABLE READ, so a concurrent sweep cannot remove them
-/// mid-stream). Errors: as [`segment`].
+/// `0 .. chunkCount-1` with `syncular.segment_chunk`, each in any
+/// transaction (the sweep keeps bytes `grace_ms` past their last
+/// publication's expiry, README "Expiry and garbage collection").
+/// Errors: as [`segment`].
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn segment_open(

@@ -124,7 +124,7 @@ pub fn open(caller: &Caller<'_>, segment_id: &str, requested_scopes: Option<&str
 }
 
 /// Chunk `idx` of a stored segment (no authorization: call it after
-/// [`open`], in the same transaction). Errors: `sync.not_found` (42704)
+/// [`open`]; any transaction — the sweep's grace period keeps the bytes). Errors: `sync.not_found` (42704)
 /// when the partition stores no such chunk (never stored, swept, or `idx`
 /// outside `0 .. chunkCount`).
 pub fn chunk(partition: &str, segment_id: &str, idx: i32) -> EngineResult<Vec<u8>> {
