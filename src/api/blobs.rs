@@ -12,9 +12,8 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 
 use crate::api::errors::{raise, OrRaise};
-use crate::api::sync::{required, required_text};
+use crate::api::sync::{caller, required, required_text};
 use crate::engine::blobs::{download, sweep, upload};
-use crate::engine::request::Caller;
 
 /// Arms the transaction-end hooks of an upload: a COMMIT (or PREPARE) with
 /// an unfinished upload fails (its chunks would be stored without a blob
@@ -113,15 +112,6 @@ fn blob_upload_grant(partition: Option<&str>, blob_id: Option<&str>, byte_length
     let blob_id = required_text(blob_id, "blob_id");
     let byte_length = *required(byte_length.as_ref(), "byte_length");
     JsonB(upload::grant(partition, blob_id, byte_length).or_raise())
-}
-
-fn caller<'a>(partition: Option<&'a str>, actor_id: Option<&'a str>, allowed: Option<&'a serde_json::Value>) -> Caller<'a> {
-    Caller {
-        partition: required_text(partition, "partition"),
-        actor_id: required_text(actor_id, "actor_id"),
-        allowed_scopes: allowed,
-        connection_client_id: None,
-    }
 }
 
 /// `syncular.blob_open(partition text, actor_id text, blob_id text,

@@ -12,18 +12,8 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
-use crate::api::sync::required_text;
-use crate::engine::request::Caller;
+use crate::api::sync::{caller, required_text};
 use crate::engine::segments::download;
-
-fn caller<'a>(partition: Option<&'a str>, actor_id: Option<&'a str>, allowed: Option<&'a serde_json::Value>) -> Caller<'a> {
-    Caller {
-        partition: required_text(partition, "partition"),
-        actor_id: required_text(actor_id, "actor_id"),
-        allowed_scopes: allowed,
-        connection_client_id: None,
-    }
-}
 
 /// `syncular.segment(partition text, actor_id text, segment_id text,
 /// requested_scopes text, allowed_scopes jsonb DEFAULT NULL) returns bytea`

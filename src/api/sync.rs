@@ -39,6 +39,22 @@ pub(crate) fn required_text<'a>(value: Option<&'a str>, name: &str) -> &'a str {
     value
 }
 
+/// The caller of a download (blobs §5.9.5, segments §5.5): required,
+/// non-empty `partition` and `actor_id`, the gateway's allowed map, no
+/// realtime connection. Errors: `syncular.invalid_argument` (22023).
+pub(crate) fn caller<'a>(
+    partition: Option<&'a str>,
+    actor_id: Option<&'a str>,
+    allowed: Option<&'a serde_json::Value>,
+) -> Caller<'a> {
+    Caller {
+        partition: required_text(partition, "partition"),
+        actor_id: required_text(actor_id, "actor_id"),
+        allowed_scopes: allowed,
+        connection_client_id: None,
+    }
+}
+
 fn round(
     partition: Option<&str>,
     actor_id: Option<&str>,

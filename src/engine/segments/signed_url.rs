@@ -230,7 +230,7 @@ pub fn open_signed(segment_id: &str, token: &str) -> EngineResult<Value> {
     };
     let not_found = || EngineError::protocol(ErrorCode::NotFound, format!("segment {segment_id} is not stored (§5.5)"));
     let Some(registry) = partitions::select_partition_registry(&partition)? else { return Err(not_found()) };
-    let Some(shape) = signed_open::select_segment_shape(&partition, segment_id)? else { return Err(not_found()) };
+    let Some(shape) = crate::store::segments::bytes::select_segment(&partition, segment_id)? else { return Err(not_found()) };
     let state = signed_open::select_publication_state(&partition, &registry.log_epoch, segment_id, &claims.scope_digest)?;
     match state {
         PublicationState { any: false, .. } => return Err(not_found()),

@@ -1,6 +1,7 @@
 //! The reads behind a §5.4 signed-URL download
-//! ([`crate::engine::segments::signed_url::open_signed`]): the stored
-//! segment's shape and the expiry of the publications a token can name.
+//! ([`crate::engine::segments::signed_url::open_signed`]): the expiry of the
+//! publications a token can name (the stored segment's record is
+//! [`crate::store::segments::bytes::select_segment`]).
 //! Every statement names its partition (the partition comes out of the
 //! verified token's `aud`).
 
@@ -9,41 +10,6 @@ use pgrx::spi::Spi;
 
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
-
-/// A stored segment's shape (`sync_segments`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SegmentShape {
-    /// §5.4 `mediaType` (1 rows, 2 sqlite).
-    pub media_type: i16,
-    /// Size in bytes.
-    pub byte_length: i64,
-    /// Chunk rows, `idx` 0 .. chunk_count.
-    pub chunk_count: i32,
-}
-
-/// The shape of segment `segment_id` of `partition`, `None` when not
-/// stored. Errors: SPI failures.
-pub fn select_segment_shape(partition: &str, segment_id: &str) -> StoreResult<Option<SegmentShape>> {
-    Spi::connect_mut(|client| {
-        let t = plan_cache::execute(
-            client,
-            "SELECT media_type, byte_length, chunk_count FROM syncular.sync_segments \
-             WHERE partition = $1 AND segment_id = $2",
-            Some(1),
-            &[DatumWithOid::from(partition), DatumWithOid::from(segment_id)],
-        )?;
-        if t.is_empty() {
-            return Ok(None);
-        }
-        let row = t.first();
-        Ok(Some(SegmentShape {
-            media_type: row.get::<i16>(1)?.unwrap_or(0),
-            byte_length: row.get::<i64>(2)?.unwrap_or(0),
-            chunk_count: row.get::<i32>(3)?.unwrap_or(0),
-        }))
-    })
-    .map_err(StoreError::spi("select_segment_shape"))
-}
 
 /// What the publications of a segment under one log epoch say about one
 /// scope digest.
