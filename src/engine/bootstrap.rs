@@ -64,7 +64,7 @@ use syncular_protocol::segment::{SegmentEncoder, SegmentHeader};
 use crate::engine::budget::Budget;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull_limits::PullLimits;
-use crate::engine::scope_match::{candidate_key, stored_scopes_match};
+use crate::engine::scope_match::{candidate_key, ScopeMatcher};
 use crate::engine::schema::RegisteredTable;
 use crate::engine::segments::image_lane::serve_image;
 use crate::engine::segments::publication::find_live_at;
@@ -73,7 +73,7 @@ use crate::engine::segments::{
     publish_effective, read_bytes, segment_id_of, store_bytes, LivePublication, Publication, PublicationKey,
     MEDIA_TYPE_ROWS,
 };
-use crate::store::bootstrap_page::{read_bootstrap_page, PageQuery};
+use crate::store::bootstrap_page::{PageQuery, PageReader};
 
 /// Candidates read per store call while filling a page (bounds SPI memory).
 const PAGE_BATCH: i64 = 1000;
@@ -532,10 +532,12 @@ fn build_page(req: &BootstrapRequest<'_>, after: Option<&str>, full: impl Fn(usi
     let mut scan_cursor: Option<String> = after.map(str::to_owned);
     let mut pending_bytes = 0usize;
     let mut table_done = false;
+    let mut reader = PageReader::new();
+    let mut scopes = ScopeMatcher::default();
     'scan: loop {
         let remaining = limit - encoder.rows() + 1;
         let batch = i64::try_from(remaining).unwrap_or(PAGE_BATCH).clamp(1, PAGE_BATCH);
-        let candidates = read_bootstrap_page(&PageQuery {
+        let candidates = reader.read(&PageQuery {
             partition: req.partition,
             app_table: &req.table.qualified_name,
             table: req.table.name(),
@@ -548,7 +550,7 @@ fn build_page(req: &BootstrapRequest<'_>, after: Option<&str>, full: impl Fn(usi
         for candidate in candidates {
             scan_cursor = Some(candidate.row_id.clone());
             let Some(data) = candidate.data else { continue };
-            if !stored_scopes_match(&data.scopes_json, req.effective)? {
+            if !scopes.matches(&data.scopes_json, req.effective)? {
                 continue;
             }
             // A matching row exists beyond the page: the page is full.

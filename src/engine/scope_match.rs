@@ -51,6 +51,29 @@ pub fn stored_scopes_match(json: &str, effective: &ScopeMap) -> EngineResult<boo
     Ok(matches(&parse_stored_scopes(json)?, effective))
 }
 
+/// [`stored_scopes_match`] for a walk over many rows against one effective
+/// map: the verdict of the previous stored scope text is reused when the
+/// next row's text is the same — a table's rows repeat the same few scope
+/// objects, so a bootstrap page parses each distinct one once per run.
+#[derive(Debug, Default)]
+pub struct ScopeMatcher {
+    last: Option<(String, bool)>,
+}
+
+impl ScopeMatcher {
+    /// [`stored_scopes_match`] of `json` (errors likewise).
+    pub fn matches(&mut self, json: &str, effective: &ScopeMap) -> EngineResult<bool> {
+        if let Some((text, verdict)) = &self.last {
+            if text == json {
+                return Ok(*verdict);
+            }
+        }
+        let verdict = stored_scopes_match(json, effective)?;
+        self.last = Some((json.to_owned(), verdict));
+        Ok(verdict)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +92,16 @@ mod tests {
         assert!(matches(&stored, &eff(&[("proj", &["p2"]), ("ws", &["w1"])])));
         assert!(!matches(&stored, &eff(&[("proj", &["p1"]), ("ws", &["w1"])])));
         assert!(!matches(&stored, &eff(&[("other", &["x"])])));
+    }
+
+    #[test]
+    fn the_matcher_agrees_with_a_fresh_match_row_after_row() {
+        let effective = eff(&[("ws", &["w1"])]);
+        let mut m = ScopeMatcher::default();
+        for json in [r#"{"ws":"w1"}"#, r#"{"ws":"w1"}"#, r#"{"ws":"w2"}"#, r#"{"ws":"w2"}"#, r#"{"ws":"w1"}"#] {
+            assert_eq!(m.matches(json, &effective).unwrap(), stored_scopes_match(json, &effective).unwrap(), "{json}");
+        }
+        assert!(m.matches("[]", &effective).is_err());
     }
 
     #[test]

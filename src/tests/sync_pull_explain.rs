@@ -18,7 +18,7 @@ mod tests {
     use pgrx::prelude::*;
     use serde_json::Value;
 
-    use crate::store::bootstrap_page::{explain_bootstrap_page, PageQuery};
+    use crate::store::bootstrap_page::{explain_page_statement, PageQuery, PageStatement};
     use crate::store::pull_window::{
         explain_partition_bounds, explain_window_statement, read_window_candidates, CandidateQuery,
         SeqRuns, WindowStatement,
@@ -287,20 +287,17 @@ mod tests {
         let many = vec!["w3".to_string(), "w7".to_string(), "w11".to_string()];
         for values in [&one, &many] {
             for after in [None, Some("r010000")] {
-                let plan = explain_bootstrap_page(
-                    &PageQuery {
-                        partition: "p1",
-                        app_table: "\"public\".\"tasks\"",
-                        table: "tasks",
-                        variable: "ws",
-                        values,
-                        after_row_id: after,
-                        candidate_limit: 1001,
-                    },
-                    false,
-                )
-                .unwrap();
-                let what = format!("{stats:?} bootstrap page");
+                let q = PageQuery {
+                    partition: "p1",
+                    app_table: "\"public\".\"tasks\"",
+                    table: "tasks",
+                    variable: "ws",
+                    values,
+                    after_row_id: after,
+                    candidate_limit: 1001,
+                };
+                let what = format!("{stats:?} bootstrap page candidates ({} values)", values.len());
+                let plan = explain_page_statement(&PageStatement::Candidates(&q), false).unwrap();
                 assert_walks(
                     &plan,
                     "sync_row_scopes",
@@ -308,9 +305,21 @@ mod tests {
                     "partition",
                     &what,
                 );
-                assert_walks(&plan, "tasks", &["tasks_pkey"], "_sync_row_id", &what);
             }
         }
+        let range = PageStatement::Range {
+            partition: "p1",
+            app_table: "\"public\".\"tasks\"",
+            first: "r010000",
+            last: "r012000",
+            limit: 2002,
+        };
+        let plan = explain_page_statement(&range, false).unwrap();
+        assert_walks(&plan, "tasks", &["tasks_pkey"], "_sync_row_id", &format!("{stats:?} bootstrap page range"));
+        let ids: Vec<String> = (0..1001).map(|i| format!("r{:06}", 10_000 + 20 * i)).collect();
+        let probe = PageStatement::Probe { partition: "p1", app_table: "\"public\".\"tasks\"", ids: &ids };
+        let plan = explain_page_statement(&probe, false).unwrap();
+        assert_walks(&plan, "tasks", &["tasks_pkey"], "_sync_row_id", &format!("{stats:?} bootstrap page probe"));
     }
 
     #[pg_test]
@@ -416,7 +425,7 @@ mod tests {
                 candidate_limit: 101,
             };
             let plan: Value =
-                serde_json::from_str(&explain_bootstrap_page(&q, true).unwrap()).unwrap();
+                serde_json::from_str(&explain_page_statement(&PageStatement::Candidates(&q), true).unwrap()).unwrap();
             let mut rows = vec![];
             actual_rows(&plan, "sync_row_scopes", &mut rows);
             assert!(
@@ -424,6 +433,18 @@ mod tests {
                 "page read {rows:?} of 20000 entries: {plan}"
             );
         }
+        // The range read stops at its limit, whatever the range holds.
+        let range = PageStatement::Range {
+            partition: "p3",
+            app_table: "\"public\".\"tasks\"",
+            first: "r000001",
+            last: "r020000",
+            limit: 202,
+        };
+        let plan: Value = serde_json::from_str(&explain_page_statement(&range, true).unwrap()).unwrap();
+        let mut rows = vec![];
+        actual_rows(&plan, "tasks", &mut rows);
+        assert!(!rows.is_empty() && rows.iter().all(|r| *r <= 202.0), "range read {rows:?}: {plan}");
     }
 
     /// The pinned planner settings apply to the pull's own statements only:

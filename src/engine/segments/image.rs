@@ -11,7 +11,7 @@
 //!   matching rows.
 //! - Build ([`build_image`]): exactly the rows a complete sequence of rows
 //!   pages would deliver (same keyset walk through
-//!   [`crate::store::bootstrap_page::read_bootstrap_page`], same exact scope
+//!   [`crate::store::bootstrap_page::PageReader`], same exact scope
 //!   match, rows as they are now — see that module's pinning note), in row-id
 //!   order, streamed into the `syncular-sqlite-image` builder: stored
 //!   payloads are decoded with the table layout, never re-validated. The
@@ -39,8 +39,8 @@ use syncular_sqlite_image::{ImageBuilder, ImageError, ImageFile, ImageSpec};
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull_limits::PullLimits;
 use crate::engine::schema::RegisteredTable;
-use crate::engine::scope_match::{candidate_key, stored_scopes_match};
-use crate::store::bootstrap_page::{read_bootstrap_page, PageQuery, PageRowData};
+use crate::engine::scope_match::{candidate_key, ScopeMatcher};
+use crate::store::bootstrap_page::{PageQuery, PageReader, PageRowData};
 
 /// Candidates read per store call (bounds SPI memory, as the rows lane).
 const IMAGE_BATCH: i64 = 1000;
@@ -200,13 +200,15 @@ fn scan_matching(
     let Some((variable, values)) = candidate_key(effective) else { return Ok(()) };
     let mut cursor: Option<String> = None;
     let mut visited = 0u64;
+    let mut reader = PageReader::new();
+    let mut scopes = ScopeMatcher::default();
     loop {
         pgrx::check_for_interrupts!();
         let batch = match max {
             Some(m) => i64::try_from(m - visited).unwrap_or(IMAGE_BATCH).clamp(1, IMAGE_BATCH),
             None => IMAGE_BATCH,
         };
-        let candidates = read_bootstrap_page(&PageQuery {
+        let candidates = reader.read(&PageQuery {
             partition,
             app_table: &table.qualified_name,
             table: table.name(),
@@ -219,7 +221,7 @@ fn scan_matching(
         for candidate in candidates {
             cursor = Some(candidate.row_id);
             let Some(data) = candidate.data else { continue };
-            if !stored_scopes_match(&data.scopes_json, effective)? {
+            if !scopes.matches(&data.scopes_json, effective)? {
                 continue;
             }
             if !visit(&data) {

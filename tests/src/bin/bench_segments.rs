@@ -12,7 +12,10 @@
 //! then the peak private memory of the backend serving a `BENCH_SEG_BIG_ROWS`-row bootstrap
 //! (default 1,000,000; 0 skips it), sampled from `/proc/<pid>/status` (`RssAnon`) while it runs.
 //! Rows/s are rows delivered to this process ÷ wall time, every segment's bytes checked against
-//! its content address. Not a test: it fails only when a lane delivers the wrong row count.
+//! its content address. The raw lanes run on one open connection, as a gateway's pooled one, each
+//! figure the median of `BENCH_SEG_RUNS` runs (default 5; for first builds and their reuse, each
+//! run at a new pin, moved by one row of another scope). Not a test: it fails only when a lane
+//! delivers the wrong row count.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -101,15 +104,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// One lane's bootstrap through raw SSP2 rounds: follows the resume token until the table is
-/// done, downloads every `SEGMENT_REF` with `syncular.segment` and checks its content address.
-/// Returns (rows delivered, segments by reference, bytes downloaded).
-fn bootstrap_raw(dsn: &str, partition: &str, client_id: &str, accept: u8) -> (u64, usize, usize) {
-    let mut s = RawSession::new(connect(dsn), partition, "bench", client_id, Some(json!({ "ws": ["*"] })));
-    bootstrap_session(&mut s, accept)
-}
-
-/// [`bootstrap_raw`] on an open session (segments are downloaded on the session's connection).
+/// One lane's bootstrap through raw SSP2 rounds on an open session (segments are downloaded on
+/// the session's connection): follows the resume token until the table is done, downloads every
+/// `SEGMENT_REF` like the gateway does and checks its content address. Returns (rows delivered,
+/// segments by reference, bytes downloaded).
 fn bootstrap_session(s: &mut RawSession, accept: u8) -> (u64, usize, usize) {
     let allowed = json!({ "ws": ["*"] });
     let partition = s.partition.clone();
@@ -181,12 +179,34 @@ struct Lane {
     accept: u8,
 }
 
-fn timed_raw(dsn: &str, partition: &str, client_id: &str, lane: &Lane, rows: usize) -> (f64, usize, usize) {
+/// One timed bootstrap by a new client (`client_id`) on `conn`, an open connection that earlier
+/// runs used too — as a gateway's pooled connection would be. Returns rows/s, segments by
+/// reference and bytes downloaded.
+fn timed_raw(conn: &mut Option<Client>, partition: &str, client_id: &str, lane: &Lane, rows: usize) -> (f64, usize, usize) {
+    let mut s = RawSession::new(conn.take().expect("connection"), partition, "bench", client_id, Some(json!({ "ws": ["*"] })));
     let t = Instant::now();
-    let (got, refs, bytes) = bootstrap_raw(dsn, partition, client_id, lane.accept);
+    let (got, refs, bytes) = bootstrap_session(&mut s, lane.accept);
     let elapsed = t.elapsed();
+    *conn = Some(s.conn);
     assert_eq!(got, rows as u64, "{}: rows delivered", lane.label);
     (rows as f64 / elapsed.as_secs_f64(), refs, bytes)
+}
+
+fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Moves the partition's pin (`maxCommitSeq`) with one row of another scope: the next bootstrap of
+/// scope `w1` has a new publication context, so it builds again — over the same 100,000 rows.
+fn bump_pin(admin: &mut Client, partition: &str, run: usize) {
+    admin.execute("SELECT pg_catalog.set_config('syncular.partition', $1, false)", &[&partition]).unwrap();
+    admin
+        .execute(
+            &format!("INSERT INTO public.{TABLE} (id, ws, title, n, x, flag) VALUES ($1, 'other', 'pin bump', 0, 0, false)"),
+            &[&format!("bump-{run}")],
+        )
+        .unwrap();
 }
 
 fn real_client_rows_per_s(dsn: &str, partition: &str, client_id: &str, accept: Option<u8>, rows: usize) -> f64 {
@@ -231,6 +251,28 @@ fn peak_private_kib(pid: i32, work: impl FnOnce()) -> u64 {
     sampler.join().unwrap()
 }
 
+/// Profiling aid (`BENCH_SEG_PROFILE=inline|ref|image`): one session bootstraps `loops` times on
+/// that lane (the first run builds, the rest reuse, except inline which always builds), after
+/// printing its backend pid and pausing 3 s so a profiler can attach (`perf record -p`).
+fn profile_loop(dsn: &str, partition: &str, lane: &str, loops: usize, rows: usize) {
+    let accept = match lane {
+        "inline" => 0b0001,
+        "ref" => 0b0010,
+        "image" => 0b0110,
+        other => panic!("BENCH_SEG_PROFILE={other}: inline, ref or image"),
+    };
+    let mut s = RawSession::new(connect(dsn), partition, "bench", "profile", Some(json!({ "ws": ["*"] })));
+    let pid: i32 = s.conn.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    println!("profile: backend pid {pid}");
+    std::thread::sleep(Duration::from_secs(3));
+    for i in 0..loops {
+        let t = Instant::now();
+        let (got, _, _) = bootstrap_session(&mut s, accept);
+        assert_eq!(got, rows as u64);
+        println!("profile: run {i}: {:.0} rows/s", rows as f64 / t.elapsed().as_secs_f64());
+    }
+}
+
 fn main() {
     let dsn = std::env::args().nth(1).expect("usage: bench_segments <dsn>");
     let rows = env_usize("BENCH_SEG_ROWS", 100_000);
@@ -243,19 +285,41 @@ fn main() {
     println!("loaded {rows} rows (6 columns, one scope) in {:.1} s", t.elapsed().as_secs_f64());
     admin.batch_execute("CHECKPOINT").unwrap();
 
+    if let Ok(lane) = std::env::var("BENCH_SEG_PROFILE") {
+        profile_loop(&dsn, partition, &lane, env_usize("BENCH_SEG_PROFILE_LOOPS", 20), rows);
+        return;
+    }
     let copy = copy_rows_per_s(&dsn, partition, rows);
     println!("\n{:<44} {:>12} {:>9} {:>9}  notes", "path", "rows/s", "÷ COPY", "÷ inline");
     println!("{:<44} {:>12.0} {:>9.2} {:>9}", "COPY (SELECT …) TO STDOUT (median of 3)", copy, 1.0, "");
+    let runs = env_usize("BENCH_SEG_RUNS", 5).max(1);
+    let mut pool = Some(connect(&dsn));
     let inline = Lane { label: "inline rows lane (accept 0b0001)", accept: 0b0001 };
-    let (inline_rps, _, inline_bytes) = timed_raw(&dsn, partition, "c-inline", &inline, rows);
+    let mut inline_runs = Vec::new();
+    let mut inline_bytes = 0;
+    for run in 0..runs {
+        let (rps, _, bytes) = timed_raw(&mut pool, partition, &format!("c-inline-{run}"), &inline, rows);
+        inline_runs.push(rps);
+        inline_bytes = bytes;
+    }
+    let inline_rps = median_f64(inline_runs);
     println!("{:<44} {:>12.0} {:>9.2} {:>9.2}  {} bytes inline", inline.label, inline_rps, inline_rps / copy, 1.0, inline_bytes);
     let mut verdicts = Vec::new();
     for (lane, first_goal, reused_goal) in [
         (Lane { label: "rows lane by reference (accept 0b0010)", accept: 0b0010 }, Some(300_000.0), Some(1_000_000.0)),
         (Lane { label: "image lane (accept 0b0110)", accept: 0b0110 }, None, Some(3_000_000.0)),
     ] {
-        for (run, goal, client) in [("first build", first_goal, "a"), ("reused", reused_goal, "b")] {
-            let (rps, refs, bytes) = timed_raw(&dsn, partition, &format!("c-{}-{client}", lane.accept), &lane, rows);
+        // Per run: a new pin, one client that builds, one that reuses what it built.
+        let (mut first, mut reused, mut refs, mut bytes) = (Vec::new(), Vec::new(), 0, 0);
+        for run in 0..runs {
+            bump_pin(&mut admin, partition, usize::from(lane.accept) * 1000 + run);
+            first.push(timed_raw(&mut pool, partition, &format!("c-{}-a{run}", lane.accept), &lane, rows).0);
+            let (rps, r, b) = timed_raw(&mut pool, partition, &format!("c-{}-b{run}", lane.accept), &lane, rows);
+            reused.push(rps);
+            (refs, bytes) = (r, b);
+        }
+        for (run, samples, goal) in [("first build", first, first_goal), ("reused", reused, reused_goal)] {
+            let rps = median_f64(samples);
             let label = format!("{}: {run}", lane.label);
             println!(
                 "{:<44} {:>12.0} {:>9.2} {:>9.2}  {refs} segment(s), {bytes} bytes downloaded",
@@ -270,7 +334,7 @@ fn main() {
         .query_one("SELECT count(*) FROM syncular.sync_segments WHERE partition = $1", &[&partition])
         .unwrap()
         .get(0);
-    println!("stored segments after both lanes (each built once, reused once): {stored}");
+    println!("stored segments after both lanes ({runs} pins, each built once per pin): {stored}");
     for (label, accept) in [("real client, accept 0b0011 (rows)", Some(0b0011u8)), ("real client, default accept 0b0111 (image)", None)] {
         // Twice: the second client reuses what the first built.
         for run in ["first", "reused"] {
