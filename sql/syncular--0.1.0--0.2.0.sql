@@ -825,7 +825,7 @@ AS 'MODULE_PATHNAME', 'segment_open_signed_wrapper';
 CREATE FUNCTION syncular."rotate_segment_url_key"(
 	"drop_previous" bool DEFAULT false
 ) RETURNS bigint
-STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'rotate_segment_url_key_wrapper';
@@ -834,7 +834,7 @@ CREATE FUNCTION syncular."segment_sweep"(
 	"max_rows" INT DEFAULT 1000,
 	"grace_ms" bigint DEFAULT 3600000
 ) RETURNS jsonb
-STRICT VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'segment_sweep_wrapper';

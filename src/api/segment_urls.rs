@@ -38,11 +38,12 @@ fn segment_open_signed(segment_id: Option<&str>, token: Option<&str>) -> JsonB {
 /// (the longest TTL + the skew) by this function or `segment_sweep`. With
 /// `drop_previous`, every older key is deleted at once: URLs already
 /// issued stop working (a leaked key; clients recover by pulling again).
-/// Admin only.
+/// Admin only. Errors: `syncular.invalid_argument` (22023: NULL
+/// `drop_previous`).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn rotate_segment_url_key(drop_previous: default!(bool, false)) -> i64 {
-    signed_url::rotate_key(drop_previous).or_raise()
+fn rotate_segment_url_key(drop_previous: default!(Option<bool>, false)) -> i64 {
+    signed_url::rotate_key(*required(drop_previous.as_ref(), "drop_previous")).or_raise()
 }
 
 /// `syncular.segment_signed_url(partition text, segment_id text,

@@ -56,11 +56,6 @@ impl PullLimits {
         }
     }
 
-    /// Bit 0: the client takes `SEGMENT_INLINE` rows segments.
-    pub fn accepts_inline_rows(&self) -> bool {
-        self.accept & ACCEPT_INLINE_ROWS != 0
-    }
-
     /// Bit 0 or bit 1: the client takes rows segments at all (§4.2 mandatory).
     pub fn accepts_rows(&self) -> bool {
         self.accept & (ACCEPT_INLINE_ROWS | ACCEPT_EXTERNAL_ROWS) != 0

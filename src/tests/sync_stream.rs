@@ -189,27 +189,39 @@ mod tests {
         assert_eq!(chunks[4], vec![FRAME_END, 0, 0, 0, 0], "the last chunk is END");
     }
 
-    /// The function is called per FETCH (value-per-call in the select list):
-    /// the client record is written by the step before `END`, so it is
-    /// unchanged while earlier rows are fetched and changed right after.
-    #[pg_test]
-    fn rows_are_produced_one_fetch_at_a_time() {
+    /// Alice's rows ([`populate`]), and bob recorded by one empty pull;
+    /// returns bob and his pull request (inline rows) for `subs`.
+    fn recorded_bob(subs: Vec<syncular_protocol::request::Subscription>) -> (Client, Vec<u8>) {
         setup();
         let mut a = Client::new("p1", "alice", "ca");
         populate(&mut a);
         let mut b = Client::new("p1", "bob", "cb");
-        let req = b.request(vec![], pull_req(header(0, 0, 0, ACCEPT_ROWS), vec![
-            sub("s1", "tasks", &[("ws", &["w1"])], -1, None),
-            sub("s2", "notes", &[("proj", &["a"]), ("ws", &["w1"])], -1, None),
-        ]));
+        let req = b.request(vec![], pull_req(header(0, 0, 0, ACCEPT_ROWS), subs));
         b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![]);
-        let before = client_record("p1", "cb").expect("the first pull recorded cb").1;
-        assert_eq!(before, json!([]));
+        (b, req)
+    }
+
+    /// `DECLARE c` over `syncular.pull_stream` of bob's `req` (every scope allowed).
+    fn declare_stream(req: &[u8]) {
         let hex: String = req.iter().map(|b| format!("{b:02x}")).collect();
         run(&format!(
             "DECLARE c NO SCROLL CURSOR FOR SELECT syncular.pull_stream('p1', 'bob', '\\x{hex}'::bytea, \
              '{{\"ws\":[\"*\"],\"proj\":[\"*\"]}}'::jsonb)"
         ));
+    }
+
+    /// The function is called per FETCH (value-per-call in the select list):
+    /// the client record is written by the step before `END`, so it is
+    /// unchanged while earlier rows are fetched and changed right after.
+    #[pg_test]
+    fn rows_are_produced_one_fetch_at_a_time() {
+        let (b, req) = recorded_bob(vec![
+            sub("s1", "tasks", &[("ws", &["w1"])], -1, None),
+            sub("s2", "notes", &[("proj", &["a"]), ("ws", &["w1"])], -1, None),
+        ]);
+        let before = client_record("p1", "cb").expect("the first pull recorded cb").1;
+        assert_eq!(before, json!([]));
+        declare_stream(&req);
         let fetch = || {
             Spi::connect(|c| {
                 let t = c.select("FETCH 1 FROM c", None, &[]).expect("FETCH");
@@ -236,21 +248,12 @@ mod tests {
     /// aborts the transaction like any ERROR (nothing of the round stays).
     #[pg_test]
     fn a_later_step_error_surfaces_at_its_fetch() {
-        setup();
-        let mut a = Client::new("p1", "alice", "ca");
-        populate(&mut a);
-        let mut b = Client::new("p1", "bob", "cb");
-        let req = b.request(vec![], pull_req(header(0, 0, 0, ACCEPT_ROWS), vec![
+        let (_b, req) = recorded_bob(vec![
             sub("s1", "tasks", &[("ws", &["w1"])], -1, None),
             sub("s2", "tasks", &[("ws", &["w2"])], -1, None),
-        ]));
-        b.pull(header(0, 0, 0, ACCEPT_ROWS), vec![]);
-        let hex: String = req.iter().map(|b| format!("{b:02x}")).collect();
+        ]);
         let r = subtransaction::run(|| {
-            run(&format!(
-                "DECLARE c NO SCROLL CURSOR FOR SELECT syncular.pull_stream('p1', 'bob', '\\x{hex}'::bytea, \
-                 '{{\"ws\":[\"*\"],\"proj\":[\"*\"]}}'::jsonb)"
-            ));
+            declare_stream(&req);
             let first = Spi::get_one::<Vec<u8>>("FETCH 1 FROM c").unwrap().unwrap();
             assert_eq!(&first[..4], b"SSP2");
             // The second section's table disappears under the stream.

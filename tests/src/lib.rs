@@ -59,6 +59,7 @@ pub mod notify;
 pub mod pruneload;
 pub mod router_check;
 pub mod statement_log;
+pub mod stream_fixture;
 pub mod rtbench;
 pub mod transport;
 pub mod wire;

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{partition_name, TASKS};
 use syncular_integration_tests::gateway::{grant, raw_ws, read_until_closed, setup, sql_commit_task, wait_until, Gateway, WAIT};
+use syncular_integration_tests::stream_fixture::commit_incompressible_rows;
 use syncular_integration_tests::wire::{pull_header, request, subscription};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::{Message, WebSocket};
@@ -126,22 +127,6 @@ fn round_buffer_bytes(gw: &Gateway) -> i64 {
     v["roundBufferBytes"].as_i64().unwrap_or_else(|| panic!("no roundBufferBytes in {v}"))
 }
 
-/// Commits `n` rows of `bytes` of incompressible text (segments may be compressed, §5.8).
-fn commit_big_rows(conn: &mut postgres::Client, partition: &str, n: usize, bytes: usize) {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in 0..n {
-        let title: String = (0..bytes)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                char::from(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[(x % 62) as usize])
-            })
-            .collect();
-        sql_commit_task(conn, partition, "alice", &format!("big-{i}"), "p1", &title);
-    }
-}
-
 #[test]
 fn a_socket_that_does_not_drain_its_round_response_is_dropped_and_the_response_freed() {
     let mut conn = connect();
@@ -150,7 +135,7 @@ fn a_socket_that_does_not_drain_its_round_response_is_dropped_and_the_response_f
     grant(&mut conn, &partition, "alice", &["p1"]);
     // A ~9 MB response (12 MB of base62 text, compressed): more than the kernel's socket
     // buffers take (tcp_wmem max is 4 MiB by default), so the gateway itself holds the rest.
-    commit_big_rows(&mut conn, &partition, 48, 250_000);
+    commit_incompressible_rows(&mut conn, &partition, 48, 250_000);
     // Pull pages stop at syncular.response_budget_bytes (4 MiB by default, as much as the
     // kernel's socket buffers take): raise it for the gateway's connections.
     let dsn = syncular_integration_tests::dsn();
@@ -185,7 +170,7 @@ fn the_round_budget_refuses_requests_and_responses_that_do_not_fit_with_1013() {
     setup(&mut conn);
     let partition = partition_name("gw-budget");
     grant(&mut conn, &partition, "alice", &["p1"]);
-    commit_big_rows(&mut conn, &partition, 6, 50_000); // a ~200 KB response (segments are compressed)
+    commit_incompressible_rows(&mut conn, &partition, 6, 50_000); // a ~200 KB response (segments are compressed)
     let small = partition_name("gw-budget-small");
     grant(&mut conn, &small, "alice", &["p1"]);
     sql_commit_task(&mut conn, &small, "alice", "s1", "p1", "small");

@@ -8,6 +8,7 @@ use ssp2::model::Frame;
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{fingerprint, partition_name, Coverage, TASKS};
 use syncular_integration_tests::gateway::{grant, raw_ws, setup, sql_commit_task, stored_cursor, Gateway, WAIT};
+use syncular_integration_tests::stream_fixture::commit_incompressible_rows;
 use syncular_integration_tests::wire::{decode_response, pull_header, request, subscription};
 use tungstenite::Message;
 
@@ -47,18 +48,7 @@ fn requests_in_arbitrary_chunks_and_big_responses_in_64k_chunks_ending_at_end() 
     let partition = partition_name("gw-chunks");
     grant(&mut conn, &partition, "alice", &["p1"]);
     // Incompressible titles (segments may be compressed, §5.8): ~300 KB of row data.
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in 0..6 {
-        let title: String = (0..50_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                char::from(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[(x % 62) as usize])
-            })
-            .collect();
-        sql_commit_task(&mut conn, &partition, "alice", &format!("big-{i}"), "p1", &title);
-    }
+    commit_incompressible_rows(&mut conn, &partition, 6, 50_000);
     let gw = Gateway::start(&[]);
     let mut ws = raw_ws(&gw, &partition, "alice", "raw-chunks");
     let epoch: String = conn

@@ -7,54 +7,13 @@
 use std::io::Read;
 
 use syncular_integration_tests::connect;
-use syncular_integration_tests::fixtures::{partition_name, TASKS};
-use syncular_integration_tests::gateway::{grant, http_agent, setup, sql_commit_task, wait_until, Gateway, Peer};
-use syncular_integration_tests::wire::{decode_response, delivered, pull_header, request, subscription};
+use syncular_integration_tests::fixtures::partition_name;
+use syncular_integration_tests::stream_fixture::{big_gateway, big_pull, commit_big_rows, open_body, ROWS, ROW_BYTES, SUBS};
+use syncular_integration_tests::gateway::{grant, setup, wait_until, Peer};
+use syncular_integration_tests::wire::{decode_response, delivered};
 
 /// The tests find "the" streaming backend in pg_stat_activity: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-const SSP2: &str = "application/vnd.syncular.sync.v2";
-/// Subscriptions of the big pull (each bootstraps every row: one section of ~`ROWS × ROW_BYTES`).
-const SUBS: usize = 10;
-const ROWS: usize = 20;
-const ROW_BYTES: usize = 250_000;
-
-/// Commits `n` rows of `bytes` of incompressible text.
-fn commit_big_rows(conn: &mut postgres::Client, partition: &str, n: usize, bytes: usize) {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in 0..n {
-        let title: String = (0..bytes)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                char::from(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[(x % 62) as usize])
-            })
-            .collect();
-        sql_commit_task(conn, partition, "alice", &format!("big-{i:02}"), "p1", &title);
-    }
-}
-
-/// A pull of `SUBS` fresh bootstraps of project p1 (pages of up to 50,000 rows, 50 pages).
-fn big_pull(conn: &mut postgres::Client, partition: &str, client: &str) -> Vec<u8> {
-    let epoch: String = conn
-        .query_one("SELECT log_epoch FROM syncular.sync_partition_registry WHERE partition = $1", &[&partition])
-        .unwrap()
-        .get(0);
-    let mut frames = vec![pull_header(0, 50_000, 50, 1)];
-    for i in 0..SUBS {
-        frames.push(subscription(&format!("s{i}"), TASKS, &[("project_id", &["p1"])], -1, None));
-    }
-    request(client, Some(&epoch), frames)
-}
-
-/// A gateway whose connections allow 64 MiB responses.
-fn big_gateway() -> Gateway {
-    let dsn = syncular_integration_tests::dsn();
-    assert!(!dsn.contains("://"), "a key=value test DSN is expected");
-    Gateway::start_with_dsn(&format!("{dsn} options='-c syncular.response_budget_bytes=67108864'"), &["--auth", "dev"])
-}
 
 /// `(pid, state)` of the backend running `syncular.pull_stream` for `partition`, if any.
 fn stream_backend(conn: &mut postgres::Client) -> Option<(i32, String)> {
@@ -66,26 +25,6 @@ fn stream_backend(conn: &mut postgres::Client) -> Option<(i32, String)> {
     .map(|r| (r.get(0), r.get(1)))
 }
 
-/// Opens `POST /sync` and reads the first bytes; returns the body reader and what was read.
-fn open_body(gw: &Gateway, partition: &str, body: &[u8]) -> (Box<dyn Read + Send>, Vec<u8>) {
-    let resp = http_agent()
-        .post(format!("{}/sync", gw.base_url))
-        .header("x-syncular-actor", "alice")
-        .header("x-syncular-partition", partition)
-        .header("content-type", SSP2)
-        .header("accept-encoding", "identity")
-        .send(body)
-        .expect("POST /sync");
-    assert_eq!(resp.status().as_u16(), 200);
-    assert!(resp.headers().get("content-length").is_none(), "a streamed body has no length");
-    let mut reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
-    let mut first = vec![0u8; 4096];
-    let n = reader.read(&mut first).expect("first bytes");
-    first.truncate(n);
-    assert!(n >= 8 && &first[..4] == b"SSP2", "the response starts: {:?}", &first[..n.min(8)]);
-    (reader, first)
-}
-
 #[test]
 fn a_large_response_streams_while_the_backend_produces_it() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -93,8 +32,8 @@ fn a_large_response_streams_while_the_backend_produces_it() {
     setup(&mut conn);
     let partition = partition_name("gw-stream");
     grant(&mut conn, &partition, "alice", &["p1"]);
-    commit_big_rows(&mut conn, &partition, ROWS, ROW_BYTES);
-    let gw = big_gateway();
+    commit_big_rows(&mut conn, &partition);
+    let gw = big_gateway(&[]);
 
     let (mut reader, mut body) = open_body(&gw, &partition, &big_pull(&mut conn, &partition, "big"));
     // The client holds the first bytes of a ~50 MB response while the backend is still
@@ -127,8 +66,8 @@ fn an_error_after_the_first_bytes_ends_the_body_with_error_and_end_and_commits_n
     setup(&mut conn);
     let partition = partition_name("gw-stream-err");
     grant(&mut conn, &partition, "alice", &["p1"]);
-    commit_big_rows(&mut conn, &partition, ROWS, ROW_BYTES);
-    let gw = big_gateway();
+    commit_big_rows(&mut conn, &partition);
+    let gw = big_gateway(&[]);
 
     let (mut reader, mut body) = open_body(&gw, &partition, &big_pull(&mut conn, &partition, "err"));
     let (pid, state) = stream_backend(&mut conn).expect("the pull_stream statement is running");

@@ -6,7 +6,9 @@
 //!
 //! The page window is stored as `from_start` + `row_cursor` (`''` when
 //! `from_start`) + `page_rows`; this module maps it to `Option<String>`
-//! (`None` = the table start).
+//! (`None` = the table start), and `media_type` (`smallint`) to `u8`.
+//! [`Publication`] and [`PublicationKey`] are the engine's types too
+//! (re-exported by `crate::engine::segments`).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{Spi, SpiHeapTupleData};
@@ -14,9 +16,9 @@ use pgrx::spi::{Spi, SpiHeapTupleData};
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
-/// One publication row.
+/// One publication: every column of `sync_segment_publications`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicationRow {
+pub struct Publication {
     /// Host partition.
     pub partition: String,
     /// The partition's `logEpoch` at publication (§2.1).
@@ -26,7 +28,7 @@ pub struct PublicationRow {
     /// Schema version the bytes are encoded for.
     pub schema_version: i32,
     /// `mediaType` (§5.4): 1 = rows, 2 = sqlite.
-    pub media_type: i16,
+    pub media_type: u8,
     /// §3.5 digest of the effective scopes the bytes were built for.
     pub scope_digest: String,
     /// The bootstrap pin.
@@ -47,9 +49,10 @@ pub struct PublicationRow {
     pub expires_at_ms: i64,
 }
 
-/// The context of a publication: the row's primary key.
+/// The context of a publication (the row's primary key): what reuse and
+/// download look a publication up by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PublicationKeyRef<'a> {
+pub struct PublicationKey<'a> {
     /// Host partition.
     pub partition: &'a str,
     /// The partition's live `logEpoch`.
@@ -58,8 +61,8 @@ pub struct PublicationKeyRef<'a> {
     pub table: &'a str,
     /// Schema version.
     pub schema_version: i32,
-    /// `mediaType`.
-    pub media_type: i16,
+    /// `mediaType` (1 rows, 2 sqlite).
+    pub media_type: u8,
     /// §3.5 scope digest.
     pub scope_digest: &'a str,
     /// The bootstrap pin.
@@ -70,18 +73,35 @@ pub struct PublicationKeyRef<'a> {
     pub page_rows: i32,
 }
 
+impl Publication {
+    /// The context of this publication.
+    pub fn key(&self) -> PublicationKey<'_> {
+        PublicationKey {
+            partition: &self.partition,
+            log_epoch: &self.log_epoch,
+            table: &self.table,
+            schema_version: self.schema_version,
+            media_type: self.media_type,
+            scope_digest: &self.scope_digest,
+            as_of_commit_seq: self.as_of_commit_seq,
+            row_cursor: self.row_cursor.as_deref(),
+            page_rows: self.page_rows,
+        }
+    }
+}
+
 const COLUMNS: &str = "partition, log_epoch, tbl, schema_version, media_type, scope_digest, as_of_commit_seq, \
      from_start, row_cursor, page_rows, segment_id, next_row_cursor, row_count, published_at_ms, expires_at_ms";
 
-fn row_of(row: &SpiHeapTupleData<'_>) -> Result<PublicationRow, pgrx::spi::Error> {
+fn row_of(row: &SpiHeapTupleData<'_>) -> Result<Publication, pgrx::spi::Error> {
     let from_start = row.get::<bool>(8)?.unwrap_or(true);
     let cursor = row.get::<String>(9)?.unwrap_or_default();
-    Ok(PublicationRow {
+    Ok(Publication {
         partition: row.get::<String>(1)?.unwrap_or_default(),
         log_epoch: row.get::<String>(2)?.unwrap_or_default(),
         table: row.get::<String>(3)?.unwrap_or_default(),
         schema_version: row.get::<i32>(4)?.unwrap_or(0),
-        media_type: row.get::<i16>(5)?.unwrap_or(0),
+        media_type: row.get::<i16>(5)?.and_then(|m| u8::try_from(m).ok()).unwrap_or(0),
         scope_digest: row.get::<String>(6)?.unwrap_or_default(),
         as_of_commit_seq: row.get::<i64>(7)?.unwrap_or(0),
         row_cursor: (!from_start).then_some(cursor),
@@ -94,13 +114,13 @@ fn row_of(row: &SpiHeapTupleData<'_>) -> Result<PublicationRow, pgrx::spi::Error
     })
 }
 
-fn key_args<'a>(k: &PublicationKeyRef<'a>) -> Vec<DatumWithOid<'a>> {
+fn key_args<'a>(k: &PublicationKey<'a>) -> Vec<DatumWithOid<'a>> {
     vec![
         DatumWithOid::from(k.partition),
         DatumWithOid::from(k.log_epoch),
         DatumWithOid::from(k.table),
         DatumWithOid::from(k.schema_version),
-        DatumWithOid::from(k.media_type),
+        DatumWithOid::from(i16::from(k.media_type)),
         DatumWithOid::from(k.scope_digest),
         DatumWithOid::from(k.as_of_commit_seq),
         DatumWithOid::from(k.row_cursor.is_none()),
@@ -121,19 +141,8 @@ const KEY_WHERE: &str = "partition = $1 AND log_epoch = $2 AND tbl = $3 AND sche
 /// locked to the end of the transaction. Concurrent identical publications
 /// end as one row with the later expiry; publications under other digests
 /// are other rows. Errors: SPI failures.
-pub fn upsert_publication(p: &PublicationRow) -> StoreResult<bool> {
-    let key = PublicationKeyRef {
-        partition: &p.partition,
-        log_epoch: &p.log_epoch,
-        table: &p.table,
-        schema_version: p.schema_version,
-        media_type: p.media_type,
-        scope_digest: &p.scope_digest,
-        as_of_commit_seq: p.as_of_commit_seq,
-        row_cursor: p.row_cursor.as_deref(),
-        page_rows: p.page_rows,
-    };
-    let mut args = key_args(&key);
+pub fn upsert_publication(p: &Publication) -> StoreResult<bool> {
+    let mut args = key_args(&p.key());
     args.extend([
         DatumWithOid::from(p.segment_id.as_str()),
         DatumWithOid::from(p.next_row_cursor.as_deref()),
@@ -159,7 +168,7 @@ pub fn upsert_publication(p: &PublicationRow) -> StoreResult<bool> {
 
 /// The publication of one context (expired or not), `None` when absent.
 /// Errors: SPI failures.
-pub fn select_publication(key: &PublicationKeyRef<'_>) -> StoreResult<Option<PublicationRow>> {
+pub fn select_publication(key: &PublicationKey<'_>) -> StoreResult<Option<Publication>> {
     let sql = format!("SELECT {COLUMNS} FROM syncular.sync_segment_publications WHERE {KEY_WHERE}");
     let args = key_args(key);
     Spi::connect_mut(|client| {
@@ -171,7 +180,7 @@ pub fn select_publication(key: &PublicationKeyRef<'_>) -> StoreResult<Option<Pub
 
 /// Every publication of `segment_id` in `partition` under `log_epoch`
 /// (expired ones included), for download authorization. Errors: SPI failures.
-pub fn publications_of_segment(partition: &str, log_epoch: &str, segment_id: &str) -> StoreResult<Vec<PublicationRow>> {
+pub fn publications_of_segment(partition: &str, log_epoch: &str, segment_id: &str) -> StoreResult<Vec<Publication>> {
     let sql = format!(
         "SELECT {COLUMNS} FROM syncular.sync_segment_publications \
          WHERE partition = $1 AND segment_id = $2 AND log_epoch = $3"

@@ -72,6 +72,15 @@ mod tests {
     fn bad_arguments() {
         expect_error(try_run("SELECT syncular.segment_sweep(0)"), "22023", "syncular.invalid_argument", "max_rows");
         expect_error(try_run("SELECT syncular.segment_sweep(10, -1)"), "22023", "syncular.invalid_argument", "grace_ms");
+        // NULL is an error, never a silent NULL result.
+        expect_error(try_run("SELECT syncular.segment_sweep(NULL)"), "22023", "syncular.invalid_argument", "max_rows");
+        expect_error(try_run("SELECT syncular.segment_sweep(10, NULL)"), "22023", "syncular.invalid_argument", "grace_ms");
+        expect_error(
+            try_run("SELECT syncular.rotate_segment_url_key(NULL)"),
+            "22023",
+            "syncular.invalid_argument",
+            "drop_previous",
+        );
     }
 
     #[pg_test]
