@@ -10,7 +10,9 @@
 //! - end to end by the real client (`syncular-client`, default accept, applying into its SQLite),
 //!
 //! then the peak private memory of the backend serving a `BENCH_SEG_BIG_ROWS`-row bootstrap
-//! (default 1,000,000; 0 skips it), sampled from `/proc/<pid>/status` (`RssAnon`) while it runs.
+//! (default 1,000,000; 0 skips it) on each lane in rounds, and inline in one streamed response
+//! (`syncular.pull_stream`, budget 256 MiB), sampled from `/proc/<pid>/status` (`RssAnon`) while it
+//! runs.
 //! Rows/s are rows delivered to this process ÷ wall time, every segment's bytes checked against
 //! its content address. The raw lanes run on one open connection, as a gateway's pooled one, each
 //! figure the median of `BENCH_SEG_RUNS` runs (default 5; for first builds and their reuse, each
@@ -227,6 +229,38 @@ fn real_client_rows_per_s(dsn: &str, partition: &str, client_id: &str, accept: O
     rows as f64 / elapsed.as_secs_f64()
 }
 
+/// A whole bootstrap in ONE streamed response (§1.4): `syncular.pull_stream` read row by row, as the
+/// gateway reads it, with the response budget at its maximum (256 MiB) and 50 pages of 50,000
+/// rows inline, so the table arrives in one round. Returns (rows, response bytes).
+fn streamed_bootstrap(s: &mut RawSession) -> (u64, usize) {
+    s.acquire_epoch().unwrap();
+    s.conn.batch_execute("SET syncular.response_budget_bytes = 268435456").unwrap();
+    let request = s.encode(vec![pull_header(0, 50_000, 50, 0b0001), subscription("s", TABLE, &[("ws", &[SCOPE_VALUE])], -1, None)]);
+    let allowed = json!({ "ws": ["*"] });
+    let partition = s.partition.clone();
+    let params: [&(dyn postgres::types::ToSql + Sync); 4] = [&partition, &"bench", &request, &allowed];
+    let mut body = Vec::new();
+    {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut rows = s
+            .conn
+            .query_raw("SELECT syncular.pull_stream($1::text, $2::text, $3::bytea, $4::jsonb)", params)
+            .unwrap();
+        while let Some(row) = rows.next().unwrap() {
+            body.extend_from_slice(row.get::<_, &[u8]>(0));
+        }
+    }
+    s.conn.batch_execute("RESET syncular.response_budget_bytes").unwrap();
+    let msg = syncular_integration_tests::wire::decode_response(&body).unwrap();
+    let mut rows = 0u64;
+    for frame in &msg.frames {
+        if let Frame::SegmentInline { payload } = frame {
+            rows += ssp2::decode_rows_segment(payload).unwrap().blocks.iter().map(|b| b.len() as u64).sum::<u64>();
+        }
+    }
+    (rows, body.len())
+}
+
 /// Peak `RssAnon` (KiB) of backend `pid` while `work` runs, sampled every 2 ms.
 fn peak_private_kib(pid: i32, work: impl FnOnce()) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
@@ -367,6 +401,25 @@ fn main() {
             );
             verdicts.push(format!("peak memory {label}: {} MiB, goal < 64 MiB: {verdict}", peak / 1024));
         }
+        // The same rows in one streamed response (what `POST /sync` reads through the gateway).
+        let label = "inline, one streamed response";
+        let mut s = RawSession::new(connect(&dsn), big, "bench", "big-streamed", Some(json!({ "ws": ["*"] })));
+        let pid: i32 = s.conn.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        let t = Instant::now();
+        let mut body_bytes = 0;
+        let peak = peak_private_kib(pid, || {
+            let (got, bytes) = streamed_bootstrap(&mut s);
+            assert_eq!(got, big_rows as u64, "{label}: rows delivered");
+            body_bytes = bytes;
+        });
+        let verdict = if peak < 64 * 1024 { "met" } else { "NOT met" };
+        println!(
+            "peak backend private memory, {big_rows}-row bootstrap, {label} ({} MB): {} MiB ({:.1} s); goal < 64 MiB: {verdict}",
+            body_bytes / 1_000_000,
+            peak / 1024,
+            t.elapsed().as_secs_f64()
+        );
+        verdicts.push(format!("peak memory {label}: {} MiB, goal < 64 MiB: {verdict}", peak / 1024));
     }
     println!("\nverdicts:");
     for v in verdicts {
