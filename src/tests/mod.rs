@@ -29,6 +29,7 @@ mod sync_push_outcomes;
 mod sync_request_gates;
 pub mod sync_support;
 mod sync_pull_bootstrap;
+mod bootstrap_page_attacks;
 mod sync_pull_budget;
 mod sync_pull_explain;
 mod sync_pull_window_pages;
