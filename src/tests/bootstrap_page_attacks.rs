@@ -163,4 +163,43 @@ mod tests {
             assert!(before.contains(id) || inserted.contains(id), "row {id:?} never matched");
         }
     }
+
+    /// The image lane (§5.3) over the same weird, sparse/dense, vanished ids:
+    /// the SQLite image holds exactly the scope's rows.
+    #[pg_test]
+    fn image_lane_holds_exactly_the_scope_over_weird_ids() {
+        use syncular_protocol::response::MediaType;
+        use syncular_sqlite_image::rusqlite::{Connection, OpenFlags};
+        setup();
+        weird_ids();
+        for (n, vals) in [vec!["w1"], vec!["w2"], vec!["w1", "w2"]].into_iter().enumerate() {
+            let want = ids(&format!(
+                "SELECT array_agg(id ORDER BY _sync_row_id) FROM public.tasks WHERE _sync_partition = 'p1' AND ws = ANY(ARRAY[{}])",
+                vals.iter().map(|v| format!("'{v}'")).collect::<Vec<_>>().join(",")
+            ));
+            let mut c = Client::new("p1", "bob", &format!("ci{n}"));
+            let p = c.pull(header(0, 2, 1, 0b0111), vec![sub("s", "tasks", &[("ws", vals.as_slice())], -1, None)]);
+            let s = p.one();
+            assert_eq!(s.refs.len(), 1, "{vals:?}: one image ref");
+            assert_eq!(s.refs[0].media_type, MediaType::Sqlite);
+            assert_eq!(s.end.bootstrap_state, None);
+            let bytes = crate::tests::segments::support::download(
+                "p1",
+                "bob",
+                &s.refs[0].segment_id,
+                Some(&serde_json::json!({"ws": vals}).to_string()),
+                Some(serde_json::json!({"ws": vals})),
+            )
+            .expect("download");
+            let path = std::env::temp_dir().join(format!("breaker12-image-{}-{n}.sqlite", std::process::id()));
+            std::fs::write(&path, &bytes).unwrap();
+            let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+            let mut stmt = conn.prepare("SELECT id FROM tasks ORDER BY id").unwrap();
+            let got: Vec<String> = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect();
+            drop(stmt);
+            drop(conn);
+            let _ = std::fs::remove_file(&path);
+            assert_eq!(got, want, "{vals:?}");
+        }
+    }
 }
