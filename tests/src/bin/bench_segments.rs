@@ -261,6 +261,33 @@ fn streamed_bootstrap(s: &mut RawSession) -> (u64, usize) {
     (rows, body.len())
 }
 
+/// Runs `bootstrap` (of `rows` rows) on a fresh backend (its peak is this bootstrap's alone) of `partition` as client
+/// `client_id`, prints its peak private memory next to the idle one and the goal (< 64 MiB) with
+/// the note `bootstrap` returns, and returns the verdict line.
+fn peak_memory(
+    dsn: &str,
+    partition: &str,
+    rows: usize,
+    client_id: &str,
+    label: &str,
+    bootstrap: impl FnOnce(&mut RawSession) -> String,
+) -> String {
+    let mut s = RawSession::new(connect(dsn), partition, "bench", client_id, Some(json!({ "ws": ["*"] })));
+    let pid: i32 = s.conn.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let baseline = peak_private_kib(pid, || std::thread::sleep(Duration::from_millis(20)));
+    let t = Instant::now();
+    let mut note = String::new();
+    let peak = peak_private_kib(pid, || note = bootstrap(&mut s));
+    let verdict = if peak < 64 * 1024 { "met" } else { "NOT met" };
+    println!(
+        "peak backend private memory, {rows}-row bootstrap, {label}: {} MiB (idle {} MiB, {:.1} s{note}); goal < 64 MiB: {verdict}",
+        peak / 1024,
+        baseline / 1024,
+        t.elapsed().as_secs_f64()
+    );
+    format!("peak memory {label}: {} MiB, goal < 64 MiB: {verdict}", peak / 1024)
+}
+
 /// Peak `RssAnon` (KiB) of backend `pid` while `work` runs, sampled every 2 ms.
 fn peak_private_kib(pid: i32, work: impl FnOnce()) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
@@ -383,43 +410,19 @@ fn main() {
         load(&dsn, big, big_rows);
         println!("\nloaded {big_rows} rows into {big} in {:.1} s", t.elapsed().as_secs_f64());
         for (label, accept) in [("inline rows lane", 0b0001u8), ("rows lane by reference", 0b0010), ("image lane", 0b0110)] {
-            // A fresh backend per lane: its peak is this bootstrap's alone.
-            let mut s = RawSession::new(connect(&dsn), big, "bench", &format!("big-{accept}"), Some(json!({ "ws": ["*"] })));
-            let pid: i32 = s.conn.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-            let baseline = peak_private_kib(pid, || std::thread::sleep(Duration::from_millis(20)));
-            let t = Instant::now();
-            let peak = peak_private_kib(pid, || {
-                let (got, _, _) = bootstrap_session(&mut s, accept);
+            verdicts.push(peak_memory(&dsn, big, big_rows, &format!("big-{accept}"), label, |s| {
+                let (got, _, _) = bootstrap_session(s, accept);
                 assert_eq!(got, big_rows as u64, "{label}: rows delivered");
-            });
-            let verdict = if peak < 64 * 1024 { "met" } else { "NOT met" };
-            println!(
-                "peak backend private memory, {big_rows}-row bootstrap, {label}: {} MiB (idle {} MiB, {:.1} s); goal < 64 MiB: {verdict}",
-                peak / 1024,
-                baseline / 1024,
-                t.elapsed().as_secs_f64()
-            );
-            verdicts.push(format!("peak memory {label}: {} MiB, goal < 64 MiB: {verdict}", peak / 1024));
+                String::new()
+            }));
         }
         // The same rows in one streamed response (what `POST /sync` reads through the gateway).
         let label = "inline, one streamed response";
-        let mut s = RawSession::new(connect(&dsn), big, "bench", "big-streamed", Some(json!({ "ws": ["*"] })));
-        let pid: i32 = s.conn.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-        let t = Instant::now();
-        let mut body_bytes = 0;
-        let peak = peak_private_kib(pid, || {
-            let (got, bytes) = streamed_bootstrap(&mut s);
+        verdicts.push(peak_memory(&dsn, big, big_rows, "big-streamed", label, |s| {
+            let (got, bytes) = streamed_bootstrap(s);
             assert_eq!(got, big_rows as u64, "{label}: rows delivered");
-            body_bytes = bytes;
-        });
-        let verdict = if peak < 64 * 1024 { "met" } else { "NOT met" };
-        println!(
-            "peak backend private memory, {big_rows}-row bootstrap, {label} ({} MB): {} MiB ({:.1} s); goal < 64 MiB: {verdict}",
-            body_bytes / 1_000_000,
-            peak / 1024,
-            t.elapsed().as_secs_f64()
-        );
-        verdicts.push(format!("peak memory {label}: {} MiB, goal < 64 MiB: {verdict}", peak / 1024));
+            format!(", {} MB response", bytes / 1_000_000)
+        }));
     }
     println!("\nverdicts:");
     for v in verdicts {
