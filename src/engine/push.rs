@@ -1,14 +1,17 @@
 //! The push half of a sync round (SPEC §6, §2.3, §6.4, §2.1): every
 //! `PUSH_COMMIT` of the request, sequentially in frame order.
 //!
-//! First, one statement takes the request's advisory locks in ascending
-//! key order ([`crate::store::push_locks`]; for a sync request it is the
-//! request's first statement, with the fences —
+//! First, the request's advisory locks are taken in ascending key order,
+//! without a statement ([`crate::store::push_locks`]; for a sync request
+//! with its fences, before its first statement —
 //! `store::request_context::read` — and [`run_locked`] follows): one per distinct
 //! `clientCommitId` — simultaneous deliveries of one commit serialize there
 //! and the later one replays — and one per row bucket the operations name,
 //! so two requests writing the same rows in different orders queue instead
 //! of deadlocking.
+//!
+//! Then the stored outcomes of the request's keys are read, in one
+//! statement (for a sync request, with its context).
 //!
 //! Per commit:
 //! 1. a `clientCommitId` already seen in this request replays the outcome
@@ -16,8 +19,9 @@
 //! 2. a stored outcome replays (`applied` → `cached`; an unreadable record
 //!    → `sync.idempotency_cache_miss`, never persisted);
 //! 3. otherwise the operations run inside the commit's own subtransaction
-//!    ([`crate::engine::push_savepoint`]) — app rows and row-scope index,
-//!    overlapping with other pushers of the partition — then the §6.8
+//!    ([`crate::engine::push_savepoint`]) — app rows (and the row-scope
+//!    entries of deleted rows), overlapping with other pushers of the
+//!    partition — then the §6.8
 //!    commit validator and the §6.9 reaction planner, if registered (a
 //!    planner failure fails the request). Applied: its header, changes,
 //!    scope-index entries, outcome and planned reactions are staged. Rejected (a
@@ -54,7 +58,8 @@ use crate::engine::reactions::{self, planner, records::Planned};
 use crate::store::push_log::{self, LogAuthor, LogChange, RequestLog};
 use crate::store::notifications::queue_notification_direct;
 use crate::store::reactions::enqueue::{insert_reactions, NewReaction};
-use crate::store::{push_locks, push_results};
+use crate::store::push_results::{self, StoredOutcomes};
+use crate::store::push_locks;
 
 /// The answer to one `PUSH_COMMIT`: its `PUSH_RESULT` and, for a rejection
 /// with §6.3.1 recovery metadata, its `PUSH_RESULT_DETAILS`.
@@ -106,13 +111,24 @@ pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<Co
         return Ok(Vec::new());
     }
     push_locks::lock_keys(lock_keys(&ctx.partition, &ctx.client_id, commits))?;
-    run_locked(ctx, commits)
+    let stored = push_results::select_push_results(&ctx.partition, &ctx.client_id, &commit_ids(commits))?;
+    run_locked(ctx, commits, &stored)
+}
+
+/// The distinct `clientCommitId`s of `commits` (for the stored-outcome
+/// read); one Postgres cannot hold (NUL) is left out — its request is
+/// refused before its push runs.
+pub fn commit_ids(commits: &[PushCommit]) -> Vec<String> {
+    let ids: BTreeSet<&str> =
+        commits.iter().map(|c| c.client_commit_id.as_str()).filter(|id| !id.contains('\0')).collect();
+    ids.into_iter().map(str::to_owned).collect()
 }
 
 /// [`run`] for a request whose locks ([`lock_keys`]) the caller already
-/// took (a sync request takes them with its fences, in its first statement:
-/// `store::request_context::read`).
-pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<CommitAnswer>> {
+/// took and whose `stored` outcomes ([`commit_ids`]) it read after them (a
+/// sync request takes the locks with its fences, in its first statement,
+/// and reads the outcomes with its context: `store::request_context::read`).
+pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit], stored: &StoredOutcomes) -> EngineResult<Vec<CommitAnswer>> {
     if commits.is_empty() {
         return Ok(Vec::new());
     }
@@ -131,7 +147,7 @@ pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult
             continue;
         }
         first.insert(id, slots.len());
-        if let Some(known) = lookup(ctx, id)? {
+        if let Some(known) = lookup(stored, id) {
             slots.push(Slot::Stored(known));
             continue;
         }
@@ -217,9 +233,12 @@ fn applied(ctx: &SyncContext<'_>, commit_seq: i64, operations: usize) -> StoredP
     }
 }
 
-fn lookup(ctx: &SyncContext<'_>, client_commit_id: &str) -> EngineResult<Option<Known>> {
-    let text = push_results::select_push_result(&ctx.partition, &ctx.client_id, client_commit_id)?;
-    Ok(text.map(|t| StoredPushResult::from_json(&t).map_or(Known::CacheMiss, Known::Stored)))
+/// The stored outcome of `client_commit_id`, if any (an unreadable record
+/// is a cache miss).
+fn lookup(stored: &StoredOutcomes, client_commit_id: &str) -> Option<Known> {
+    stored
+        .get(client_commit_id)
+        .map(|t| StoredPushResult::from_json(t).map_or(Known::CacheMiss, Known::Stored))
 }
 
 fn replay(known: &Known, client_commit_id: &str) -> EngineResult<CommitAnswer> {
@@ -423,8 +442,8 @@ struct LogBuilder {
     rows: BTreeMap<(String, String), RowFate>,
 }
 
-/// What the request's changes leave of a row's tombstone.
-#[derive(Debug, Clone, Copy)]
+/// What the request's changes leave of a row's tombstone and scope entries.
+#[derive(Debug, Clone)]
 struct RowFate {
     /// Position of the commit of the row's last change.
     last_commit: i32,
@@ -432,6 +451,9 @@ struct RowFate {
     deleted: bool,
     /// Some change of the request inserted the row (absent before it).
     inserted: bool,
+    /// The stored scopes of the row's last change (an insert's stay through
+    /// its updates: scope columns are immutable on update, §3.4).
+    scopes: BTreeMap<String, String>,
 }
 
 impl LogBuilder {
@@ -458,10 +480,11 @@ impl LogBuilder {
             let fate = self
                 .rows
                 .entry((change.table.clone(), change.row_id.clone()))
-                .or_insert(RowFate { last_commit: position, deleted: false, inserted: false });
+                .or_insert_with(|| RowFate { last_commit: position, deleted: false, inserted: false, scopes: BTreeMap::new() });
             fate.last_commit = position;
             fate.deleted = change.op == Op::Delete;
             fate.inserted |= change.inserted;
+            fate.scopes.clone_from(&change.scopes);
         }
         self.log.change_scopes.extend(scope_entries);
         // Placeholder commitSeq: the log statement sets the allocated one.
@@ -470,17 +493,23 @@ impl LogBuilder {
         Ok(position)
     }
 
-    /// The complete log. Tombstones follow each row's final state in the
-    /// request: deleted → the tombstone points at the deleting commit;
-    /// (re-)inserted → it goes.
+    /// The complete log. Tombstones and row-scope entries follow each row's
+    /// final state in the request: deleted → the tombstone points at the
+    /// deleting commit (the entries of a row that existed before were removed
+    /// with it; an entry of a row inserted by the request was never written);
+    /// (re-)inserted → the tombstone goes and the row's entries are written.
     fn finish(&mut self) -> &RequestLog {
         self.log.tombstones.clear();
         self.log.cleared_tombstones.clear();
+        self.log.row_scopes.clear();
         for ((table, row_id), fate) in &self.rows {
             if fate.deleted {
                 self.log.tombstones.push((fate.last_commit, table.clone(), row_id.clone()));
             } else if fate.inserted {
                 self.log.cleared_tombstones.push((table.clone(), row_id.clone()));
+                for (var, value) in &fate.scopes {
+                    self.log.row_scopes.push((table.clone(), var.clone(), value.clone(), row_id.clone()));
+                }
             }
         }
         &self.log

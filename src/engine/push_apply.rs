@@ -16,7 +16,7 @@
 //!   payload when that changed it), crdt merge, write version + 1;
 //!   absent row ⇒ `baseVersion ≠ 0` ⇒ authorize the payload then
 //!   `sync.row_missing`; else authorize the payload's scopes, crdt merge,
-//!   write version 1 and the row's scope entries.
+//!   write version 1 (its scope entries go with the request's log).
 //!
 //! The crdt merge (§5.10.3, [`crate::engine::crdt`]) replaces every
 //! non-NULL `crdt` value with `merge(stored, incoming)` and re-encodes the
@@ -72,8 +72,10 @@ pub struct StagedChange {
     pub scopes: BTreeMap<String, String>,
     /// Row-codec payload after the write (upserts).
     pub payload: Option<Vec<u8>>,
-    /// True for an upsert that inserted a row absent before (its tombstone,
-    /// if any, is cleared when the commit is recorded).
+    /// True for an upsert that inserted a row absent before: its tombstone,
+    /// if any, is cleared and, unless a later change of the request deletes
+    /// it, its `scopes` become its `sync_row_scopes` entries when the log is
+    /// written.
     pub inserted: bool,
 }
 
@@ -393,7 +395,7 @@ impl Target<'_> {
         let version = stored.version + 1;
         let scopes_text = scopes_json(&scopes);
         self.write(|| {
-            app_rows::upsert_app_row(
+            app_rows::update_app_row(
                 self.sql,
                 &AppRowWrite {
                     partition: &self.ctx.partition,
@@ -413,7 +415,7 @@ impl Target<'_> {
 
     /// Insert of an absent row: authorize the payload's scopes (§3.4 step 2),
     /// `baseVersion ≠ 0` ⇒ `sync.row_missing` (only after authorization, so
-    /// absence is not disclosed), write version 1 and the row's scope entries.
+    /// absence is not disclosed), write version 1 (its scope entries go with the request's log).
     fn insert(&self, mut row: Row, payload: &[u8]) -> Result<StagedChange, Stop> {
         let partition = self.ctx.partition.as_str();
         let scopes = extract_scopes(self.table, &row).map_err(|variable| {
@@ -449,10 +451,8 @@ impl Target<'_> {
         self.check_blobs(&blob_ids)?;
         self.validate(Op::Upsert, Some(&row), None, (None, Some(1)))?;
         let scopes_text = scopes_json(&scopes);
-        let entries: Vec<(String, String)> =
-            scopes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         self.write(|| {
-            app_rows::upsert_app_row(
+            app_rows::insert_app_row(
                 self.sql,
                 &AppRowWrite {
                     partition,
@@ -464,8 +464,8 @@ impl Target<'_> {
                 },
             )
         })?;
-        // The row was absent: no entries of it to replace (a leftover one is kept, ON CONFLICT).
-        row_scopes::insert_row_scopes(partition, &self.table.name, &self.op.row_id, &entries)?;
+        // The row's sync_row_scopes entries are written with the request's log
+        // (`StagedChange::inserted`; a leftover one is kept, ON CONFLICT).
         blob_refs::record_row(partition, &self.table.name, &self.op.row_id, &[], &blob_ids)?;
         Ok(self.change(Op::Upsert, Some(1), scopes, Some(payload), true))
     }

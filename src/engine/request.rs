@@ -385,7 +385,9 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
         if pushes { push::lock_keys(caller.partition, &req.header.client_id, &req.commits) } else { Vec::new() };
     // Leases on: the client's lease and the key come with the context (no extra statement).
     let leases_on = crate::settings::lease_ttl_ms().is_some();
-    let context = request_context::read(caller.partition, lookup_id, pulls, push_keys, leases_on)?;
+    // With the locks taken, the context read also brings the commits' stored outcomes (§6.3).
+    let commit_ids = if pushes && lookup_id.is_some() { push::commit_ids(&req.commits) } else { Vec::new() };
+    let context = request_context::read(caller.partition, lookup_id, pulls, push_keys, leases_on, &commit_ids)?;
 
     let registry = partition::touch_read(caller.partition, context.registry, now_ms)?;
     let gate = partition::gate(
@@ -483,7 +485,7 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
     }
 
     if halves != Halves::PullOnly {
-        for answer in push::run_locked(&ctx, &req.commits)? {
+        for answer in push::run_locked(&ctx, &req.commits, &context.stored_outcomes)? {
             writer.push_result(&answer.result).map_err(encoding)?;
             if let Some(details) = &answer.details {
                 writer.push_result_details(details).map_err(encoding)?;

@@ -1,6 +1,7 @@
 //! App-table row statements of the push (SPEC §2.2, §6.2): read the stored
-//! row, upsert the written row (typed projection columns + verbatim row-codec
-//! payload + `server_version` + stored scopes), delete a row.
+//! row, insert an absent row or update the read one (typed projection
+//! columns + verbatim row-codec payload + `server_version` + stored scopes),
+//! delete a row.
 //!
 //! App table layout (created by `register_schema`):
 //! `_sync_partition text, _sync_row_id text, <projection columns…>,
@@ -115,7 +116,7 @@ pub fn select_app_row(
     .map_err(StoreError::spi("select_app_row"))
 }
 
-/// The row written by [`upsert_app_row`].
+/// The row written by [`insert_app_row`] or [`update_app_row`].
 #[derive(Debug, Clone, Copy)]
 pub struct AppRowWrite<'a> {
     /// `_sync_partition`.
@@ -183,24 +184,16 @@ fn value_datum(ty: ColumnType, v: &Option<RowValue>) -> DatumWithOid<'static> {
     }
 }
 
-/// Inserts the row or replaces every column of the existing one
-/// (`ON CONFLICT (_sync_partition, _sync_row_id) DO UPDATE`). A unique
-/// violation of a declared index (SQLSTATE 23505) or a value the projection
-/// type rejects (class 22) is a Postgres ERROR — the push runs this inside
-/// the commit's subtransaction and turns it into a rejected result.
-/// Errors: SPI failures; a value count that differs from the column count.
-pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
-    if w.values.len() != t.columns.len() {
-        return Err(StoreError::new(
-            "upsert_app_row",
-            format!(
-                "{} value(s) for {} column(s)",
-                w.values.len(),
-                t.columns.len()
-            ),
-        ));
-    }
-    let n = t.columns.len();
+/// Inserts a row the push found absent (plain `INSERT`: no speculative
+/// insertion, only the table's INSERT triggers). A row with the same key
+/// inserted meanwhile by a writer that takes no push lock (plain SQL) is a
+/// unique violation, as is one of a declared index (SQLSTATE 23505); a
+/// value the projection type rejects is class 22 — Postgres ERRORs that the
+/// push, running this inside the commit's subtransaction, turns into a
+/// rejected result. Errors: SPI failures; a value count that differs from
+/// the column count.
+pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
+    let n = checked_width(t, w, "insert_app_row")?;
     let names: Vec<&str> = t.columns.iter().map(|c| c.quoted.as_str()).collect();
     let placeholders: Vec<String> = t
         .columns
@@ -208,44 +201,79 @@ pub fn upsert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
         .enumerate()
         .map(|(i, c)| format!("${}::{}", i + 3, c.sql_type))
         .collect();
-    let mut set: Vec<String> = names
-        .iter()
-        .map(|c| format!("{c} = EXCLUDED.{c}"))
-        .collect();
-    set.push("_sync_version = EXCLUDED._sync_version".into());
-    set.push("_sync_scopes = EXCLUDED._sync_scopes".into());
-    set.push("_sync_payload = EXCLUDED._sync_payload".into());
     let sep = if n == 0 { "" } else { ", " };
     let sql = format!(
         "INSERT INTO {table} (_sync_partition, _sync_row_id{sep}{cols}, _sync_version, _sync_scopes, _sync_payload) \
-         VALUES ($1, $2{sep}{vals}, ${v}, ${s}::jsonb, ${p}) \
-         ON CONFLICT (_sync_partition, _sync_row_id) DO UPDATE SET {set}",
+         VALUES ($1, $2{sep}{vals}, ${v}, ${s}::jsonb, ${p})",
         table = t.qualified_name,
         cols = names.join(", "),
         vals = placeholders.join(", "),
         v = n + 3,
         s = n + 4,
         p = n + 5,
-        set = set.join(", "),
     );
-    let mut args: Vec<DatumWithOid<'_>> = Vec::with_capacity(n + 5);
-    args.push(DatumWithOid::from(w.partition));
-    args.push(DatumWithOid::from(w.row_id));
-    args.extend(
-        t.columns
-            .iter()
-            .zip(w.values)
-            .map(|(c, v)| value_datum(c.ty, v)),
-    );
-    args.push(DatumWithOid::from(w.version));
-    args.push(DatumWithOid::from(w.scopes_json));
-    args.push(DatumWithOid::from(w.payload));
+    let args = write_args(t, w);
     let _engine_write = EngineWrite::begin(&t.table, Some(w.partition));
     Spi::connect_mut(|client| {
         plan_cache::execute(client, &sql, None, &args)?;
         Ok(())
     })
-    .map_err(StoreError::spi("upsert_app_row"))
+    .map_err(StoreError::spi("insert_app_row"))
+}
+
+/// Replaces every column of a row the push read and locked
+/// ([`select_app_row`]: `FOR NO KEY UPDATE`), by key (only the table's UPDATE
+/// triggers). Errors as [`insert_app_row`]; a row that is gone (impossible
+/// under the lock) is an error, never a silently lost write.
+pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
+    let n = checked_width(t, w, "update_app_row")?;
+    let mut set: Vec<String> = t
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{} = ${}::{}", c.quoted, i + 3, c.sql_type))
+        .collect();
+    set.push(format!("_sync_version = ${}", n + 3));
+    set.push(format!("_sync_scopes = ${}::jsonb", n + 4));
+    set.push(format!("_sync_payload = ${}", n + 5));
+    let sql = format!(
+        "UPDATE {table} SET {set} WHERE _sync_partition = $1 AND _sync_row_id = $2 RETURNING 1",
+        table = t.qualified_name,
+        set = set.join(", "),
+    );
+    let args = write_args(t, w);
+    let _engine_write = EngineWrite::begin(&t.table, Some(w.partition));
+    let updated = Spi::connect_mut(|client| Ok(!plan_cache::execute(client, &sql, None, &args)?.is_empty()))
+        .map_err(StoreError::spi("update_app_row"))?;
+    if updated {
+        Ok(())
+    } else {
+        Err(StoreError::new("update_app_row", format!("row {:?} vanished while locked", w.row_id)))
+    }
+}
+
+/// The column count of `t`, checked against the values of `w`.
+fn checked_width(t: &AppTableSql, w: &AppRowWrite<'_>, statement: &'static str) -> StoreResult<usize> {
+    if w.values.len() != t.columns.len() {
+        return Err(StoreError::new(
+            statement,
+            format!("{} value(s) for {} column(s)", w.values.len(), t.columns.len()),
+        ));
+    }
+    Ok(t.columns.len())
+}
+
+/// `$1` partition, `$2` row id, `$3…` the column values, then version,
+/// scopes JSON and payload: the parameters of both write statements.
+fn write_args<'a>(t: &AppTableSql, w: &AppRowWrite<'a>) -> Vec<DatumWithOid<'a>> {
+    let mut args: Vec<DatumWithOid<'a>> = Vec::with_capacity(t.columns.len() + 5);
+    args.push(DatumWithOid::from(w.partition));
+    args.push(DatumWithOid::from(w.row_id));
+    args.extend(t.columns.iter().zip(w.values).map(|(c, v)| value_datum(c.ty, v)));
+    args.push(DatumWithOid::from(w.version));
+    args.push(DatumWithOid::from(w.scopes_json));
+    args.push(DatumWithOid::from(w.payload));
+    args
 }
 
 /// Deletes one row. Returns whether a row was deleted. Errors: SPI failures.

@@ -18,9 +18,9 @@
 //! 2. **The planner settings** ([`execute`], this module): each statement is
 //!    run through this backend's kept plan ([`crate::store::plan_cache`]) under
 //!    `plan_cache_mode = force_generic_plan`, `enable_seqscan = off`,
-//!    `enable_bitmapscan = off` (and `jit = off`), set with a GUC nest level around the one
-//!    execution and restored right after it — exactly what a function's
-//!    `SET` clause does; nothing leaks into the caller's session. The plan is
+//!    `enable_bitmapscan = off` (and `jit = off`), in effect for the one
+//!    execution and restored right after it ([`PinnedSettings`]); nothing
+//!    leaks into the caller's session. The plan is
 //!    built (and rebuilt after an invalidation: DDL, `ANALYZE`, `VACUUM`) only
 //!    under these settings, so it is one generic plan per backend whose
 //!    estimates never look at the parameters' values (a partition is
@@ -45,6 +45,8 @@ use crate::store::plan_cache;
 
 /// The planner settings a pinned statement is planned (and run) under; the
 /// first is skipped under `syncular.router_statements` ([`with_pinned_settings`]).
+/// [`explain`] sets them as GUCs; [`execute`] writes the same values into
+/// their variables ([`PinnedSettings`]).
 const PINNED_SETTINGS: [(&CStr, &CStr); 4] = [
     (c"plan_cache_mode", c"force_generic_plan"),
     (c"enable_seqscan", c"off"),
@@ -90,17 +92,77 @@ fn with_pinned_settings<R>(f: impl FnOnce() -> R) -> R {
     out
 }
 
+/// The pinned settings written straight into the variables behind the four
+/// GUCs for one execution, and the values they had, written back when this
+/// guard drops — on return and when a Postgres ERROR unwinds through it
+/// (pgrx turns it into a Rust panic), before any handler above runs.
+///
+/// Why not `set_config_option` under a GUC nest level, as for [`explain`]:
+/// on the push path that bookkeeping (four settings set, then a walk over
+/// every GUC variable to pop them on Postgres 15 and older) cost more than
+/// some of the statements it pinned. The effect on the execution is the
+/// same: the variables are what the planner and the plan cache read while
+/// this statement is planned and its cached plan chosen. Pinned statements
+/// read and write `sync_*` tables (no triggers) and read app tables by
+/// primary key; should anything else be planned while the guard lives (a
+/// function a row-level security policy calls), it is planned under the same
+/// settings, which steer plan shapes, never results. `current_setting`
+/// inside it would still return the caller's values.
+struct PinnedSettings {
+    plan_cache_mode: std::os::raw::c_int,
+    seqscan: bool,
+    bitmapscan: bool,
+    jit: bool,
+}
+
+impl PinnedSettings {
+    fn set() -> PinnedSettings {
+        // SAFETY: the backend's own GUC variables, read and written from its
+        // main thread; each holds a valid value of its type before and after.
+        unsafe {
+            let saved = PinnedSettings {
+                plan_cache_mode: pg_sys::plan_cache_mode,
+                seqscan: pg_sys::enable_seqscan,
+                bitmapscan: pg_sys::enable_bitmapscan,
+                jit: pg_sys::jit_enabled,
+            };
+            // Under `syncular.router_statements`, the plan cache mode stays the
+            // caller's: see `with_pinned_settings`.
+            if !crate::settings::router_statements() {
+                pg_sys::plan_cache_mode = pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as std::os::raw::c_int;
+            }
+            pg_sys::enable_seqscan = false;
+            pg_sys::enable_bitmapscan = false;
+            pg_sys::jit_enabled = false;
+            saved
+        }
+    }
+}
+
+impl Drop for PinnedSettings {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`: the values saved there.
+        unsafe {
+            pg_sys::plan_cache_mode = self.plan_cache_mode;
+            pg_sys::enable_seqscan = self.seqscan;
+            pg_sys::enable_bitmapscan = self.bitmapscan;
+            pg_sys::jit_enabled = self.jit;
+        }
+    }
+}
+
 /// Runs `sql` with `args` (read-write mode, see [`crate::store`]) through this
-/// backend's kept generic plan for it, planned under the pinned settings.
-/// `limit` as in `SpiClient::update`. Errors: SPI failures; Postgres ERRORs
-/// unwind.
+/// backend's kept generic plan for it, planned under the pinned settings
+/// ([`PinnedSettings`]). `limit` as in `SpiClient::update`. Errors: SPI
+/// failures; Postgres ERRORs unwind.
 pub fn execute<'conn>(
     client: &mut SpiClient<'conn>,
     sql: &str,
     limit: Option<std::os::raw::c_long>,
     args: &[DatumWithOid<'_>],
 ) -> SpiResult<SpiTupleTable<'conn>> {
-    with_pinned_settings(|| plan_cache::execute(client, sql, limit, args))
+    let _pinned = PinnedSettings::set();
+    plan_cache::execute(client, sql, limit, args)
 }
 
 /// `args` as SQL literals with explicit casts (`'…'::type`, `NULL::type`),

@@ -1,7 +1,9 @@
-//! The push's request-start locks (SPEC §2.3 exactly-once, DESIGN §4): one
-//! statement takes every transaction-scoped advisory lock a push request
-//! needs, in ascending key order, so two requests never wait on each other
-//! in opposite orders.
+//! The push's request-start locks (SPEC §2.3 exactly-once, DESIGN §4):
+//! every transaction-scoped advisory lock a push request needs, taken in
+//! ascending key order, so two requests never wait on each other in
+//! opposite orders. They are taken by calling the lock functions behind
+//! `pg_advisory_xact_lock` directly ([`take_exclusive`], [`take_shared_pair`]):
+//! the same lock tags as the SQL functions, no statement to plan and run.
 //!
 //! Keys are 64-bit FNV-1a hashes ([`idempotency_key`], [`row_key`]) in the
 //! database-wide advisory-lock space: a collision with another key (ours or
@@ -10,11 +12,10 @@
 //! (`max_locks_per_transaction`): a request takes at most one per distinct
 //! `clientCommitId` plus one per row bucket ([`ROW_BUCKETS`] per partition).
 
-use pgrx::datum::DatumWithOid;
-use pgrx::spi::Spi;
+use pgrx::pg_sys;
+use pgrx::IntoDatum;
 
-use crate::store::plan_cache;
-use crate::store::{StoreError, StoreResult};
+use crate::store::StoreResult;
 
 /// Row buckets per partition: rows are locked by bucket, so one request
 /// takes at most this many row locks whatever its size.
@@ -73,26 +74,41 @@ pub fn ordered(mut keys: Vec<i64>) -> Vec<i64> {
 }
 
 /// Takes `pg_advisory_xact_lock` on every key (held to the end of the
-/// caller's transaction), in ascending order, in one statement; duplicates
-/// are taken once. Blocks while another transaction holds one of them.
-/// Errors: SPI failures; a deadlock with a lock taken outside this order
-/// (another extension, the host) raises 40P01.
+/// caller's transaction), in ascending order; duplicates are taken once.
+/// Blocks while another transaction holds one of them. Errors: a deadlock
+/// with a lock taken outside this order (another extension, the host) raises
+/// 40P01; a full lock table 53200 (Postgres ERRORs, they unwind).
 pub fn lock_keys(keys: Vec<i64>) -> StoreResult<()> {
-    let keys = ordered(keys);
-    if keys.is_empty() {
-        return Ok(());
+    take_exclusive(&ordered(keys));
+    Ok(())
+}
+
+/// `pg_advisory_xact_lock(key)` for each of `keys`, in the given order (the
+/// callers pass [`ordered`] keys), without an SQL statement: a lock taken
+/// here is held when the caller's next statement takes its snapshot, as
+/// after a statement of its own. Postgres ERRORs (deadlock 40P01, a full
+/// lock table 53200, a cancel while waiting) unwind.
+pub fn take_exclusive(keys: &[i64]) {
+    for key in keys {
+        // SAFETY: a V1 C function of one non-null int8 argument returning void,
+        // called from the backend's main thread inside a transaction.
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(pg_sys::pg_advisory_xact_lock_int8, &[key.into_datum()]);
+        }
     }
-    Spi::connect_mut(|client| {
-        plan_cache::execute(
-            client,
-            "SELECT count(pg_catalog.pg_advisory_xact_lock(k.key)) \
-             FROM (SELECT u.key FROM unnest($1::int8[]) AS u(key) ORDER BY u.key) k",
-            None,
-            &[DatumWithOid::from(keys)],
-        )?;
-        Ok(())
-    })
-    .map_err(StoreError::spi("lock_push_keys"))
+}
+
+/// `pg_advisory_xact_lock_shared(class, key)` (the two-int4 form), without
+/// an SQL statement; see [`take_exclusive`].
+pub fn take_shared_pair(class: i32, key: i32) {
+    // SAFETY: a V1 C function of two non-null int4 arguments returning void,
+    // called from the backend's main thread inside a transaction.
+    unsafe {
+        pgrx::fcinfo::direct_function_call_as_datum(
+            pg_sys::pg_advisory_xact_lock_shared_int4,
+            &[class.into_datum(), key.into_datum()],
+        );
+    }
 }
 
 #[cfg(test)]

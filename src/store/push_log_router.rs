@@ -10,7 +10,7 @@
 //! visible in `commitSeq` order, the lock held only to COMMIT) holds
 //! unchanged. When it finds no counter row nothing has been written and the
 //! caller gets the same [`MISSING_COUNTER`] error. Then the commit headers,
-//! changes, change-scope entries, the cleared tombstones (rows the request
+//! changes, change-scope entries, the row-scope entries of inserted rows, the cleared tombstones (rows the request
 //! inserted; disjoint from the new tombstones, which are rows whose last
 //! change deletes them), the new tombstones and every new outcome. Each is an
 //! `INSERT … VALUES` ([`crate::store::values_insert`]) or a `DELETE` keyed on
@@ -44,6 +44,12 @@ const CHANGES: ValuesInsert = ValuesInsert {
 
 const CHANGE_SCOPES: ValuesInsert = ValuesInsert {
     head: "INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq)",
+    row: "($1, {}, {}, {}, {})",
+    tail: " ON CONFLICT DO NOTHING",
+};
+
+const ROW_SCOPES: ValuesInsert = ValuesInsert {
+    head: "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id)",
     row: "($1, {}, {}, {}, {})",
     tail: " ON CONFLICT DO NOTHING",
 };
@@ -134,6 +140,19 @@ pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResul
                 })
                 .collect();
             CHANGE_SCOPES.execute(client, &[partition()], rows)?;
+            let rows = log
+                .row_scopes
+                .iter()
+                .map(|(t, v, x, r)| {
+                    vec![
+                        DatumWithOid::from(t.as_str()),
+                        DatumWithOid::from(v.as_str()),
+                        DatumWithOid::from(x.as_str()),
+                        DatumWithOid::from(r.as_str()),
+                    ]
+                })
+                .collect();
+            ROW_SCOPES.execute(client, &[partition()], rows)?;
             if !log.cleared_tombstones.is_empty() {
                 let (tbl, row): (Vec<String>, Vec<String>) = log.cleared_tombstones.iter().cloned().unzip();
                 plan_cache::execute(

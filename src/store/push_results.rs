@@ -1,5 +1,11 @@
 //! `sync_push_results` statements (SPEC §2.3, §6.3): the persisted outcome of
 //! each `(partition, clientId, clientCommitId)`, replayed byte-equivalently.
+//!
+//! A sync request reads the stored outcomes of its commits with its context
+//! ([`crate::store::request_context::read`], [`OUTCOMES_JOIN`]); a server
+//! commit (`syncular.commit`) reads them here.
+
+use std::collections::HashMap;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
@@ -7,29 +13,44 @@ use pgrx::spi::Spi;
 use crate::store::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
-/// Reads the persisted result JSON text of one idempotency key, or `None`.
-/// Errors: SPI failures.
-pub fn select_push_result(
+/// Persisted outcome JSON texts by `clientCommitId`.
+pub type StoredOutcomes = HashMap<String, String>;
+
+/// The stored outcomes of the keys `$3` (`text[]`) of client `$2` in
+/// partition `$1`, as a lateral join of zero or more rows — one primary-key
+/// probe per key: columns `client_commit_id`, `result` (text) of `pr`.
+pub const OUTCOMES_JOIN: &str = "LEFT JOIN LATERAL (SELECT p.client_commit_id, p.result::text AS result \
+     FROM syncular.sync_push_results p \
+     WHERE p.partition = $1 AND p.client_id = $2 AND p.client_commit_id = ANY($3::text[])) pr ON true";
+
+const SELECT_OUTCOMES_SQL: &str = "SELECT client_commit_id, result::text FROM syncular.sync_push_results \
+     WHERE partition = $1 AND client_id = $2 AND client_commit_id = ANY($3::text[])";
+
+/// Reads the persisted result JSON texts of the keys `client_commit_ids`
+/// (those that have one). Errors: SPI failures.
+pub fn select_push_results(
     partition: &str,
     client_id: &str,
-    client_commit_id: &str,
-) -> StoreResult<Option<String>> {
+    client_commit_ids: &[String],
+) -> StoreResult<StoredOutcomes> {
     Spi::connect_mut(|client| {
-        let t = pinned_plan::execute(
+        let table = pinned_plan::execute(
             client,
-            "SELECT result::text FROM syncular.sync_push_results \
-             WHERE partition = $1 AND client_id = $2 AND client_commit_id = $3",
-            Some(1),
+            SELECT_OUTCOMES_SQL,
+            None,
             &[
                 DatumWithOid::from(partition),
                 DatumWithOid::from(client_id),
-                DatumWithOid::from(client_commit_id),
+                DatumWithOid::from(client_commit_ids.to_vec()),
             ],
         )?;
-        if t.is_empty() {
-            return Ok(None);
+        let mut out = StoredOutcomes::new();
+        for row in table {
+            if let (Some(id), Some(result)) = (row.get::<String>(1)?, row.get::<String>(2)?) {
+                out.insert(id, result);
+            }
         }
-        t.first().get_one::<String>()
+        Ok(out)
     })
-    .map_err(StoreError::spi("select_push_result"))
+    .map_err(StoreError::spi("select_push_results"))
 }

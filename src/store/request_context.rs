@@ -1,16 +1,20 @@
-//! What a sync request reads before anything else (SPEC §1.5, §1.6, §2.1;
-//! DESIGN §4): after taking its fences, in one statement, the current
+//! What a sync request reads before anything else (SPEC §1.5, §1.6, §2.1,
+//! §6.3; DESIGN §4): after taking its fences, in one statement, the current
 //! schema version's cache key, the partition's registry row, the client's
-//! record and the NOTIFY signing key — primary-key probes, run through
+//! record, the NOTIFY signing key and the stored outcomes of the request's
+//! `clientCommitId`s — primary-key probes, run through
 //! [`crate::store::pinned_plan`] so no sequential scan planned while a table
 //! was tiny is kept.
+
+use std::sync::OnceLock;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
 use crate::store::leases::{self, LeaseContext};
 use crate::store::partitions::RegistryRow;
-use crate::store::{pinned_plan, plan_cache};
+use crate::store::push_results::{StoredOutcomes, OUTCOMES_JOIN};
+use crate::store::{pinned_plan, push_locks};
 use crate::store::schema_store;
 use crate::store::{StoreError, StoreResult};
 
@@ -38,6 +42,9 @@ pub struct RequestContextRow {
     pub notification_key: Option<Vec<u8>>,
     /// With leases on (§7.3): the client's stored lease and the lease key.
     pub lease: Option<LeaseContext>,
+    /// The stored outcomes of the request's `clientCommitId`s (§6.3), read
+    /// after the push's idempotency locks were taken.
+    pub stored_outcomes: StoredOutcomes,
 }
 
 /// The reads, one statement. Under `syncular.router_statements` (Citus) it
@@ -51,48 +58,59 @@ const CONTEXT_SQL: &str = "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_
      LEFT JOIN syncular.sync_partition_registry r ON r.partition = $1 \
      LEFT JOIN syncular.sync_clients c ON c.partition = $1 AND c.client_id = $2";
 
-/// [`CONTEXT_SQL`] plus, with auth leases on (§7.3), the client's lease row
-/// (columns 10–17, [`leases::LEASE_COLUMNS`]) and the lease key (18): a
-/// primary-key probe and a one-row read, no extra statement.
-fn context_lease_sql() -> &'static str {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
+/// Columns of [`CONTEXT_SQL`].
+const CONTEXT_COLUMNS: usize = 9;
+/// Columns the lease part adds (10–18: [`leases::LEASE_COLUMNS`], the lease key).
+const LEASE_PART_COLUMNS: usize = 9;
+
+/// The context statement for a request with or without auth leases (§7.3)
+/// and with or without commits. With leases: [`CONTEXT_SQL`] plus the
+/// client's lease row (columns 10–17, [`leases::LEASE_COLUMNS`]) and the
+/// lease key (18), a primary-key probe and a one-row read. With commits:
+/// plus `(client_commit_id, result)` of each stored outcome of the keys `$3`
+/// ([`OUTCOMES_JOIN`], the last two columns): one row per stored outcome
+/// (at least one row; the others repeat the context). No extra statement
+/// either way.
+fn context_sql(leases: bool, outcomes: bool) -> &'static str {
+    static SQL: [OnceLock<String>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    SQL[usize::from(leases) * 2 + usize::from(outcomes)].get_or_init(|| {
         let (select, from) = CONTEXT_SQL.split_once(" FROM (SELECT 1) AS one").expect("CONTEXT_SQL's outer FROM");
-        format!(
-            "{select}, {}, {} FROM (SELECT 1) AS one{from} \
-             LEFT JOIN syncular.sync_auth_leases l ON l.partition = $1 AND l.client_id = $2",
-            leases::LEASE_COLUMNS,
-            leases::KEY_SUBQUERY
-        )
+        let mut columns = select.to_owned();
+        let mut joins = format!(" FROM (SELECT 1) AS one{from}");
+        if leases {
+            columns.push_str(&format!(", {}, {}", leases::LEASE_COLUMNS, leases::KEY_SUBQUERY));
+            joins.push_str(" LEFT JOIN syncular.sync_auth_leases l ON l.partition = $1 AND l.client_id = $2");
+        }
+        if outcomes {
+            columns.push_str(", pr.client_commit_id, pr.result");
+            joins.push(' ');
+            joins.push_str(OUTCOMES_JOIN);
+        }
+        columns + &joins
     })
 }
 
-/// The request's locks, one statement, taken in this order (target-list
-/// order): the schema fence `($1, 0)` shared, the partition's pruning fence
-/// `($2, $3)` shared when `$4`, then the push's advisory locks `$5`
-/// (ascending, [`crate::store::push_locks`]; empty for a request without
-/// pushes). The fence comes first: a push holding row locks never waits
-/// behind a queued bump while a request that holds the fence waits for
-/// those row locks.
-const REQUEST_LOCKS_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, 0), \
-     (SELECT pg_catalog.pg_advisory_xact_lock_shared($2, $3) WHERE $4), \
-     (SELECT count(pg_catalog.pg_advisory_xact_lock(k.key)) \
-        FROM (SELECT u.key FROM unnest($5::int8[]) AS u(key) ORDER BY u.key) k)";
-
 /// Reads the request context of `client_id` in `partition` (`None`: no
-/// client record is looked up). Two statements:
-/// 1. the locks ([`REQUEST_LOCKS_SQL`]): the schema fence always — so the
-///    marker read next is never older than a schema change this request
-///    could meet later ([`schema_store::SCHEMA_FENCE_CLASS`]) — with
-///    `fence`, the partition's pruning fence
-///    ([`crate::store::lifecycle::fence`]): a request with a pull half reads
-///    the log bounds in a later statement — and `push_locks`, the push's
-///    idempotency and row-bucket locks (`engine::push::lock_keys`: ascending,
-///    each once; the push then runs without taking them again). It is its own statement because
-///    a lock taken inside a statement does not refresh that statement's
-///    snapshot, and it runs where the function runs (under Citus, as the
-///    pruning batch's exclusive fence and the bump's schema fence do);
-/// 2. the reads ([`CONTEXT_SQL`]; with `leases`, [`context_lease_sql`]);
+/// client record is looked up):
+/// 1. the locks, taken directly ([`push_locks::take_shared_pair`],
+///    [`push_locks::take_exclusive`]; no statement), in this order: the
+///    schema fence `(SCHEMA_FENCE_CLASS, 0)` shared always — so the marker
+///    read next is never older than a schema change this request could meet
+///    later ([`schema_store::SCHEMA_FENCE_CLASS`]) — with `fence`, the
+///    partition's pruning fence ([`crate::store::lifecycle::fence`]) shared:
+///    a request with a pull half reads the log bounds in a later statement —
+///    and `lock_keys`, the push's idempotency and row-bucket locks
+///    (`engine::push::lock_keys`: ascending, each once; the push then runs
+///    without taking them again). The fence comes first: a push holding row
+///    locks never waits behind a queued bump while a request that holds the
+///    fence waits for those row locks. They are taken before the read's
+///    statement starts, so its snapshot is younger than every one of them,
+///    and where the function runs (under Citus, as the pruning batch's
+///    exclusive fence and the bump's schema fence are);
+/// 2. one statement, the reads ([`context_sql`]; with `commit_ids`, the
+///    stored outcomes of those keys: taken after their idempotency locks,
+///    its snapshot shows the outcome of a concurrent delivery of the same
+///    commit that held the lock);
 /// 3. under REPEATABLE READ / SERIALIZABLE only, the check that the marker
 ///    is current ([`schema_store::confirm_marker_in_snapshot`]).
 ///
@@ -101,32 +119,23 @@ pub fn read(
     partition: &str,
     client_id: Option<&str>,
     fence: bool,
-    push_locks: Vec<i64>,
+    lock_keys: Vec<i64>,
     leases: bool,
+    commit_ids: &[String],
 ) -> StoreResult<RequestContextRow> {
-    Spi::connect_mut(|client| {
-        plan_cache::execute(
-            client,
-            REQUEST_LOCKS_SQL,
-            Some(1),
-            &[
-                DatumWithOid::from(schema_store::SCHEMA_FENCE_CLASS),
-                DatumWithOid::from(crate::store::lifecycle::fence::FENCE_CLASS),
-                DatumWithOid::from(crate::store::lifecycle::fence::fence_key(partition)),
-                DatumWithOid::from(fence),
-                DatumWithOid::from(push_locks),
-            ],
-        )
-        .map(|_| ())
-    })
-    .map_err(StoreError::spi("take_request_locks"))?;
+    push_locks::take_shared_pair(schema_store::SCHEMA_FENCE_CLASS, 0);
+    if fence {
+        let fence_key = crate::store::lifecycle::fence::fence_key(partition);
+        push_locks::take_shared_pair(crate::store::lifecycle::fence::FENCE_CLASS, fence_key);
+    }
+    push_locks::take_exclusive(&lock_keys);
+    let outcomes = !commit_ids.is_empty();
     let context = Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
-        let table = pinned_plan::execute(
-            client,
-            if leases { context_lease_sql() } else { CONTEXT_SQL },
-            Some(1),
-            &[DatumWithOid::from(partition), DatumWithOid::from(client_id)],
-        )?;
+        let mut args = vec![DatumWithOid::from(partition), DatumWithOid::from(client_id)];
+        if outcomes {
+            args.push(DatumWithOid::from(commit_ids.to_vec()));
+        }
+        let table = pinned_plan::execute(client, context_sql(leases, outcomes), if outcomes { None } else { Some(1) }, &args)?;
         let row = table.first();
         let schema_key = row.get::<i64>(1)?.zip(row.get::<String>(2)?);
         let registry = match (row.get::<String>(3)?, row.get::<bool>(4)?, row.get::<i64>(5)?) {
@@ -142,15 +151,38 @@ pub fn read(
             _ => None,
         };
         let lease = if leases {
-            Some(LeaseContext { row: leases::row_at(&row, 10)?, key: row.get::<Vec<u8>>(18)? })
+            Some(LeaseContext { row: leases::row_at(&row, CONTEXT_COLUMNS + 1)?, key: row.get::<Vec<u8>>(CONTEXT_COLUMNS + 9)? })
         } else {
             None
         };
-        Ok(RequestContextRow { schema_key, registry, client, notification_key: row.get::<Vec<u8>>(9)?, lease })
+        let notification_key = row.get::<Vec<u8>>(9)?;
+        let mut stored_outcomes = StoredOutcomes::new();
+        if outcomes {
+            let first = CONTEXT_COLUMNS + if leases { LEASE_PART_COLUMNS } else { 0 } + 1;
+            // The first row (the cursor is on it), then the others.
+            if let (Some(id), Some(result)) = (row.get::<String>(first)?, row.get::<String>(first + 1)?) {
+                stored_outcomes.insert(id, result);
+            }
+            for other in row {
+                if let (Some(id), Some(result)) = (other.get::<String>(first)?, other.get::<String>(first + 1)?) {
+                    stored_outcomes.insert(id, result);
+                }
+            }
+        }
+        Ok(RequestContextRow { schema_key, registry, client, notification_key, lease, stored_outcomes })
     })
     .map_err(StoreError::spi("read_request_context"))?;
     if let Some((version, _)) = &context.schema_key {
         schema_store::confirm_marker_in_snapshot(*version)?;
     }
     Ok(context)
+}
+
+/// `EXPLAIN (FORMAT JSON)` of the context read [`read`] runs for a request
+/// with commits (without leases): the pinned plan, with `commit_ids` as the
+/// keys. For the plan tests. Errors: SPI failures.
+pub fn explain_read(partition: &str, client_id: &str, commit_ids: &[String]) -> StoreResult<String> {
+    let args =
+        [DatumWithOid::from(partition), DatumWithOid::from(client_id), DatumWithOid::from(commit_ids.to_vec())];
+    pinned_plan::explain(context_sql(false, true), &args, false).map_err(StoreError::spi("explain_request_context"))
 }

@@ -1,7 +1,9 @@
 //! `sync_row_scopes` statements (SPEC §3.1, §4.7): the scope index over the
-//! current rows that bootstrap pages read through. A row's entries are
-//! replaced on every upsert and removed with the row, always through the
-//! `sync_row_scopes_by_row (partition, tbl, row_id)` index.
+//! current rows that bootstrap pages read through. A push removes a deleted
+//! row's entries here, through the `sync_row_scopes_by_row (partition, tbl,
+//! row_id)` index; the entries of the rows it inserts are written with its
+//! log ([`crate::store::push_log`]), and an update keeps them (scope columns
+//! are immutable on update, §3.4).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
@@ -29,61 +31,6 @@ pub fn delete_row_scopes(partition: &str, table: &str, row_id: &str) -> StoreRes
         Ok(())
     })
     .map_err(StoreError::spi("delete_row_scopes"))
-}
-
-/// The router form of [`insert_row_scopes`] (`syncular.router_statements`):
-/// `INSERT … VALUES`, which Citus sends to one shard.
-const ROW_SCOPES_VALUES: crate::store::values_insert::ValuesInsert = crate::store::values_insert::ValuesInsert {
-    head: "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id)",
-    row: "($1, $2, {}, {}, $3)",
-    tail: " ON CONFLICT DO NOTHING",
-};
-
-/// Inserts the scope entries `(variable, value)` of one row (duplicates
-/// ignored). A no-op for an empty list. Errors: SPI failures.
-pub fn insert_row_scopes(
-    partition: &str,
-    table: &str,
-    row_id: &str,
-    scopes: &[(String, String)],
-) -> StoreResult<()> {
-    if scopes.is_empty() {
-        return Ok(());
-    }
-    if crate::settings::router_statements() {
-        let rows = scopes
-            .iter()
-            .map(|(var, value)| vec![DatumWithOid::from(var.as_str()), DatumWithOid::from(value.as_str())])
-            .collect();
-        return Spi::connect_mut(|client| {
-            ROW_SCOPES_VALUES.execute(
-                client,
-                &[DatumWithOid::from(partition), DatumWithOid::from(table), DatumWithOid::from(row_id)],
-                rows,
-            )
-        })
-        .map(|_| ())
-        .map_err(StoreError::spi("insert_row_scopes"));
-    }
-    let var: Vec<String> = scopes.iter().map(|s| s.0.clone()).collect();
-    let value: Vec<String> = scopes.iter().map(|s| s.1.clone()).collect();
-    Spi::connect_mut(|client| {
-        plan_cache::execute(client,
-            "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
-             SELECT $1, $2, u.var, u.value, $3 FROM unnest($4::text[], $5::text[]) AS u(var, value) \
-             ON CONFLICT DO NOTHING",
-            None,
-            &[
-                DatumWithOid::from(partition),
-                DatumWithOid::from(table),
-                DatumWithOid::from(row_id),
-                DatumWithOid::from(var),
-                DatumWithOid::from(value),
-            ],
-        )?;
-        Ok(())
-    })
-    .map_err(StoreError::spi("insert_row_scopes"))
 }
 
 /// `EXPLAIN (FORMAT JSON)` of [`DELETE_ROW_SCOPES_SQL`] for the given keys

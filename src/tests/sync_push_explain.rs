@@ -1,7 +1,9 @@
-//! EXPLAIN test for the push's row-scope replace (SPEC §3.1, §4.7): the
-//! `DELETE … WHERE partition, tbl, row_id` runs through
+//! EXPLAIN tests of the push's statements: the row-scope removal (SPEC
+//! §3.1, §4.7) — `DELETE … WHERE partition, tbl, row_id` runs through
 //! `sync_row_scopes_by_row`, with enough rows that a sequential scan would
-//! otherwise be chosen.
+//! otherwise be chosen — and the stored-outcome read that comes with a
+//! request's context (§6.3): primary-key probes of `sync_push_results`
+//! whatever the statistics say, returning exactly the outcomes asked for.
 
 #[pgrx::pg_schema]
 mod tests {
@@ -37,5 +39,42 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(after, Spi::get_one::<i64>("SELECT count(*) FROM syncular.sync_row_scopes WHERE row_id = 'r77' AND NOT (partition = 'p0' AND tbl = 't0')").unwrap().unwrap());
+    }
+
+    /// The stored outcomes of a request's keys, read with its context: the
+    /// plan probes `sync_push_results_pkey` on never-analyzed and on analyzed
+    /// tables, and the read returns the outcomes of exactly those keys of
+    /// that client and partition.
+    #[pg_test]
+    fn stored_outcomes_come_with_the_context_by_primary_key() {
+        use crate::store::request_context;
+        // 20 000 outcomes over 2 partitions × 2 clients × 5 000 keys.
+        Spi::run(
+            "INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
+             SELECT 'p' || (g % 2), 'c' || (g / 2 % 2), 'k' || (g / 4), \
+                    jsonb_build_object('status', 'applied', 'n', g) \
+             FROM generate_series(0, 19999) AS g",
+        )
+        .unwrap();
+        let keys: Vec<String> = vec!["k7".into(), "k4999".into(), "k5000".into(), "missing".into()];
+        for analyzed in [false, true] {
+            if analyzed {
+                Spi::run("ANALYZE syncular.sync_push_results").unwrap();
+            }
+            let plan = request_context::explain_read("p1", "c0", &keys).unwrap();
+            assert!(plan.contains("sync_push_results_pkey"), "analyzed={analyzed}: {plan}");
+            assert!(!plan.contains("Seq Scan"), "analyzed={analyzed}: no sequential scan: {plan}");
+        }
+        let context = request_context::read("p1", Some("c0"), false, Vec::new(), false, &keys).unwrap();
+        let mut got: Vec<(String, i64)> = context
+            .stored_outcomes
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::from_str::<serde_json::Value>(v).unwrap()["n"].as_i64().unwrap()))
+            .collect();
+        got.sort();
+        // g = 4·key + 2·client + partition: k7 → 29, k4999 → 19997; k5000 and "missing" have none.
+        assert_eq!(got, vec![("k4999".to_owned(), 19997), ("k7".to_owned(), 29)]);
+        let none = request_context::read("p1", Some("c0"), false, Vec::new(), false, &[]).unwrap();
+        assert!(none.stored_outcomes.is_empty());
     }
 }

@@ -160,14 +160,74 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(",");
             assert_eq!(stored, want);
-            assert_eq!(
-                count("SELECT count(*) FROM syncular.sync_row_scopes WHERE partition = 'tenant-model'"),
-                model.len() as i64
-            );
+            // The scope index holds exactly one entry per current row, with its project (rows
+            // inserted, deleted and inserted again within one request included).
+            let index = Spi::get_one::<String>(
+                "SELECT coalesce(string_agg(row_id || '=' || tbl || '/' || var || '/' || value, ',' ORDER BY row_id, var), '') \
+                 FROM syncular.sync_row_scopes WHERE partition = 'tenant-model'",
+            )
+            .unwrap()
+            .unwrap();
+            let want_index = model
+                .iter()
+                .map(|(id, r)| format!("{id}=tasks/project_id/{}", r.project))
+                .collect::<Vec<_>>()
+                .join(",");
+            assert_eq!(index, want_index);
             assert_eq!(count("SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = 'tenant-model'"), applied);
             assert_eq!(count("SELECT count(*) FROM syncular.sync_commits WHERE partition = 'tenant-model'"), applied);
             assert_eq!(count("SELECT count(*) FROM syncular.sync_changes WHERE partition = 'tenant-model'"), changes_expected);
         }
         assert!(applied > 20 && applied < 150, "the mix exercised both outcomes ({applied} applied)");
+    }
+
+    /// The scope index follows each row's final state in one request, where
+    /// the entries of inserted rows are written with the log: inserted,
+    /// deleted and inserted again under another project → the last
+    /// project's entry only; inserted then deleted → none; an existing row
+    /// deleted → its entry gone; an existing row updated → its entry kept.
+    #[pg_test]
+    fn one_request_leaves_the_scope_index_of_each_rows_final_state() {
+        setup_tasks();
+        let epoch = acquire_epoch(P, "alice", "c1");
+        let allowed = allowed_p1_p2();
+        let first = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![commit("s1", vec![upsert(&task("old", "p1", "a", None), None), upsert(&task("kept", "p2", "b", None), None)])],
+            Some(&allowed),
+        );
+        assert_eq!(first[0].status, PushStatus::Applied);
+        let results = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![
+                commit("s2", vec![upsert(&task("again", "p1", "c", None), None), delete("old")]),
+                commit("s3", vec![delete("again"), upsert(&task("gone", "p1", "d", None), None)]),
+                commit("s4", vec![upsert(&task("again", "p2", "e", None), None), delete("gone")]),
+                commit("s5", vec![upsert(&task("kept", "p2", "f", None), Some(1))]),
+            ],
+            Some(&allowed),
+        );
+        assert!(results.iter().all(|r| r.status == PushStatus::Applied), "{results:?}");
+        let index = Spi::get_one::<String>(
+            "SELECT string_agg(row_id || '=' || value, ',' ORDER BY row_id) \
+             FROM syncular.sync_row_scopes WHERE partition = 'tenant-model'",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(index, "again=p2,kept=p2");
+        // The app table agrees.
+        let rows = Spi::get_one::<String>(
+            "SELECT string_agg(_sync_row_id || '=' || project_id, ',' ORDER BY _sync_row_id) \
+             FROM public.tasks WHERE _sync_partition = 'tenant-model'",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(rows, index);
     }
 }

@@ -19,7 +19,9 @@
 //! builds it in release mode and starts its own server. Knobs: see
 //! `syncular_integration_tests::bench::config`; `BENCH_WITHOUT_CAPTURE=1`
 //! (diagnostic) drops the capture triggers of `public.tasks` first, to show
-//! their share of a push.
+//! their share of a push; `BENCH_PROFILE_SECONDS=N` (diagnostic) skips the
+//! measurements and only pushes on 1 connection for about N seconds after the
+//! warm-up, so `perf record -a` sees nothing but the extension's commit path.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -89,6 +91,9 @@ fn run() -> Result<(), String> {
         began.elapsed().as_secs_f64()
     );
     bench.warm_up()?;
+    if let Some(seconds) = std::env::var("BENCH_PROFILE_SECONDS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        return profile_loop(&mut bench, seconds);
+    }
 
     let rounds = bench.config.rounds;
     let mut results = Vec::new();
@@ -121,6 +126,22 @@ fn run() -> Result<(), String> {
     report::print_ratios_and_goals(&results, preload, &pulls, durable);
     println!();
     println!("machine at the end: {}", report::machine_load());
+    Ok(())
+}
+
+/// `BENCH_PROFILE_SECONDS`: extension pushes on 1 connection, run after run,
+/// for about `seconds` seconds (no report; a target for `perf record -a`).
+fn profile_loop(bench: &mut Bench, seconds: u64) -> Result<(), String> {
+    println!("PROFILE: extension pushes on 1 connection for {seconds} s");
+    let began = Instant::now();
+    let mut round = 0;
+    let mut commits = 0;
+    while began.elapsed().as_secs() < seconds {
+        let r = bench.run(ONE, Backend::Extension, 1000 + round)?;
+        commits += r.commits;
+        round += 1;
+    }
+    println!("PROFILE: {commits} commits in {:.1} s", began.elapsed().as_secs_f64());
     Ok(())
 }
 
