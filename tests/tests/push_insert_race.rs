@@ -1,0 +1,92 @@
+//! Issue 10: a push inserts a row it found absent with a plain `INSERT` (no
+//! `ON CONFLICT`, no speculative insertion). A plain SQL writer takes no push
+//! lock, so it can insert the same row between the push's read and its
+//! write. The push must then never overwrite that row (it authorized and
+//! versioned an insert, not an update of a row it never read): its `INSERT`
+//! waits for the SQL transaction, meets the row's key, and the commit is
+//! rejected with `sync.constraint_violation` — nothing of it survives, the
+//! SQL write and its captured commit stay, and a retry of the push meets the
+//! stored row like any update (`sync.version_conflict` for `baseVersion` 0).
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ssp2::model::PushStatus;
+use syncular_integration_tests::connect;
+use syncular_integration_tests::fixtures::{allow_all_projects, partition_name, register_schema};
+use syncular_integration_tests::wire::{commit, upsert, RawSession, Task};
+
+#[test]
+fn a_push_never_overwrites_a_row_a_plain_sql_insert_created_meanwhile() {
+    let mut admin = connect();
+    register_schema(&mut admin).unwrap();
+    let partition = partition_name("insert-race");
+    let mut session = RawSession::new(connect(), &partition, "alice", "insert-race", Some(allow_all_projects()));
+    let epoch = session.acquire_epoch().unwrap();
+    session.log_epoch = Some(epoch);
+
+    // The SQL writer inserts `r` and holds its transaction open.
+    let mut host = connect();
+    host.execute("SELECT set_config('syncular.partition', $1, false)", &[&partition]).unwrap();
+    let mut tx = host.transaction().unwrap();
+    tx.execute(
+        "INSERT INTO public.tasks (id, project_id, title, done) VALUES ('r', 'p1', 'from sql', false)",
+        &[],
+    )
+    .unwrap();
+
+    // The push of an insert of `r` reads it absent (uncommitted), then waits at its INSERT.
+    let pusher = thread::spawn(move || {
+        let outcome = session.push(vec![commit("race-1", vec![upsert(&Task::new("r", "p1", "from the push"), None)])]);
+        (session, outcome)
+    });
+    let began = Instant::now();
+    loop {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity \
+                  WHERE wait_event_type = 'Lock' AND wait_event = 'transactionid' AND query LIKE '%syncular.sync%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if waiting == 1 {
+            break;
+        }
+        assert!(began.elapsed() < Duration::from_secs(20), "the push never waited for the SQL insert");
+        thread::sleep(Duration::from_millis(20));
+    }
+    tx.commit().unwrap();
+
+    let (mut session, outcome) = pusher.join().expect("the pusher panicked");
+    let outcome = outcome.expect("the push request succeeds");
+    assert_eq!(outcome.len(), 1);
+    assert_eq!(outcome[0].status, PushStatus::Rejected, "{:?}", outcome[0]);
+    assert_eq!(outcome[0].error_codes(), ["sync.constraint_violation"], "{:?}", outcome[0]);
+
+    // The row is the SQL writer's; the log holds its captured commit only.
+    let row = admin
+        .query_one(
+            "SELECT title, _sync_version FROM public.tasks WHERE _sync_partition = $1 AND id = 'r'",
+            &[&partition],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, String>(0), row.get::<_, i64>(1)), ("from sql".to_owned(), 1));
+    let log = admin
+        .query_one(
+            "SELECT (SELECT count(*) FROM syncular.sync_commits WHERE partition = $1), \
+                    (SELECT count(*) FROM syncular.sync_changes WHERE partition = $1 AND row_id = 'r'), \
+                    (SELECT count(*) FROM syncular.sync_row_scopes WHERE partition = $1 AND row_id = 'r'), \
+                    (SELECT max_commit_seq FROM syncular.sync_partitions WHERE partition = $1)",
+            &[&partition],
+        )
+        .unwrap();
+    assert_eq!((log.get::<_, i64>(0), log.get::<_, i64>(1), log.get::<_, i64>(2), log.get::<_, i64>(3)), (1, 1, 1, 1));
+
+    // A retry (new commit id, still "absent" to the client) meets the stored row.
+    let retry = session
+        .push(vec![commit("race-2", vec![upsert(&Task::new("r", "p1", "from the push"), Some(0))])])
+        .unwrap();
+    assert_eq!(retry[0].status, PushStatus::Rejected, "{:?}", retry[0]);
+    assert_eq!(retry[0].error_codes(), ["sync.version_conflict"], "{:?}", retry[0]);
+}
