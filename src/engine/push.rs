@@ -101,11 +101,12 @@ enum Outcome {
 /// Runs the push half for `commits` in frame order. Request-level errors
 /// (store failures, unexpected Postgres errors) fail the whole request.
 ///
-/// Order: the request's idempotency and row locks in one statement
-/// ([`push_locks`]); per commit the stored-outcome lookup and, for a new one,
-/// its operations in its own subtransaction; then one statement writes the
-/// whole request's log and outcomes, allocating the `commitSeq`s
-/// ([`push_log`]) — the partition's counter row is taken there, last.
+/// Order: the request's idempotency and row locks, without a statement
+/// ([`push_locks`]); one statement reads the stored outcomes of its keys;
+/// per new commit, its operations in its own subtransaction; then one
+/// statement writes the whole request's log and outcomes, allocating the
+/// `commitSeq`s ([`push_log`]) — the partition's counter row is taken
+/// there, last.
 pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<CommitAnswer>> {
     if commits.is_empty() {
         return Ok(Vec::new());
@@ -126,8 +127,9 @@ pub fn commit_ids(commits: &[PushCommit]) -> Vec<String> {
 
 /// [`run`] for a request whose locks ([`lock_keys`]) the caller already
 /// took and whose `stored` outcomes ([`commit_ids`]) it read after them (a
-/// sync request takes the locks with its fences, in its first statement,
-/// and reads the outcomes with its context: `store::request_context::read`).
+/// sync request takes the locks with its fences, before its first
+/// statement, and reads the outcomes with its context:
+/// `store::request_context::read`).
 pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit], stored: &StoredOutcomes) -> EngineResult<Vec<CommitAnswer>> {
     if commits.is_empty() {
         return Ok(Vec::new());

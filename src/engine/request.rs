@@ -377,7 +377,7 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
     let lookup_id = Some(req.header.client_id.as_str()).filter(|c| !c.contains('\0'));
     // A pull reads the log bounds later: take the pruning fence now (§4.6).
     let pulls = halves != Halves::PushOnly && req.pull.is_some();
-    // The push's locks go with the fences, in the first statement — unless the request
+    // The push's locks go with the fences, before the first statement — unless the request
     // is over the operation cap (refused below: no thousands of lock-table entries first).
     let total_ops: usize = req.commits.iter().map(|c| c.operations.len()).sum();
     let pushes = halves != Halves::PullOnly && total_ops <= crate::settings::max_operations();

@@ -11,6 +11,7 @@
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::quote_identifier;
+use pgrx::pg_sys;
 use pgrx::spi::Spi;
 use syncular_protocol::row_codec::{ColumnType, RowValue};
 use syncular_protocol::schema_ir::TableSchema;
@@ -184,14 +185,20 @@ fn value_datum(ty: ColumnType, v: &Option<RowValue>) -> DatumWithOid<'static> {
     }
 }
 
-/// Inserts a row the push found absent (plain `INSERT`: no speculative
-/// insertion, only the table's INSERT triggers). A row with the same key
-/// inserted meanwhile by a writer that takes no push lock (plain SQL) is a
-/// unique violation, as is one of a declared index (SQLSTATE 23505); a
-/// value the projection type rejects is class 22 — Postgres ERRORs that the
-/// push, running this inside the commit's subtransaction, turns into a
-/// rejected result. Errors: SPI failures; a value count that differs from
-/// the column count.
+/// Inserts a row the push found absent. Under READ COMMITTED a plain
+/// `INSERT` (no speculative insertion, only the table's INSERT triggers): a
+/// row with the same key inserted meanwhile by a writer that takes no push
+/// lock (plain SQL) is a unique violation, as is one of a declared index
+/// (SQLSTATE 23505); a value the projection type rejects is class 22 —
+/// Postgres ERRORs that the push, running this inside the commit's
+/// subtransaction, turns into a rejected result. Under REPEATABLE READ or
+/// SERIALIZABLE the row may have been committed after the transaction's
+/// snapshot (by another push: the caller waited for its bucket lock after
+/// the snapshot was taken), so the insert is `ON CONFLICT DO NOTHING`, which
+/// raises 40001 for a conflicting row the snapshot cannot see — the request
+/// fails retryably instead of storing a rejection. Errors: SPI failures; a
+/// value count that differs from the column count; no row inserted (a
+/// conflicting row the snapshot sees: impossible after reading it absent).
 pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     let n = checked_width(t, w, "insert_app_row")?;
     let names: Vec<&str> = t.columns.iter().map(|c| c.quoted.as_str()).collect();
@@ -202,9 +209,12 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
         .map(|(i, c)| format!("${}::{}", i + 3, c.sql_type))
         .collect();
     let sep = if n == 0 { "" } else { ", " };
+    // SAFETY: reads the backend's isolation level (a plain global).
+    let xact_snapshot = unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32;
+    let tail = if xact_snapshot { " ON CONFLICT (_sync_partition, _sync_row_id) DO NOTHING RETURNING 1" } else { " RETURNING 1" };
     let sql = format!(
         "INSERT INTO {table} (_sync_partition, _sync_row_id{sep}{cols}, _sync_version, _sync_scopes, _sync_payload) \
-         VALUES ($1, $2{sep}{vals}, ${v}, ${s}::jsonb, ${p})",
+         VALUES ($1, $2{sep}{vals}, ${v}, ${s}::jsonb, ${p}){tail}",
         table = t.qualified_name,
         cols = names.join(", "),
         vals = placeholders.join(", "),
@@ -214,17 +224,21 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     );
     let args = write_args(t, w);
     let _engine_write = EngineWrite::begin(&t.table, Some(w.partition));
-    Spi::connect_mut(|client| {
-        plan_cache::execute(client, &sql, None, &args)?;
+    let inserted = Spi::connect_mut(|client| Ok(!plan_cache::execute(client, &sql, None, &args)?.is_empty()))
+        .map_err(StoreError::spi("insert_app_row"))?;
+    if inserted {
         Ok(())
-    })
-    .map_err(StoreError::spi("insert_app_row"))
+    } else {
+        Err(StoreError::new("insert_app_row", format!("row {:?} read as absent already exists", w.row_id)))
+    }
 }
 
 /// Replaces every column of a row the push read and locked
 /// ([`select_app_row`]: `FOR NO KEY UPDATE`), by key (only the table's UPDATE
-/// triggers). Errors as [`insert_app_row`]; a row that is gone (impossible
-/// under the lock) is an error, never a silently lost write.
+/// triggers). Errors as [`insert_app_row`]; an `UPDATE` that changed no
+/// row (under the lock only possible when a BEFORE UPDATE trigger returns
+/// NULL or a forced row-level security policy hides the row) is an error,
+/// never a silently lost write.
 pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     let n = checked_width(t, w, "update_app_row")?;
     let mut set: Vec<String> = t
@@ -248,7 +262,10 @@ pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     if updated {
         Ok(())
     } else {
-        Err(StoreError::new("update_app_row", format!("row {:?} vanished while locked", w.row_id)))
+        Err(StoreError::new(
+            "update_app_row",
+            format!("the UPDATE of locked row {:?} changed nothing (a trigger or policy on the app table?)", w.row_id),
+        ))
     }
 }
 

@@ -5,8 +5,14 @@
 //! versioned an insert, not an update of a row it never read): its `INSERT`
 //! waits for the SQL transaction, meets the row's key, and the commit is
 //! rejected with `sync.constraint_violation` — nothing of it survives, the
-//! SQL write and its captured commit stay, and a retry of the push meets the
-//! stored row like any update (`sync.version_conflict` for `baseVersion` 0).
+//! SQL write and its captured commit stay, and a retry of the push (a new
+//! commit id) meets the stored row like any update (`sync.version_conflict`
+//! for `baseVersion` 0).
+//!
+//! Under REPEATABLE READ the row may have been committed after the pusher's
+//! snapshot — by another push it waited for: then the push fails with
+//! 40001 (retryable) and stores no rejection, so the retry of the same
+//! commit applies.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -90,3 +96,43 @@ fn a_push_never_overwrites_a_row_a_plain_sql_insert_created_meanwhile() {
     assert_eq!(retry[0].status, PushStatus::Rejected, "{:?}", retry[0]);
     assert_eq!(retry[0].error_codes(), ["sync.version_conflict"], "{:?}", retry[0]);
 }
+
+#[test]
+fn under_repeatable_read_a_row_committed_after_the_snapshot_fails_the_push_retryably() {
+    let mut admin = connect();
+    register_schema(&mut admin).unwrap();
+    let partition = partition_name("insert-race-rr");
+    let mut first = RawSession::new(connect(), &partition, "alice", "insert-race-a", Some(allow_all_projects()));
+    let epoch = first.acquire_epoch().unwrap();
+    first.log_epoch = Some(epoch.clone());
+    let mut late = RawSession::new(connect(), &partition, "bob", "insert-race-b", Some(allow_all_projects()));
+    late.log_epoch = Some(epoch);
+
+    // The late pusher's snapshot is taken before the first push of `r` commits.
+    late.conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1").unwrap();
+    let applied = first.push(vec![commit("a-1", vec![upsert(&Task::new("r", "p1", "first"), None)])]).unwrap();
+    assert_eq!(applied[0].status, PushStatus::Applied);
+    let failed = late
+        .push(vec![commit("b-1", vec![upsert(&Task::new("r", "p1", "late"), None)])])
+        .expect_err("the push fails: the row was committed after its snapshot");
+    assert!(failed.contains("could not serialize"), "{failed}");
+    late.conn.batch_execute("ROLLBACK").unwrap();
+
+    // Nothing of it was stored: the retry of the same commit meets the row (a new round, a new snapshot).
+    let stored: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM syncular.sync_push_results WHERE partition = $1 AND client_commit_id = 'b-1'",
+            &[&partition],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0);
+    let retry = late.push(vec![commit("b-1", vec![upsert(&Task::new("r", "p1", "late"), Some(1))])]).unwrap();
+    assert_eq!(retry[0].status, PushStatus::Applied, "{:?}", retry[0]);
+    let title: String = admin
+        .query_one("SELECT title FROM public.tasks WHERE _sync_partition = $1 AND id = 'r'", &[&partition])
+        .unwrap()
+        .get(0);
+    assert_eq!(title, "late");
+}
+

@@ -5,7 +5,9 @@
 //! the log in later statements, each with a fresh snapshot under READ
 //! COMMITTED. Were commits above its cursor deleted between those
 //! statements, it would skip them silently. So a reader takes the fence in
-//! **shared** mode in a statement *before* it reads the bounds, and a pruning
+//! **shared** mode *before* the statement that reads the bounds (with a
+//! statement of its own here; `syncular.sync` with a direct call of the lock
+//! function, `store::request_context::read`), and a pruning
 //! batch takes it **exclusively** as its first lock, then reads the horizon
 //! and deletes at or below it. Pruning advances the horizon in an earlier,
 //! already committed transaction. Either the batch waits for the reader to
