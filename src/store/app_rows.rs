@@ -222,11 +222,7 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
         s = n + 4,
         p = n + 5,
     );
-    let args = write_args(t, w);
-    let _engine_write = EngineWrite::begin(&t.table, Some(w.partition));
-    let inserted = Spi::connect_mut(|client| Ok(!plan_cache::execute(client, &sql, None, &args)?.is_empty()))
-        .map_err(StoreError::spi("insert_app_row"))?;
-    if inserted {
+    if engine_write(t, w.partition, &sql, &write_args(t, w), "insert_app_row")? {
         Ok(())
     } else {
         Err(StoreError::new("insert_app_row", format!("row {:?} read as absent already exists", w.row_id)))
@@ -255,11 +251,7 @@ pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
         table = t.qualified_name,
         set = set.join(", "),
     );
-    let args = write_args(t, w);
-    let _engine_write = EngineWrite::begin(&t.table, Some(w.partition));
-    let updated = Spi::connect_mut(|client| Ok(!plan_cache::execute(client, &sql, None, &args)?.is_empty()))
-        .map_err(StoreError::spi("update_app_row"))?;
-    if updated {
+    if engine_write(t, w.partition, &sql, &write_args(t, w), "update_app_row")? {
         Ok(())
     } else {
         Err(StoreError::new(
@@ -299,15 +291,21 @@ pub fn delete_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         "DELETE FROM {} WHERE _sync_partition = $1 AND _sync_row_id = $2 RETURNING 1",
         t.qualified_name
     );
+    engine_write(t, partition, &sql, &[DatumWithOid::from(partition), DatumWithOid::from(row_id)], "delete_app_row")
+}
+
+/// Runs the app-row write `sql` (ending in `RETURNING 1`) of `partition`
+/// with `args` as an engine write ([`EngineWrite`]: the table's capture
+/// triggers step aside) through the kept plan; returns whether it returned a
+/// row. Errors: SPI failures, reported as `statement`.
+fn engine_write(
+    t: &AppTableSql,
+    partition: &str,
+    sql: &str,
+    args: &[DatumWithOid<'_>],
+    statement: &'static str,
+) -> StoreResult<bool> {
     let _engine_write = EngineWrite::begin(&t.table, Some(partition));
-    Spi::connect_mut(|client| {
-        let table = plan_cache::execute(
-            client,
-            &sql,
-            None,
-            &[DatumWithOid::from(partition), DatumWithOid::from(row_id)],
-        )?;
-        Ok(!table.is_empty())
-    })
-    .map_err(StoreError::spi("delete_app_row"))
+    Spi::connect_mut(|client| Ok(!plan_cache::execute(client, sql, None, args)?.is_empty()))
+        .map_err(StoreError::spi(statement))
 }

@@ -43,64 +43,19 @@ use pgrx::spi::{Spi, SpiClient, SpiResult, SpiTupleTable};
 
 use crate::store::plan_cache;
 
-/// The planner settings a pinned statement is planned (and run) under; the
-/// first is skipped under `syncular.router_statements` ([`with_pinned_settings`]).
-/// [`explain`] sets them as GUCs; [`execute`] writes the same values into
-/// their variables ([`PinnedSettings`]).
-const PINNED_SETTINGS: [(&CStr, &CStr); 4] = [
-    (c"plan_cache_mode", c"force_generic_plan"),
-    (c"enable_seqscan", c"off"),
-    (c"enable_bitmapscan", c"off"),
-    // A generic plan's estimates can exceed `jit_above_cost`; compiling one
-    // costs far more than any of these index walks runs.
-    (c"jit", c"off"),
-];
-
-/// Runs `f` with [`PINNED_SETTINGS`] in effect, restoring the previous values
-/// when it returns. When `f` raises a Postgres ERROR, the (sub)transaction
-/// abort that handles the ERROR pops the settings, as for a function's `SET`
-/// clause.
-fn with_pinned_settings<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: plain calls into the GUC machinery from the backend's main
-    // thread; the nest level is closed below (or by the abort of an ERROR).
-    let level = unsafe { pg_sys::NewGUCNestLevel() };
-    // Citus cannot plan a routed query with unbound parameters: it answers
-    // a generic plan with a costly placeholder so that a custom plan is
-    // chosen, and fails when a generic plan is forced. Under
-    // `syncular.router_statements` the shard's own planner plans the
-    // statement Citus sends it (with the values bound) anyway.
-    let skip = usize::from(crate::settings::router_statements());
-    for (name, value) in PINNED_SETTINGS.iter().skip(skip) {
-        // SAFETY: NUL-terminated static names and values of USERSET settings;
-        // an invalid setting would raise an ERROR (elevel 0 = ERROR here).
-        unsafe {
-            pg_sys::set_config_option(
-                name.as_ptr(),
-                value.as_ptr(),
-                pg_sys::GucContext::PGC_USERSET,
-                pg_sys::GucSource::PGC_S_SESSION,
-                pg_sys::GucAction::GUC_ACTION_SAVE,
-                true,
-                0,
-                false,
-            );
-        }
-    }
-    let out = f();
-    // SAFETY: closes the level opened above (commit = keep nothing of it).
-    unsafe { pg_sys::AtEOXact_GUC(true, level) };
-    out
-}
-
-/// The pinned settings written straight into the variables behind the four
-/// GUCs for one execution, and the values they had, written back when this
-/// guard drops — on return and when a Postgres ERROR unwinds through it
-/// (pgrx turns it into a Rust panic), before any handler above runs.
+/// The planner settings a pinned statement is planned and run under —
+/// `plan_cache_mode = force_generic_plan` (skipped under
+/// `syncular.router_statements`), `enable_seqscan = off`,
+/// `enable_bitmapscan = off`, `jit = off` — written straight into the
+/// variables behind those GUCs for one execution (or one [`explain`]), and
+/// the values they had, written back when this guard drops: on return and
+/// when a Postgres ERROR unwinds through it (pgrx turns it into a Rust
+/// panic), before any handler above runs.
 ///
-/// Why not `set_config_option` under a GUC nest level, as for [`explain`]:
-/// on the push path that bookkeeping (four settings set, then a walk over
-/// every GUC variable to pop them on Postgres 15 and older) cost more than
-/// some of the statements it pinned. The effect on the execution is the
+/// Why not `set_config_option` under a GUC nest level, as a function's `SET`
+/// clause does: on the push path that bookkeeping (four settings set, then
+/// a walk over every GUC variable to pop them on Postgres 15 and older) cost
+/// more than some of the statements it pinned. The effect on the execution is the
 /// same: the variables are what the planner and the plan cache read while
 /// this statement is planned and its cached plan chosen. Pinned statements
 /// read and write `sync_*` tables (no triggers) and read app tables by
@@ -126,13 +81,18 @@ impl PinnedSettings {
                 bitmapscan: pg_sys::enable_bitmapscan,
                 jit: pg_sys::jit_enabled,
             };
-            // Under `syncular.router_statements`, the plan cache mode stays the
-            // caller's: see `with_pinned_settings`.
+            // Citus cannot plan a routed query with unbound parameters: it answers
+            // a generic plan with a costly placeholder so that a custom plan is
+            // chosen, and fails when a generic plan is forced. Under
+            // `syncular.router_statements` the shard's own planner plans the
+            // statement Citus sends it (with the values bound) anyway.
             if !crate::settings::router_statements() {
                 pg_sys::plan_cache_mode = pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as std::os::raw::c_int;
             }
             pg_sys::enable_seqscan = false;
             pg_sys::enable_bitmapscan = false;
+            // A generic plan's estimates can exceed `jit_above_cost`; compiling
+            // one costs far more than any of these index walks runs.
             pg_sys::jit_enabled = false;
             saved
         }
@@ -230,16 +190,15 @@ pub fn explain(
             format!("EXECUTE {name}({values})"),
         )
     };
-    with_pinned_settings(|| {
-        Spi::connect_mut(|client| {
-            client.update(prepare.as_str(), None, &[])?;
-            let statement = format!("EXPLAIN (ANALYZE {analyze}, FORMAT JSON) {execute}");
-            let plan = client
-                .update(statement.as_str(), None, &[])?
-                .first()
-                .get_one::<pgrx::Json>()?;
-            client.update(format!("DEALLOCATE {name}").as_str(), None, &[])?;
-            Ok(plan.map(|p| p.0.to_string()).unwrap_or_default())
-        })
+    let _pinned = PinnedSettings::set();
+    Spi::connect_mut(|client| {
+        client.update(prepare.as_str(), None, &[])?;
+        let statement = format!("EXPLAIN (ANALYZE {analyze}, FORMAT JSON) {execute}");
+        let plan = client
+            .update(statement.as_str(), None, &[])?
+            .first()
+            .get_one::<pgrx::Json>()?;
+        client.update(format!("DEALLOCATE {name}").as_str(), None, &[])?;
+        Ok(plan.map(|p| p.0.to_string()).unwrap_or_default())
     })
 }
