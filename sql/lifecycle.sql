@@ -69,14 +69,16 @@ CREATE PROCEDURE syncular.drop_partition(
 LANGUAGE plpgsql
 AS $syncular_drop_partition$
 DECLARE
-  n bigint;
+  b record;
 BEGIN
   rows_deleted := 0;
   LOOP
-    n := syncular.drop_partition_batch(drop_partition.partition, batch_rows);
+    SELECT * INTO STRICT b FROM syncular.drop_partition_batch(drop_partition.partition, batch_rows);
     COMMIT;
-    rows_deleted := rows_deleted + n;
-    EXIT WHEN n = 0;
+    rows_deleted := rows_deleted + b.rows_deleted;
+    -- Not until a batch deletes nothing: a live gateway's reload may already have created the
+    -- partition anew, and deleting it again would notify (and reload) again.
+    EXIT WHEN b.done;
   END LOOP;
 END
 $syncular_drop_partition$;

@@ -113,15 +113,22 @@ fn rotate_log_epoch(
 }
 
 /// `syncular.drop_partition_batch(partition text, max_rows integer DEFAULT
-/// 10000) returns bigint` — deletes up to `max_rows` rows of `partition`
-/// (app tables, children first, without capturing them; then every
-/// `sync_*` table, the registry row last) and returns how many; 0 when the
-/// partition is gone. Errors: `syncular.invalid_argument`.
+/// 10000) returns table(rows_deleted bigint, done boolean)` — deletes up to
+/// `max_rows` rows of `partition` (app tables, children first, without
+/// capturing them; then every `sync_*` table, the registry row last):
+/// `rows_deleted` of them; `done` once the batch reached the registry row
+/// (the partition is gone — call no further batch: it would delete the
+/// partition created anew by a later request). Errors:
+/// `syncular.invalid_argument` (22023).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn drop_partition_batch(partition: Option<&str>, max_rows: default!(Option<i32>, 10000)) -> i64 {
+fn drop_partition_batch(
+    partition: Option<&str>,
+    max_rows: default!(Option<i32>, 10000),
+) -> TableIterator<'static, (name!(rows_deleted, i64), name!(done, bool))> {
     let partition = required_text(partition, "partition");
-    drop::batch(partition, i64::from(batch_size(max_rows))).or_raise()
+    let b = drop::batch(partition, i64::from(batch_size(max_rows))).or_raise();
+    TableIterator::once((b.deleted, b.done))
 }
 
 /// `syncular.partition_stats(partition text DEFAULT NULL) returns table(…)`

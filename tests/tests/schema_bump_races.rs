@@ -226,7 +226,7 @@ fn drop_partition_batch_racing_a_table_retirement_succeeds() {
     tx.execute("SELECT syncular.register_schema($1::text::jsonb, 'public', true)", &[&three.to_string()]).unwrap();
     let dropper = {
         let mut c = db.connect();
-        spawn(move || c.query_one("SELECT syncular.drop_partition_batch($1, 100)", &[&PARTITION]).map(|r| r.get::<_, i64>(0)).map_err(|e| err_text(&e)))
+        spawn(move || c.query_one("SELECT rows_deleted FROM syncular.drop_partition_batch($1, 100)", &[&PARTITION]).map(|r| r.get::<_, i64>(0)).map_err(|e| err_text(&e)))
     };
     let early = dropper.recv_timeout(Duration::from_millis(500));
     tx.commit().unwrap();

@@ -22,17 +22,29 @@ use crate::store::lifecycle::drop::{delete_rows, SYNC_TABLES};
 /// Blob chunk rows (up to 1 MiB each) one batch deletes at most.
 pub const CHUNK_ROWS_PER_BATCH: i64 = 64;
 
-/// Deletes at most `max_rows` rows of `partition`; returns how many (0: the
-/// partition is gone). Errors: store failures.
-pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
+/// What one batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DropBatch {
+    /// Rows deleted, at most `max_rows`.
+    pub deleted: i64,
+    /// The batch reached the registry row (the last table): the partition
+    /// is gone. A later batch would delete a partition created anew since
+    /// (e.g. by a gateway reloading its sessions on this batch's
+    /// notification), so a drop stops here.
+    pub done: bool,
+}
+
+/// Deletes at most `max_rows` rows of `partition`. Errors: store failures.
+pub fn batch(partition: &str, max_rows: i64) -> EngineResult<DropBatch> {
     let mut left = max_rows;
+    let stopped = |left: i64| Ok(DropBatch { deleted: max_rows - left, done: false });
     // Behind the schema fence: a bump never retires a table between this read and its delete.
     if let Some(schema) = schema::load_fenced_schema()? {
         let _guards: Vec<EngineWrite> = schema.tables.iter().map(|t| EngineWrite::begin(t.name(), Some(partition))).collect();
         for table in schema.tables.iter().rev() {
             left -= delete_rows(&table.qualified_name, true, partition, left)?;
             if left == 0 {
-                return Ok(max_rows);
+                return stopped(left);
             }
         }
     }
@@ -44,20 +56,22 @@ pub fn batch(partition: &str, max_rows: i64) -> EngineResult<i64> {
             let deleted = delete_rows(table, false, partition, cap)?;
             left -= deleted;
             if deleted == cap {
-                break;
+                return stopped(left);
             }
             continue;
         }
         let deleted = delete_rows(table, false, partition, left)?;
+        left -= deleted;
         if table == "sync_partition_registry" && deleted > 0 {
             // The partition is gone: gateways reload its sessions, which meet a new
             // timeline (a fresh epoch) and are told `reset-required`.
             notify::notify_scopes(partition, None)?;
         }
-        left -= deleted;
-        if left == 0 {
-            break;
+        if left == 0 && table != "sync_partition_registry" {
+            return stopped(left);
         }
     }
-    Ok(max_rows - left)
+    // Every table before the registry (the last) is empty of the partition (each delete
+    // took fewer rows than it was allowed), and the registry holds one row per partition.
+    Ok(DropBatch { deleted: max_rows - left, done: true })
 }

@@ -42,9 +42,14 @@ pub fn select_keys() -> StoreResult<Vec<UrlKey>> {
 }
 
 /// Stores `key` as key 1 unless a key exists (concurrent first mints agree:
-/// `ON CONFLICT DO NOTHING`). Errors: SPI failures.
+/// `ON CONFLICT DO NOTHING`), under the rotation's table lock: a first mint
+/// waiting on another transaction's uncommitted key 1 must not hold the
+/// table's `ROW EXCLUSIVE` lock, or that transaction's rotation
+/// ([`insert_next_key`]) would deadlock on it. Runs once per database (no
+/// key yet). Errors: SPI failures.
 pub fn insert_first_key(key: &[u8], now_ms: i64) -> StoreResult<()> {
     Spi::connect_mut(|client| {
+        client.update("LOCK TABLE syncular.sync_segment_url_keys IN SHARE ROW EXCLUSIVE MODE", None, &[])?;
         plan_cache::execute(
             client,
             "INSERT INTO syncular.sync_segment_url_keys (key_id, key, created_at_ms) VALUES (1, $1, $2) \

@@ -59,6 +59,17 @@ mod tests {
         out
     }
 
+    /// One `drop_partition_batch` call: (rows_deleted, done).
+    fn batch(p: &str, max_rows: i32) -> (i64, bool) {
+        let q = format!("SELECT rows_deleted, done FROM syncular.drop_partition_batch('{p}', {max_rows})");
+        let (n, done) = Spi::get_two::<i64, bool>(&q).unwrap();
+        (n.unwrap(), done.unwrap())
+    }
+
+    fn registry_rows(p: &str) -> i64 {
+        int8(&format!("SELECT count(*) FROM syncular.sync_partition_registry WHERE partition = '{p}'")).unwrap()
+    }
+
     #[pg_test]
     fn dropping_a_partition_removes_all_of_it_and_nothing_else() {
         setup();
@@ -75,15 +86,19 @@ mod tests {
         let mut calls = 0;
         let mut deleted = 0;
         loop {
-            let n = int8(&format!("SELECT syncular.drop_partition_batch('{A}', 7)")).unwrap();
+            let registry_before = registry_rows(A);
+            let (n, done) = batch(A, 7);
             assert!(n <= 7, "a batch deletes at most max_rows rows");
             calls += 1;
             deleted += n;
-            if n == 0 {
+            assert_eq!(done, registry_before == 1 && registry_rows(A) == 0, "done is the batch that removed the registry row");
+            if done {
                 break;
             }
+            assert!(calls < 1000, "the drop ends");
         }
         assert_eq!(deleted, total, "every row counted once");
+        assert_eq!(batch(A, 7), (0, true), "a gone partition: nothing deleted, done");
         assert!(calls > total / 7, "bounded batches: {calls} calls for {total} rows");
         for (t, n, _) in fingerprint(A) {
             assert_eq!(n, 0, "{t} still holds rows of {A}");

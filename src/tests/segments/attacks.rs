@@ -213,8 +213,7 @@ mod tests {
         let token = signed("p1", &id, &r.scope_digest);
         assert!(download("p1", "ann", &id, Some(W1), Some(json!({"ws": ["w1"]}))).is_ok());
         for _ in 0..100 {
-            let n = Spi::get_one::<i64>("SELECT syncular.drop_partition_batch('p1', 1000)").unwrap().unwrap();
-            if n == 0 {
+            if Spi::get_one::<bool>("SELECT done FROM syncular.drop_partition_batch('p1', 1000)").unwrap().unwrap() {
                 break;
             }
         }
