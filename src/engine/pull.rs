@@ -80,7 +80,7 @@ pub fn run<W: Write>(
     subs: Vec<ResolvedSubscription>,
     writer: &mut ResponseWriter<W>,
 ) -> EngineResult<PullOutcome> {
-    let mut stream = PullStream::start(ctx, pull, subs)?;
+    let mut stream = PullStream::start(ctx, pull, subs, None)?;
     while stream.step(ctx, writer)? {}
     Ok(stream.outcome)
 }
@@ -92,7 +92,8 @@ pub fn run<W: Write>(
 /// caller that drains the writer's sink between steps never holds more than
 /// one section of the response; the bytes are the same however the steps are
 /// driven ([`run`] drives them all at once). The byte budget, the partition
-/// bounds (`maxCommitSeq`, `horizonSeq`, read once in [`PullStream::start`])
+/// bounds (`maxCommitSeq`, `horizonSeq`, read once, by [`PullStream::start`]
+/// or with the request's context)
 /// and the request-order echo are shared by all steps exactly as in one call.
 ///
 /// Granularity: one step per incremental or inactive section; a bootstrap
@@ -129,13 +130,23 @@ enum Section {
 }
 
 impl PullStream {
-    /// Reads the partition bounds and prepares the sections of `subs` (the
-    /// validated subscriptions of `pull`, same order). Nothing is written.
-    /// Errors: store failures.
-    pub fn start(ctx: &SyncContext<'_>, pull: &PullRequest, subs: Vec<ResolvedSubscription>) -> EngineResult<Self> {
+    /// Prepares the sections of `subs` (the validated subscriptions of
+    /// `pull`, same order) under `bounds`, the partition's log bounds read
+    /// behind the pruning fence (`None`: read them now; the caller holds the
+    /// fence). Nothing is written. Errors: store failures.
+    pub fn start(
+        ctx: &SyncContext<'_>,
+        pull: &PullRequest,
+        subs: Vec<ResolvedSubscription>,
+        bounds: Option<PartitionBounds>,
+    ) -> EngineResult<Self> {
+        let bounds = match bounds {
+            Some(b) => b,
+            None => read_partition_bounds(&ctx.partition)?,
+        };
         Ok(PullStream {
             limits: PullLimits::from_header(&pull.header),
-            bounds: read_partition_bounds(&ctx.partition)?,
+            bounds,
             subs,
             next: 0,
             open: None,

@@ -25,7 +25,7 @@ use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, pull, push, subscriptions};
 use crate::store::clients_write;
 use crate::store::leases::LeaseContext;
-use crate::store::request_context::{self, ClientRow};
+use crate::store::request_context::{self, ClientRow, PullPart};
 
 /// Longest partition name accepted, in bytes: its commit NOTIFY payload
 /// (`base64url(partition) + ":" + commitSeq`) must stay under Postgres's
@@ -375,8 +375,15 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
     let now_ms = clock::now_ms()?;
     // A clientId Postgres cannot hold (NUL) is refused at binding, after the gates.
     let lookup_id = Some(req.header.client_id.as_str()).filter(|c| !c.contains('\0'));
-    // A pull reads the log bounds later: take the pruning fence now (§4.6).
+    // A pull reads the log bounds behind the pruning fence (§4.6), taken now: a round that only
+    // pulls reads them with its context; after a push half, once the push is written (so the
+    // pull sees the request's own commits).
     let pulls = halves != Halves::PushOnly && req.pull.is_some();
+    let pull_part = match (pulls, halves == Halves::PullOnly || req.commits.is_empty()) {
+        (false, _) => PullPart::None,
+        (true, true) => PullPart::BoundsNow,
+        (true, false) => PullPart::BoundsLater,
+    };
     // The push's locks go with the fences, before the first statement — unless the request
     // is over the operation cap (refused below: no thousands of lock-table entries first).
     let total_ops: usize = req.commits.iter().map(|c| c.operations.len()).sum();
@@ -387,7 +394,7 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
     let leases_on = crate::settings::lease_ttl_ms().is_some();
     // With the locks taken, the context read also brings the commits' stored outcomes (§6.3).
     let commit_ids = if pushes && lookup_id.is_some() { push::commit_ids(&req.commits) } else { Vec::new() };
-    let context = request_context::read(caller.partition, lookup_id, pulls, push_keys, leases_on, &commit_ids)?;
+    let context = request_context::read(caller.partition, lookup_id, pull_part, push_keys, leases_on, &commit_ids)?;
 
     let registry = partition::touch_read(caller.partition, context.registry, now_ms)?;
     let gate = partition::gate(
@@ -494,7 +501,7 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
     }
     if halves != Halves::PushOnly {
         if let (Some(pull_req), Some(subs)) = (&req.pull, subs) {
-            let stream = pull::PullStream::start(&ctx, pull_req, subs)?;
+            let stream = pull::PullStream::start(&ctx, pull_req, subs, context.bounds)?;
             drop(ctx);
             return Ok(Begun::Pulling(Box::new(OpenPull { ctx: owned, stream, writer })));
         }

@@ -1,8 +1,9 @@
 //! What a sync request reads before anything else (SPEC §1.5, §1.6, §2.1,
-//! §6.3; DESIGN §4): after taking its fences, in one statement, the current
-//! schema version's cache key, the partition's registry row, the client's
-//! record, the NOTIFY signing key and the stored outcomes of the request's
-//! `clientCommitId`s — primary-key probes, run through
+//! §4.5, §6.3; DESIGN §4): after taking its fences, in one statement, the
+//! current schema version's cache key, the partition's registry row, the
+//! client's record, the NOTIFY signing key, the stored outcomes of the
+//! request's `clientCommitId`s and, for a round that only pulls, the
+//! partition's log bounds — primary-key probes, run through
 //! [`crate::store::pinned_plan`] so no sequential scan planned while a table
 //! was tiny is kept.
 
@@ -13,6 +14,7 @@ use pgrx::spi::Spi;
 
 use crate::store::leases::{self, LeaseContext};
 use crate::store::partitions::RegistryRow;
+use crate::store::pull_window::PartitionBounds;
 use crate::store::push_results::{StoredOutcomes, OUTCOMES_JOIN};
 use crate::store::{pinned_plan, push_locks};
 use crate::store::schema_store;
@@ -45,6 +47,23 @@ pub struct RequestContextRow {
     /// The stored outcomes of the request's `clientCommitId`s (§6.3), read
     /// after the push's idempotency locks were taken.
     pub stored_outcomes: StoredOutcomes,
+    /// With [`PullPart::BoundsNow`]: the partition's `(maxCommitSeq,
+    /// horizonSeq)` (`(0, 0)` without a counter row), read behind the
+    /// pruning fence.
+    pub bounds: Option<PartitionBounds>,
+}
+
+/// What the request's pull half needs from the context read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPart {
+    /// No pull half: no pruning fence.
+    None,
+    /// A pull half after a push half: the pruning fence now, the log bounds
+    /// later (after the push, so the pull sees the request's own commits).
+    BoundsLater,
+    /// A round that only pulls: the pruning fence, and the log bounds with
+    /// the context (one statement less).
+    BoundsNow,
 }
 
 /// The reads, one statement. Under `syncular.router_statements` (Citus) it
@@ -62,24 +81,32 @@ const CONTEXT_SQL: &str = "SELECT v.version, v.xmin::text, r.log_epoch, r.epoch_
 const CONTEXT_COLUMNS: usize = 9;
 /// Columns the lease part adds (10–18: [`leases::LEASE_COLUMNS`], the lease key).
 const LEASE_PART_COLUMNS: usize = 9;
+/// Columns the bounds part adds: `max_commit_seq`, `horizon_seq` of the counter row.
+const BOUNDS_PART_COLUMNS: usize = 2;
 
-/// The context statement for a request with or without auth leases (§7.3)
-/// and with or without commits. With leases: [`CONTEXT_SQL`] plus the
-/// client's lease row (columns 10–17, [`leases::LEASE_COLUMNS`]) and the
-/// lease key (18), a primary-key probe and a one-row read. With commits:
+/// The context statement for a request with or without auth leases (§7.3),
+/// with or without the log bounds, and with or without commits. With leases:
+/// [`CONTEXT_SQL`] plus the client's lease row (columns 10–17,
+/// [`leases::LEASE_COLUMNS`]) and the lease key (18), a primary-key probe and
+/// a one-row read. With bounds: plus the counter row's `max_commit_seq` and
+/// `horizon_seq` (the next two columns), a primary-key probe. With commits:
 /// plus `(client_commit_id, result)` of each stored outcome of the keys `$3`
-/// ([`OUTCOMES_JOIN`], the last two columns): one row per stored outcome
-/// (at least one row; the others repeat the context). No extra statement
-/// either way.
-fn context_sql(leases: bool, outcomes: bool) -> &'static str {
-    static SQL: [OnceLock<String>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    SQL[usize::from(leases) * 2 + usize::from(outcomes)].get_or_init(|| {
+/// ([`OUTCOMES_JOIN`], the last two columns): one row per stored outcome (at
+/// least one row; the others repeat the context). No extra statement either
+/// way.
+fn context_sql(leases: bool, bounds: bool, outcomes: bool) -> &'static str {
+    static SQL: [OnceLock<String>; 8] = [const { OnceLock::new() }; 8];
+    SQL[usize::from(leases) * 4 + usize::from(bounds) * 2 + usize::from(outcomes)].get_or_init(|| {
         let (select, from) = CONTEXT_SQL.split_once(" FROM (SELECT 1) AS one").expect("CONTEXT_SQL's outer FROM");
         let mut columns = select.to_owned();
         let mut joins = format!(" FROM (SELECT 1) AS one{from}");
         if leases {
             columns.push_str(&format!(", {}, {}", leases::LEASE_COLUMNS, leases::KEY_SUBQUERY));
             joins.push_str(" LEFT JOIN syncular.sync_auth_leases l ON l.partition = $1 AND l.client_id = $2");
+        }
+        if bounds {
+            columns.push_str(", p.max_commit_seq, p.horizon_seq");
+            joins.push_str(" LEFT JOIN syncular.sync_partitions p ON p.partition = $1");
         }
         if outcomes {
             columns.push_str(", pr.client_commit_id, pr.result");
@@ -96,10 +123,11 @@ fn context_sql(leases: bool, outcomes: bool) -> &'static str {
 ///    [`push_locks::take_exclusive`]; no statement), in this order: the
 ///    schema fence `(SCHEMA_FENCE_CLASS, 0)` shared always — so the marker
 ///    read next is never older than a schema change this request could meet
-///    later ([`schema_store::SCHEMA_FENCE_CLASS`]) — with `fence`, the
+///    later ([`schema_store::SCHEMA_FENCE_CLASS`]) — with a `pull` part, the
 ///    partition's pruning fence ([`crate::store::lifecycle::fence`]) shared:
-///    a request with a pull half reads the log bounds in a later statement —
-///    and `lock_keys`, the push's idempotency and row-bucket locks
+///    the pull half reads the log bounds behind it, in this statement
+///    ([`PullPart::BoundsNow`]) or a later one — and `lock_keys`, the push's
+///    idempotency and row-bucket locks
 ///    (`engine::push::lock_keys`: ascending, each once; the push then runs
 ///    without taking them again). The fence comes first: a push holding row
 ///    locks never waits behind a queued bump while a request that holds the
@@ -110,7 +138,8 @@ fn context_sql(leases: bool, outcomes: bool) -> &'static str {
 /// 2. one statement, the reads ([`context_sql`]; with `commit_ids`, the
 ///    stored outcomes of those keys: taken after their idempotency locks,
 ///    its snapshot shows the outcome of a concurrent delivery of the same
-///    commit that held the lock);
+///    commit that held the lock; with [`PullPart::BoundsNow`], the log
+///    bounds);
 /// 3. under REPEATABLE READ / SERIALIZABLE only, the check that the marker
 ///    is current ([`schema_store::confirm_marker_in_snapshot`]).
 ///
@@ -118,24 +147,25 @@ fn context_sql(leases: bool, outcomes: bool) -> &'static str {
 pub fn read(
     partition: &str,
     client_id: Option<&str>,
-    fence: bool,
+    pull: PullPart,
     lock_keys: Vec<i64>,
     leases: bool,
     commit_ids: &[String],
 ) -> StoreResult<RequestContextRow> {
     push_locks::take_shared_pair(schema_store::SCHEMA_FENCE_CLASS, 0);
-    if fence {
+    if pull != PullPart::None {
         let fence_key = crate::store::lifecycle::fence::fence_key(partition);
         push_locks::take_shared_pair(crate::store::lifecycle::fence::FENCE_CLASS, fence_key);
     }
     push_locks::take_exclusive(&lock_keys);
     let outcomes = !commit_ids.is_empty();
+    let bounds = pull == PullPart::BoundsNow;
     let context = Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let mut args = vec![DatumWithOid::from(partition), DatumWithOid::from(client_id)];
         if outcomes {
             args.push(DatumWithOid::from(commit_ids.to_vec()));
         }
-        let table = pinned_plan::execute(client, context_sql(leases, outcomes), if outcomes { None } else { Some(1) }, &args)?;
+        let table = pinned_plan::execute(client, context_sql(leases, bounds, outcomes), if outcomes { None } else { Some(1) }, &args)?;
         let row = table.first();
         let schema_key = row.get::<i64>(1)?.zip(row.get::<String>(2)?);
         let registry = match (row.get::<String>(3)?, row.get::<bool>(4)?, row.get::<i64>(5)?) {
@@ -156,9 +186,16 @@ pub fn read(
             None
         };
         let notification_key = row.get::<Vec<u8>>(9)?;
+        let after_leases = CONTEXT_COLUMNS + if leases { LEASE_PART_COLUMNS } else { 0 };
+        let bounds = if bounds {
+            let (max, horizon) = (row.get::<i64>(after_leases + 1)?, row.get::<i64>(after_leases + 2)?);
+            Some(PartitionBounds { max_commit_seq: max.unwrap_or(0), horizon_seq: horizon.unwrap_or(0) })
+        } else {
+            None
+        };
         let mut stored_outcomes = StoredOutcomes::new();
         if outcomes {
-            let first = CONTEXT_COLUMNS + if leases { LEASE_PART_COLUMNS } else { 0 } + 1;
+            let first = after_leases + if bounds.is_some() { BOUNDS_PART_COLUMNS } else { 0 } + 1;
             // The first row (the cursor is on it), then the others.
             if let (Some(id), Some(result)) = (row.get::<String>(first)?, row.get::<String>(first + 1)?) {
                 stored_outcomes.insert(id, result);
@@ -169,7 +206,7 @@ pub fn read(
                 }
             }
         }
-        Ok(RequestContextRow { schema_key, registry, client, notification_key, lease, stored_outcomes })
+        Ok(RequestContextRow { schema_key, registry, client, notification_key, lease, stored_outcomes, bounds })
     })
     .map_err(StoreError::spi("read_request_context"))?;
     if let Some((version, _)) = &context.schema_key {
@@ -179,10 +216,15 @@ pub fn read(
 }
 
 /// `EXPLAIN (FORMAT JSON)` of the context read [`read`] runs for a request
-/// with commits (without leases): the pinned plan, with `commit_ids` as the
-/// keys. For the plan tests. Errors: SPI failures.
+/// (without leases) with commits (`commit_ids` as the keys) or, with none,
+/// for a round that only pulls (with the log bounds): the pinned plan. For
+/// the plan tests. Errors: SPI failures.
 pub fn explain_read(partition: &str, client_id: &str, commit_ids: &[String]) -> StoreResult<String> {
-    let args =
-        [DatumWithOid::from(partition), DatumWithOid::from(client_id), DatumWithOid::from(commit_ids.to_vec())];
-    pinned_plan::explain(context_sql(false, true), &args, false).map_err(StoreError::spi("explain_request_context"))
+    let mut args = vec![DatumWithOid::from(partition), DatumWithOid::from(client_id)];
+    let outcomes = !commit_ids.is_empty();
+    if outcomes {
+        args.push(DatumWithOid::from(commit_ids.to_vec()));
+    }
+    pinned_plan::explain(context_sql(false, !outcomes, outcomes), &args, false)
+        .map_err(StoreError::spi("explain_request_context"))
 }

@@ -5,6 +5,8 @@
 //! partition and `enable_seqscan` left ON in the session, the plans the pull
 //! runs ([`crate::store::pinned_plan::explain`]: the kept generic plan) must
 //! read
+//! - `sync_partitions` (the log bounds, alone or with the request's
+//!   context) through `sync_partitions_pkey`,
 //! - `sync_change_scopes` through `sync_change_scopes_pkey`,
 //! - `sync_commits` only through `sync_commits_pkey`,
 //! - `sync_changes` through `sync_changes_pkey` or `sync_changes_by_table`,
@@ -20,9 +22,10 @@ mod tests {
 
     use crate::store::bootstrap_page::{explain_page_statement, PageQuery, PageStatement};
     use crate::store::pull_window::{
-        explain_partition_bounds, explain_window_statement, read_window_candidates, CandidateQuery,
-        SeqRuns, WindowStatement,
+        explain_partition_bounds, explain_window_statement, read_partition_bounds, read_window_candidates,
+        CandidateQuery, SeqRuns, WindowStatement,
     };
+    use crate::store::request_context::{self, PullPart};
     use crate::tests::support::{int8, run, text};
     use crate::tests::sync_pull_support::{header, setup, sub, Client, ACCEPT_ROWS};
 
@@ -222,6 +225,15 @@ mod tests {
             "partition",
             &what("bounds"),
         );
+        // A round that only pulls reads the bounds with its context: the same probe, the same values.
+        let plan = request_context::explain_read("p1", "c", &[]).unwrap();
+        assert_walks(&plan, "sync_partitions", &["sync_partitions_pkey"], "partition", &what("context bounds"));
+        for p in ["p1", "never-seen"] {
+            let context = request_context::read(p, Some("c"), PullPart::BoundsNow, Vec::new(), false, &[]).unwrap();
+            assert_eq!(context.bounds, Some(read_partition_bounds(p).unwrap()), "{}", what(p));
+        }
+        let later = request_context::read("p1", Some("c"), PullPart::BoundsLater, Vec::new(), false, &[]).unwrap();
+        assert_eq!(later.bounds, None, "after a push half the pull reads its bounds itself");
         let one = vec!["w7".to_string()];
         let many = vec!["w3".to_string(), "w7".to_string(), "w11".to_string()];
         for values in [&one, &many] {

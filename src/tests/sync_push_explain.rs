@@ -65,7 +65,7 @@ mod tests {
             assert!(plan.contains("sync_push_results_pkey"), "analyzed={analyzed}: {plan}");
             assert!(!plan.contains("Seq Scan"), "analyzed={analyzed}: no sequential scan: {plan}");
         }
-        let context = request_context::read("p1", Some("c0"), false, Vec::new(), false, &keys).unwrap();
+        let context = request_context::read("p1", Some("c0"), request_context::PullPart::None, Vec::new(), false, &keys).unwrap();
         let mut got: Vec<(String, i64)> = context
             .stored_outcomes
             .iter()
@@ -74,7 +74,7 @@ mod tests {
         got.sort();
         // g = 4·key + 2·client + partition: k7 → 29, k4999 → 19997; k5000 and "missing" have none.
         assert_eq!(got, vec![("k4999".to_owned(), 19997), ("k7".to_owned(), 29)]);
-        let none = request_context::read("p1", Some("c0"), false, Vec::new(), false, &[]).unwrap();
+        let none = request_context::read("p1", Some("c0"), request_context::PullPart::None, Vec::new(), false, &[]).unwrap();
         assert!(none.stored_outcomes.is_empty());
     }
 }

@@ -242,6 +242,11 @@ impl PullFixture {
         probe.reset_statements(admin)?;
         self.check()?;
         let statements = probe.statements_since_reset(admin)?;
+        if std::env::var_os("BENCH_PULL_BREAKDOWN").is_some() {
+            for (calls, top, query) in probe.statement_breakdown(admin, 20)? {
+                println!("  pull statement: {calls} {top:?} {}", query.chars().take(300).collect::<String>());
+            }
+        }
         let (partition, want) = (self.reader.partition.clone(), self.case.rows());
         let (mut pulls, mut apps, mut logs, mut bytes) = (Vec::new(), Vec::new(), Vec::new(), 0);
         for rep in 0..=reps {

@@ -21,7 +21,9 @@
 //! (diagnostic) drops the capture triggers of `public.tasks` first, to show
 //! their share of a push; `BENCH_PROFILE_SECONDS=N` (diagnostic) skips the
 //! measurements and only pushes on 1 connection for about N seconds after the
-//! warm-up, so `perf record -a` sees nothing but the extension's commit path.
+//! warm-up, so `perf record -a` sees nothing but the extension's commit path;
+//! with `BENCH_PROFILE_SCENARIO=K` (an index into `SCENARIOS`, default 0) it
+//! pushes that scenario's way instead (1: 8 connections on one partition).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -92,7 +94,11 @@ fn run() -> Result<(), String> {
     );
     bench.warm_up()?;
     if let Some(seconds) = std::env::var("BENCH_PROFILE_SECONDS").ok().and_then(|v| v.parse::<u64>().ok()) {
-        return profile_loop(&mut bench, seconds);
+        let scenario = std::env::var("BENCH_PROFILE_SCENARIO").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(ONE);
+        if scenario >= SCENARIOS.len() {
+            return Err(format!("BENCH_PROFILE_SCENARIO: {scenario} is not a scenario index (0..{})", SCENARIOS.len()));
+        }
+        return profile_loop(&mut bench, scenario, seconds);
     }
 
     let rounds = bench.config.rounds;
@@ -129,15 +135,15 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// `BENCH_PROFILE_SECONDS`: extension pushes on 1 connection, run after run,
+/// `BENCH_PROFILE_SECONDS`: extension pushes of `scenario`, run after run,
 /// for about `seconds` seconds (no report; a target for `perf record -a`).
-fn profile_loop(bench: &mut Bench, seconds: u64) -> Result<(), String> {
-    println!("PROFILE: extension pushes on 1 connection for {seconds} s");
+fn profile_loop(bench: &mut Bench, scenario: usize, seconds: u64) -> Result<(), String> {
+    println!("PROFILE: extension pushes, {}, for {seconds} s", SCENARIOS[scenario].label);
     let began = Instant::now();
     let mut round = 0;
     let mut commits = 0;
     while began.elapsed().as_secs() < seconds {
-        let r = bench.run(ONE, Backend::Extension, 1000 + round)?;
+        let r = bench.run(scenario, Backend::Extension, 1000 + round)?;
         commits += r.commits;
         round += 1;
     }
