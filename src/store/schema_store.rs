@@ -54,8 +54,8 @@ pub fn lock_schema_marker() -> StoreResult<()> {
 
 /// The schema fence's first key ("SYNS"; the second is 0): a
 /// transaction-scoped advisory lock that orders sync requests against a
-/// schema change. A request takes it **shared** in a statement *before* it
-/// reads the schema marker ([`crate::store::request_context::read`]; for
+/// schema change. A request takes it **shared** (by a direct call of the
+/// lock function, no statement) *before* it reads the schema marker ([`crate::store::request_context::read`]; for
 /// `syncular.commit`, the realtime calls, `partition_stats` and
 /// `drop_partition_batch`, `engine::schema::require_fenced_schema`); a
 /// registration takes it **exclusively** before anything else (before
@@ -74,19 +74,14 @@ pub const SCHEMA_FENCE_CLASS: i32 = 0x5359_4E53;
 
 
 /// Takes the schema fence shared until the end of the transaction (a
-/// request about to read the marker; see [`SCHEMA_FENCE_CLASS`]). Waits
-/// for a schema change in progress. Errors: SPI failures.
+/// request about to read the marker; see [`SCHEMA_FENCE_CLASS`]), by a
+/// direct call of the lock function (no statement): the caller's next
+/// statement takes its snapshot after it. Waits for a schema change in
+/// progress. Errors: none of its own (a cancel or deadlock while waiting
+/// unwinds as a Postgres ERROR); `StoreResult` for its callers' `?`.
 pub fn share_schema_fence() -> StoreResult<()> {
-    Spi::connect_mut(|client| {
-        crate::store::plan_cache::execute(
-            client,
-            "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, 0)",
-            None,
-            &[DatumWithOid::from(SCHEMA_FENCE_CLASS)],
-        )
-        .map(|_| ())
-        .map_err(StoreError::spi("share_schema_fence"))
-    })
+    crate::store::push_locks::take_shared_pair(SCHEMA_FENCE_CLASS, 0);
+    Ok(())
 }
 
 /// Takes the schema fence exclusively until the end of the transaction (a

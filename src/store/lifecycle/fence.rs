@@ -5,9 +5,9 @@
 //! the log in later statements, each with a fresh snapshot under READ
 //! COMMITTED. Were commits above its cursor deleted between those
 //! statements, it would skip them silently. So a reader takes the fence in
-//! **shared** mode *before* the statement that reads the bounds (with a
-//! statement of its own here; `syncular.sync` with a direct call of the lock
-//! function, `store::request_context::read`), and a pruning
+//! **shared** mode *before* the statement that reads the bounds (by a direct
+//! call of the lock function, [`share`] and `store::request_context::read`:
+//! no statement of its own), and a pruning
 //! batch takes it **exclusively** as its first lock, then reads the horizon
 //! and deletes at or below it. Pruning advances the horizon in an earlier,
 //! already committed transaction. Either the batch waits for the reader to
@@ -41,19 +41,14 @@ pub fn fence_key(partition: &str) -> i32 {
 }
 
 /// Takes the fence of `partition` in shared mode (a log reader), until the
-/// end of the transaction. Waits at most one pruning batch. Errors: SPI
-/// failures.
+/// end of the transaction, by a direct call of the lock function (no
+/// statement): the caller's next statement takes its snapshot after it.
+/// Waits at most one pruning batch. Errors: none of its own (a cancel or
+/// deadlock while waiting unwinds as a Postgres ERROR); `StoreResult` for
+/// its callers' `?`.
 pub fn share(partition: &str) -> StoreResult<()> {
-    Spi::connect_mut(|client| {
-        plan_cache::execute(
-            client,
-            "SELECT pg_catalog.pg_advisory_xact_lock_shared($1, $2)",
-            None,
-            &[DatumWithOid::from(FENCE_CLASS), DatumWithOid::from(fence_key(partition))],
-        )?;
-        Ok(())
-    })
-    .map_err(StoreError::spi("fence_share"))
+    crate::store::push_locks::take_shared_pair(FENCE_CLASS, fence_key(partition));
+    Ok(())
 }
 
 /// Takes the fence of `partition` exclusively (a pruning batch), waiting at
