@@ -204,6 +204,20 @@ impl PullFixture {
         Ok(())
     }
 
+    /// Pulls the window again and again for about `seconds` (diagnostic:
+    /// a target for `perf record -a`); returns how many pulls.
+    ///
+    /// Errors: a failed pull.
+    pub fn pull_for(&mut self, seconds: u64) -> Result<usize, String> {
+        let began = Instant::now();
+        let mut pulls = 0;
+        while began.elapsed().as_secs() < seconds {
+            self.time_pull()?;
+            pulls += 1;
+        }
+        Ok(pulls)
+    }
+
     fn time_pull(&mut self) -> Result<(Duration, usize), String> {
         let began = Instant::now();
         let response = self.reader.send_bytes(&self.pull).map_err(pg_err)?;

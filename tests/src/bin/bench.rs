@@ -24,6 +24,9 @@
 //! warm-up, so `perf record -a` sees nothing but the extension's commit path;
 //! with `BENCH_PROFILE_SCENARIO=K` (an index into `SCENARIOS`, default 0) it
 //! pushes that scenario's way instead (1: 8 connections on one partition).
+//! `BENCH_PULL_BREAKDOWN=1` (diagnostic) lists the statements one pull runs;
+//! `BENCH_PROFILE_PULL_SECONDS=N` (diagnostic) only repeats the pull of
+//! 1,000 one-row commits for about N seconds.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -80,6 +83,13 @@ fn run() -> Result<(), String> {
     let durable =
         show(&mut admin, "fsync") == "on" && show(&mut admin, "synchronous_commit") == "on";
 
+    if let Some(seconds) = std::env::var("BENCH_PROFILE_PULL_SECONDS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        let mut fixture = pull::setup(&dsn, pull::CASES[0])?;
+        println!("PROFILE: the pull of {} one-row commits for {seconds} s", pull::CASES[0].commits);
+        let pulls = fixture.pull_for(seconds)?;
+        println!("PROFILE: {pulls} pulls, {:.3} ms each", seconds as f64 * 1000.0 / pulls.max(1) as f64);
+        return Ok(());
+    }
     let pulls = measure_pulls(&dsn, &mut admin, &probe, config.pull_reps)?;
 
     let mut bench = Bench::new(&dsn, config, probe, admin)?;
