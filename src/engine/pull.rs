@@ -72,7 +72,9 @@ struct SectionEnd {
 /// Writes every subscription section of `pull` (validated by
 /// [`super::subscriptions::validate`] into `subs`, same order) to `writer`
 /// and records the client's cursor and subscription list — [`PullStream`]
-/// run to the end in one call. Errors: store or encoder failures
+/// run to the end in one call; it reads the partition bounds itself, so the
+/// caller must already hold the partition's pruning fence (§4.6,
+/// `store::lifecycle::fence`). Errors: store or encoder failures
 /// (`syncular.internal`).
 pub fn run<W: Write>(
     ctx: &SyncContext<'_>,

@@ -188,6 +188,8 @@ pub fn run(
     // marker (schema_store::SCHEMA_FENCE_CLASS).
     let schema = crate::engine::schema::require_fenced_schema()?;
     let schema: &RegisteredSchema = &schema;
+    // A drop batch of the partition waits for this commit, or this commit for it.
+    crate::store::lifecycle::fence::share_writes(caller.partition);
     let registry = partition::touch(caller.partition, now_ms)?;
     let client_id = client_id.map_or_else(|| format!("sql:{}", caller.actor_id), str::to_owned);
     if client_id.is_empty() {

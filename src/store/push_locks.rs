@@ -98,6 +98,19 @@ pub fn take_exclusive(keys: &[i64]) {
     }
 }
 
+/// `pg_advisory_xact_lock(class, key)` (the two-int4 form, exclusive),
+/// without an SQL statement; see [`take_exclusive`].
+pub fn take_exclusive_pair(class: i32, key: i32) {
+    // SAFETY: a V1 C function of two non-null int4 arguments returning void,
+    // called from the backend's main thread inside a transaction.
+    unsafe {
+        pgrx::fcinfo::direct_function_call_as_datum(
+            pg_sys::pg_advisory_xact_lock_int4,
+            &[class.into_datum(), key.into_datum()],
+        );
+    }
+}
+
 /// `pg_advisory_xact_lock_shared(class, key)` (the two-int4 form), without
 /// an SQL statement; see [`take_exclusive`].
 pub fn take_shared_pair(class: i32, key: i32) {

@@ -105,8 +105,8 @@ fn context_sql(leases: bool, bounds: bool, outcomes: bool) -> &'static str {
             joins.push_str(" LEFT JOIN syncular.sync_auth_leases l ON l.partition = $1 AND l.client_id = $2");
         }
         if bounds {
-            columns.push_str(", p.max_commit_seq, p.horizon_seq");
-            joins.push_str(" LEFT JOIN syncular.sync_partitions p ON p.partition = $1");
+            columns.push_str(", sp.max_commit_seq, sp.horizon_seq");
+            joins.push_str(" LEFT JOIN syncular.sync_partitions sp ON sp.partition = $1");
         }
         if outcomes {
             columns.push_str(", pr.client_commit_id, pr.result");
@@ -123,7 +123,10 @@ fn context_sql(leases: bool, bounds: bool, outcomes: bool) -> &'static str {
 ///    [`push_locks::take_exclusive`]; no statement), in this order: the
 ///    schema fence `(SCHEMA_FENCE_CLASS, 0)` shared always — so the marker
 ///    read next is never older than a schema change this request could meet
-///    later ([`schema_store::SCHEMA_FENCE_CLASS`]) — with a `pull` part, the
+///    later ([`schema_store::SCHEMA_FENCE_CLASS`]) — the partition's write
+///    fence shared always (every round may write: the client record, the
+///    registry, a push; a drop batch waits for it,
+///    [`crate::store::lifecycle::fence`]) — with a `pull` part, the
 ///    partition's pruning fence ([`crate::store::lifecycle::fence`]) shared:
 ///    the pull half reads the log bounds behind it, in this statement
 ///    ([`PullPart::BoundsNow`]) or a later one — and `lock_keys`, the push's
@@ -153,6 +156,7 @@ pub fn read(
     commit_ids: &[String],
 ) -> StoreResult<RequestContextRow> {
     push_locks::take_shared_pair(schema_store::SCHEMA_FENCE_CLASS, 0);
+    crate::store::lifecycle::fence::share_writes(partition);
     if pull != PullPart::None {
         let fence_key = crate::store::lifecycle::fence::fence_key(partition);
         push_locks::take_shared_pair(crate::store::lifecycle::fence::FENCE_CLASS, fence_key);

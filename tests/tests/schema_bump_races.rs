@@ -206,8 +206,9 @@ fn two_migrations_that_each_made_a_request_first_end_in_one_deadlock_error_at_mo
     }
 }
 
-/// drop_partition_batch reads the schema (unfenced) and then deletes from every app
-/// table: a bump that retires a table (allow_drop) committing in between.
+/// drop_partition_batch reads the schema behind the schema fence and then deletes from
+/// every app table, racing a bump that retires a table (allow_drop): the batch waits for
+/// the bump or the bump for the batch, and the batch succeeds either way.
 #[test]
 fn drop_partition_batch_racing_a_table_retirement_succeeds() {
     let db = Scratch::new("dropretire");

@@ -121,6 +121,7 @@ pub fn begin(partition: &str, blob_id: &str, declared: Option<i64>) -> EngineRes
             "the upload of blob {id} is still in progress in this transaction: finish it first (one upload at a time)"
         )));
     }
+    crate::store::lifecycle::fence::share_writes(partition);
     push_locks::lock_keys(vec![push_locks::blob_key(partition, blob_id)])?;
     let present = bytes::refresh_blob(partition, blob_id, clock::now_ms()?)?;
     if !present {
@@ -238,6 +239,7 @@ pub fn grant(partition: &str, blob_id: &str, byte_length: i64) -> EngineResult<V
     if byte_length > max {
         return Err(too_large(byte_length, max));
     }
+    crate::store::lifecycle::fence::share_writes(partition);
     let present = bytes::refresh_blob(partition, blob_id, clock::now_ms()?)?;
     Ok(json!({"present": present}))
 }

@@ -145,6 +145,9 @@ pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
             "capture trigger for {tbl:?} fired on another table: capture triggers belong to the registered app tables only"
         )));
     }
+    // Before any row of the statement: a drop batch of the partition waits for this
+    // transaction, or this statement for the batch (store::lifecycle::fence).
+    crate::store::lifecycle::fence::share_writes(&partition);
     // The registry (and counter) row exists before any row is written; the
     // counter row itself is taken only by the commit's log write at the
     // statement's end — after the rows, as a push takes it.

@@ -1,6 +1,11 @@
 //! Removing a partition (a tenant) in bounded batches (README
 //! `syncular.drop_partition`).
 //!
+//! A batch first takes the partition's write fence exclusively
+//! ([`fence::exclusive_writes`], after the schema fence: every taker's
+//! order): a push, server commit, captured statement, realtime open or ack
+//! or blob upload of the partition still in flight commits first and its
+//! rows are deleted with the rest; one arriving later waits for the batch.
 //! A batch deletes up to `max_rows` rows of the partition: app tables first
 //! (children before parents: the reverse of the schema's bootstrap order, so
 //! a foreign key between app tables never blocks), then the `sync_*` tables
@@ -17,6 +22,7 @@ use crate::engine::error::EngineResult;
 use crate::engine::notify;
 use crate::engine::schema;
 use crate::store::capture::guard::EngineWrite;
+use crate::store::lifecycle::fence;
 use crate::store::lifecycle::drop::{delete_rows, SYNC_TABLES};
 
 /// Blob chunk rows (up to 1 MiB each) one batch deletes at most.
@@ -39,7 +45,9 @@ pub fn batch(partition: &str, max_rows: i64) -> EngineResult<DropBatch> {
     let mut left = max_rows;
     let stopped = |left: i64| Ok(DropBatch { deleted: max_rows - left, done: false });
     // Behind the schema fence: a bump never retires a table between this read and its delete.
-    if let Some(schema) = schema::load_fenced_schema()? {
+    let schema = schema::load_fenced_schema()?;
+    fence::exclusive_writes(partition);
+    if let Some(schema) = schema {
         let _guards: Vec<EngineWrite> = schema.tables.iter().map(|t| EngineWrite::begin(t.name(), Some(partition))).collect();
         for table in schema.tables.iter().rev() {
             left -= delete_rows(&table.qualified_name, true, partition, left)?;
@@ -72,6 +80,8 @@ pub fn batch(partition: &str, max_rows: i64) -> EngineResult<DropBatch> {
         }
     }
     // Every table before the registry (the last) is empty of the partition (each delete
-    // took fewer rows than it was allowed), and the registry holds one row per partition.
+    // took fewer rows than it was allowed, and no fenced writer ran beside the batch),
+    // and the registry's one row is gone: deleted by its primary key, so also when an
+    // unfenced writer (a rotation) updated it meanwhile (store::lifecycle::drop).
     Ok(DropBatch { deleted: max_rows - left, done: true })
 }

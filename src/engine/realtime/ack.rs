@@ -66,6 +66,8 @@ pub fn parse_acks(value: &Value) -> EngineResult<Vec<Ack>> {
 /// maximum first. Errors: `syncular.invalid_argument`, store failures.
 pub fn run(partition: &str, acks: &Value) -> EngineResult<usize> {
     let acks = parse_acks(acks)?;
+    // Cursor writes wait for a drop batch of the partition (store::lifecycle::fence).
+    crate::store::lifecycle::fence::share_writes(partition);
     let Some(registry) = select_partition_registry(partition)? else {
         return Ok(0);
     };

@@ -84,6 +84,10 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     request::check_caller(caller)?;
     request::check_client_id(client_id)?;
     let now_ms = clock::now_ms()?;
+    // The fences before the first write, in every taker's order: the schema fence, then
+    // the partition's write fence (a drop batch holds the first while it waits for the second).
+    crate::store::schema_store::share_schema_fence()?;
+    crate::store::lifecycle::fence::share_writes(caller.partition);
     let registry = partition::touch(caller.partition, now_ms)?;
     // Behind the schema fence: a bump never lands between this read and the log reads.
     let schema = schema::require_fenced_schema()?;

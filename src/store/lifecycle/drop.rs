@@ -28,6 +28,13 @@ pub const SYNC_TABLES: [&str; 17] = [
     "sync_partition_registry",
 ];
 
+/// The tables keyed by the partition alone (one row each): deleted by their
+/// primary key, which — unlike a `ctid` list — still matches a row a
+/// concurrent transaction updated after the statement's snapshot (READ
+/// COMMITTED re-checks the new version), so a batch never reports the
+/// partition gone while its registry row stands.
+const ONE_ROW_TABLES: [&str; 2] = ["sync_partitions", "sync_partition_registry"];
+
 /// Deletes at most `max_rows` rows of `partition` from `table`: a `sync_*`
 /// table of [`SYNC_TABLES`] (column `partition`) or, with `app = true`, an
 /// app table given as its quoted qualified name (column `_sync_partition`).
@@ -39,10 +46,15 @@ pub fn delete_rows(table: &str, app: bool, partition: &str, max_rows: i64) -> St
         debug_assert!(SYNC_TABLES.contains(&table));
         (format!("syncular.{table}"), "partition")
     };
-    let sql = format!(
-        "DELETE FROM {relation} WHERE {column} = $1 AND ctid = ANY(ARRAY( \
-           SELECT t.ctid FROM {relation} t WHERE t.{column} = $1 LIMIT $2))"
-    );
+    let sql = if !app && ONE_ROW_TABLES.contains(&table) {
+        // `$2 > 0`: the same parameters, and the cap honoured (max_rows ≥ 1 holds one row).
+        format!("DELETE FROM {relation} WHERE {column} = $1 AND $2 > 0")
+    } else {
+        format!(
+            "DELETE FROM {relation} WHERE {column} = $1 AND ctid = ANY(ARRAY( \
+               SELECT t.ctid FROM {relation} t WHERE t.{column} = $1 LIMIT $2))"
+        )
+    };
     Spi::connect_mut(|client| {
         let done = client.update(
             sql.as_str(),

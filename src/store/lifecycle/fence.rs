@@ -19,6 +19,20 @@
 //! Key: the two-`int4` advisory form `(FENCE_CLASS, fnv1a32(partition))` —
 //! a separate lock space from the push locks' `bigint` keys. Two partitions
 //! sharing a hash only share waits, never correctness.
+//!
+//! **The write fence** (`(WRITE_FENCE_CLASS, fnv1a32(partition))`, same
+//! shape) orders the partition's writers against a drop batch
+//! (`engine::lifecycle::drop`): every sync request, server commit, captured
+//! statement, realtime open or ack and blob upload of the partition takes it
+//! **shared** before it writes a row ([`share_writes`]; after the schema
+//! fence where it takes that one), and a drop batch takes it
+//! **exclusively** ([`exclusive_writes`]) before its first delete. A writer
+//! in flight therefore finishes before a batch's deletes start (they see
+//! and delete its rows), and a writer arriving meanwhile waits for the
+//! batch to commit; after the last batch it meets an unknown partition and
+//! creates it anew. Without it a push whose rows were still uncommitted
+//! during the last batch outlived the drop, half-deleted. Pruning does not
+//! take it: a push-only transaction never holds a pruning batch off.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
@@ -49,6 +63,26 @@ pub fn fence_key(partition: &str) -> i32 {
 pub fn share(partition: &str) -> StoreResult<()> {
     crate::store::push_locks::take_shared_pair(FENCE_CLASS, fence_key(partition));
     Ok(())
+}
+
+/// The write fence's first key ("SYNW"; module docs).
+pub const WRITE_FENCE_CLASS: i32 = 0x5359_4E57;
+
+/// Takes the write fence of `partition` shared (a writer; module docs), until
+/// the end of the transaction, by a direct call of the lock function (no
+/// statement). Waits at most one drop batch. Errors: none of its own (a
+/// cancel, `lock_timeout` or deadlock while waiting unwinds as a Postgres
+/// ERROR).
+pub fn share_writes(partition: &str) {
+    crate::store::push_locks::take_shared_pair(WRITE_FENCE_CLASS, fence_key(partition));
+}
+
+/// Takes the write fence of `partition` exclusively (a drop batch; module
+/// docs), until the end of the transaction, waiting for every writer in
+/// flight like any lock (the session's `lock_timeout` and
+/// `statement_timeout` apply: 55P03 / 57014 unwind as Postgres ERRORs).
+pub fn exclusive_writes(partition: &str) {
+    crate::store::push_locks::take_exclusive_pair(WRITE_FENCE_CLASS, fence_key(partition));
 }
 
 /// Takes the fence of `partition` exclusively (a pruning batch), waiting at

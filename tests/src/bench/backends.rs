@@ -8,7 +8,11 @@
 //!   ([`NOTIFY_UPSERT`]: one round trip, one statement per commit);
 //! - [`Backend::Extension`]: one single-row push request per commit through
 //!   `syncular.sync` (autocommit), each response checked to hold one
-//!   applied commit.
+//!   applied commit;
+//! - [`Backend::SeedFloor`]: the rows a single-row push must write into the
+//!   seed's tables, and nothing else, as one autocommit statement
+//!   ([`FLOOR_WRITES`]): the lower bound of any server that keeps those
+//!   tables and indexes (no reads, no locks, no checks, no encoding).
 //!
 //! A run is prepared first ([`prepare`]: connections opened, statements
 //! prepared, requests encoded, partition epochs acquired) so the measured
@@ -59,17 +63,54 @@ pub const NOTIFY_UPSERT: &str = "WITH u AS (
     RETURNING 1)
     SELECT pg_notify('syncular_commit', $6) FROM u";
 
+/// Backend 4, the seed's floor: what a single-row insert push writes, as one
+/// autocommit statement — the partition counter's increment, the
+/// `sync_commits`, `sync_changes`, `sync_change_scopes`, `sync_push_results`
+/// and `sync_row_scopes` rows (every index of the seed's tables), the row
+/// upsert of [`PLAIN_UPSERT`] and the commit's `pg_notify` (`$1` partition,
+/// `$2` id and commit id, `$3` project, `$4` title, `$5` encoded row, `$6`
+/// base64url partition, `$7` client id, `$8` time in ms). The app row goes to
+/// `public.bench_plain` (a write to the app table would be captured as a
+/// commit of its own); the stored outcome has the extension's shape.
+pub const FLOOR_WRITES: &str = "WITH s AS (
+    UPDATE syncular.sync_partitions SET max_commit_seq = max_commit_seq + 1
+     WHERE partition = $1 RETURNING max_commit_seq AS seq),
+u AS (
+    INSERT INTO public.bench_plain AS t (partition, id, project_id, title, done, priority, payload)
+    VALUES ($1, $2, $3, $4, false, NULL, $5)
+    ON CONFLICT (partition, id) DO UPDATE
+       SET title = EXCLUDED.title, payload = EXCLUDED.payload, version = t.version + 1
+    RETURNING 1),
+c AS (
+    INSERT INTO syncular.sync_commits (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms)
+    SELECT $1, s.seq, $7, $2, 'bench', $8 FROM s),
+ch AS (
+    INSERT INTO syncular.sync_changes (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload)
+    SELECT $1, s.seq, 0, 'tasks', $2, 1, 1, jsonb_build_object('project_id', $3::text), $5 FROM s),
+cs AS (
+    INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq)
+    SELECT $1, 'tasks', 'project_id', $3, s.seq FROM s),
+pr AS (
+    INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result)
+    SELECT $1, $7, $2, jsonb_build_object('status', 'applied', 'commitSeq', s.seq, 'recordedAtMs', $8,
+        'results', jsonb_build_array(jsonb_build_object('status', 'applied', 'opIndex', 0))) FROM s),
+rs AS (
+    INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id)
+    SELECT $1, 'tasks', 'project_id', $3, $2 FROM s)
+SELECT pg_notify('syncular_commit', $6 || ':' || s.seq || ':' || repeat('t', 22)) FROM s, u";
+
 /// A write backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Plain,
     PlainNotify,
     Extension,
+    SeedFloor,
 }
 
 impl Backend {
     /// Every backend, in the order a round runs them.
-    pub const ALL: [Backend; 3] = [Backend::Plain, Backend::PlainNotify, Backend::Extension];
+    pub const ALL: [Backend; 4] = [Backend::Plain, Backend::PlainNotify, Backend::Extension, Backend::SeedFloor];
 
     /// A short name (row labels, row ids).
     pub fn key(self) -> &'static str {
@@ -77,6 +118,7 @@ impl Backend {
             Backend::Plain => "plain",
             Backend::PlainNotify => "notify",
             Backend::Extension => "ext",
+            Backend::SeedFloor => "floor",
         }
     }
 
@@ -86,6 +128,7 @@ impl Backend {
             Backend::Plain => "plain upsert (autocommit INSERT … ON CONFLICT)",
             Backend::PlainNotify => "plain upsert + pg_notify (one statement: WITH u AS (upsert RETURNING 1) SELECT pg_notify(…) FROM u)",
             Backend::Extension => "extension (one single-row push request per commit: SELECT syncular.sync(…))",
+            Backend::SeedFloor => "the seed's floor (one statement writing only the rows a push writes into the seed's tables + the upsert + pg_notify)",
         }
     }
 }
@@ -128,6 +171,14 @@ enum Job {
     },
     /// An encoded single-commit push request.
     Push(Vec<u8>),
+    /// [`FLOOR_WRITES`] parameters (`note`: the base64url partition).
+    Floor {
+        id: String,
+        title: String,
+        payload: Vec<u8>,
+        note: String,
+        client: String,
+    },
 }
 
 /// One connection of a prepared run: its partition, statement and commits.
@@ -184,6 +235,24 @@ impl Worker {
                     .map_err(pg_err)?;
                 check_applied(&row.get::<_, Vec<u8>>(0))?;
             }
+            Job::Floor {
+                id,
+                title,
+                payload,
+                note,
+                client,
+            } => {
+                let rows = self
+                    .conn
+                    .query(
+                        &self.stmt,
+                        &[&self.partition, id, &"p1", title, payload, note, client, &0i64],
+                    )
+                    .map_err(pg_err)?;
+                if rows.len() != 1 {
+                    return Err(format!("the floor statement returned {} rows (no counter row?)", rows.len()));
+                }
+            }
         }
         Ok(())
     }
@@ -230,7 +299,19 @@ pub fn prepare(
         Backend::Plain => PLAIN_UPSERT,
         Backend::PlainNotify => NOTIFY_UPSERT,
         Backend::Extension => SYNC_SQL,
+        Backend::SeedFloor => FLOOR_WRITES,
     };
+    if backend == Backend::SeedFloor {
+        // The counter rows the floor increments (a push's request creates its own).
+        let mut conn = Client::connect(dsn, NoTls).map_err(pg_err)?;
+        for p in partitions {
+            conn.execute(
+                "INSERT INTO syncular.sync_partitions (partition) VALUES ($1) ON CONFLICT DO NOTHING",
+                &[p],
+            )
+            .map_err(pg_err)?;
+        }
+    }
     let mut workers = Vec::with_capacity(partitions.len());
     for (c, partition) in partitions.iter().enumerate() {
         let mut conn = worker_connection(dsn)?;
@@ -272,6 +353,13 @@ fn job(
             epoch,
             vec![commit(task.id.clone(), vec![upsert(task, None)])],
         )),
+        Backend::SeedFloor => Job::Floor {
+            id: task.id.clone(),
+            title: task.title.clone(),
+            payload: encode_task(task),
+            note: URL_SAFE_NO_PAD.encode(partition),
+            client: format!("bench-{c}"),
+        },
         Backend::Plain | Backend::PlainNotify => Job::Row {
             id: task.id.clone(),
             title: task.title.clone(),

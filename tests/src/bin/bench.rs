@@ -106,7 +106,7 @@ fn run() -> Result<(), String> {
     if let Some(seconds) = std::env::var("BENCH_PROFILE_SECONDS").ok().and_then(|v| v.parse::<u64>().ok()) {
         let scenario = std::env::var("BENCH_PROFILE_SCENARIO").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(ONE);
         if scenario >= SCENARIOS.len() {
-            return Err(format!("BENCH_PROFILE_SCENARIO: {scenario} is not a scenario index (0..{})", SCENARIOS.len()));
+            return Err(format!("BENCH_PROFILE_SCENARIO: {scenario} is not a scenario index (0 to {})", SCENARIOS.len() - 1));
         }
         return profile_loop(&mut bench, scenario, seconds);
     }
