@@ -16,6 +16,7 @@ pub mod primitives;
 pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};
 pub mod row_codec;
 pub mod sparse_row;
+pub mod column_versions;
 pub mod segment;
 pub mod schema_ir;
 pub mod constants;
