@@ -1,6 +1,6 @@
 //! Protocol numbers of the SSP2 message codec, named as in the spec tables.
 //!
-//! Envelope (§1.2), frame type registry (§1.2), enum bytes of the frame
+//! Envelope (§1.2), frame type registry (§1.2, per wire version), enum bytes of the frame
 //! field tables (§4.4, §4.5, §5.4, §6.1, §6.3), the `accept` bitmask (§4.2),
 //! the `PULL_HEADER` clamps (§4.2) and the `PUSH_RESULT_DETAILS` limits
 //! (§6.3.1). Nothing here is behaviour; decoders and encoders use these names
@@ -17,8 +17,14 @@ pub const FRAME_HEADER_LEN: usize = 5;
 pub const WIRE_VERSION_1: u16 = 1;
 /// Wire version 2 (§1.5, §1.6): headers carry `logEpoch` (and `resetRequired`).
 pub const WIRE_VERSION_2: u16 = 2;
+/// Wire version 3 (the `syncular-ssp2` 0.49 generation): headers as in
+/// version 2, plus the `ROUND_FAILURE` request frame (§1.5), a
+/// `conflictColumns` field in `PUSH_RESULT` conflict records (§6.3), a
+/// strictly validated `PUSH_RESULT_DETAILS.detailsJson` (§6.3.1), and unknown
+/// frames counting as frames for every "immediately after" rule.
+pub const WIRE_VERSION_3: u16 = 3;
 /// The §9 compatibility window this codec decodes and encodes, oldest first.
-pub const SUPPORTED_WIRE_VERSIONS: [u16; 2] = [WIRE_VERSION_1, WIRE_VERSION_2];
+pub const SUPPORTED_WIRE_VERSIONS: [u16; 3] = [WIRE_VERSION_1, WIRE_VERSION_2, WIRE_VERSION_3];
 
 /// `msgKind` byte of a request (§1.2).
 pub const MSG_KIND_REQUEST: u8 = 0x01;
@@ -27,7 +33,7 @@ pub const MSG_KIND_RESPONSE: u8 = 0x02;
 /// The only legal envelope `flags` byte (§1.2).
 pub const ENVELOPE_FLAGS: u8 = 0x00;
 
-// ---- Frame type registry (§1.2), wire versions 1 and 2 -------------------
+// ---- Frame type registry (§1.2) -------------------------------------------
 
 /// `END` (both kinds): `frameLength` 0, last frame.
 pub const FRAME_END: u8 = 0x00;
@@ -39,6 +45,11 @@ pub const FRAME_PUSH_COMMIT: u8 = 0x02;
 pub const FRAME_PULL_HEADER: u8 = 0x03;
 /// `SUBSCRIPTION` (request, §4.3).
 pub const FRAME_SUBSCRIPTION: u8 = 0x04;
+/// `ROUND_FAILURE` (request, §1.5), wire version 3 only: the code of the
+/// client's last round that failed where the server could not see it. In
+/// wire versions 1 and 2 the byte `0x05` has no layout: a frame of that type
+/// is an *unknown* frame there (§1.2 rule 2), skipped and preserved.
+pub const FRAME_ROUND_FAILURE: u8 = 0x05;
 /// `RESP_HEADER` (response, §1.6).
 pub const FRAME_RESP_HEADER: u8 = 0x10;
 /// `PUSH_RESULT` (response, §6.3).
@@ -60,14 +71,25 @@ pub const FRAME_PUSH_RESULT_DETAILS: u8 = 0x1B;
 /// `ERROR` (response, §1.6).
 pub const FRAME_ERROR: u8 = 0x1F;
 
-/// Frame types with a request layout (§1.2 registry, `END` excluded).
+/// Frame types with a request layout in wire versions 1 and 2 (§1.2
+/// registry, `END` excluded).
 pub const REQUEST_FRAME_TYPES: [u8; 4] = [
     FRAME_REQ_HEADER,
     FRAME_PUSH_COMMIT,
     FRAME_PULL_HEADER,
     FRAME_SUBSCRIPTION,
 ];
-/// Frame types with a response layout (§1.2 registry, `END` excluded).
+/// Frame types with a request layout in wire version 3: those of versions 1
+/// and 2 plus `ROUND_FAILURE`.
+pub const REQUEST_FRAME_TYPES_V3: [u8; 5] = [
+    FRAME_REQ_HEADER,
+    FRAME_PUSH_COMMIT,
+    FRAME_PULL_HEADER,
+    FRAME_SUBSCRIPTION,
+    FRAME_ROUND_FAILURE,
+];
+/// Frame types with a response layout (§1.2 registry, `END` excluded), the
+/// same in wire versions 1, 2 and 3.
 pub const RESPONSE_FRAME_TYPES: [u8; 10] = [
     FRAME_RESP_HEADER,
     FRAME_PUSH_RESULT,
@@ -81,18 +103,30 @@ pub const RESPONSE_FRAME_TYPES: [u8; 10] = [
     FRAME_ERROR,
 ];
 
-/// True for every frame type that has a layout in wire versions 1 and 2 for
-/// either message kind, `END` included. Every other byte is an *unknown*
-/// frame type (§1.2 rule 2; the reserved `0x17`, `0x18`, `0x1A`,
-/// `0x1C`–`0x1E`, `0x20`–`0x2F` included) and the encoder refuses to emit an
-/// unknown frame under a registered type.
-pub fn is_registered_frame_type(frame_type: u8) -> bool {
+/// The request frame types with a layout in `wire_version`
+/// ([`REQUEST_FRAME_TYPES_V3`] from version 3 on, [`REQUEST_FRAME_TYPES`]
+/// before).
+pub fn request_frame_types(wire_version: u16) -> &'static [u8] {
+    if wire_version >= WIRE_VERSION_3 {
+        &REQUEST_FRAME_TYPES_V3
+    } else {
+        &REQUEST_FRAME_TYPES
+    }
+}
+
+/// True for every frame type that has a layout in `wire_version` for either
+/// message kind, `END` included. Every other byte is an *unknown* frame type
+/// (§1.2 rule 2; the reserved `0x17`, `0x18`, `0x1A`, `0x1C`–`0x1E`,
+/// `0x20`–`0x2F` included, and `0x05` below wire version 3) and the encoder
+/// refuses to emit an unknown frame under a registered type.
+pub fn is_registered_frame_type(frame_type: u8, wire_version: u16) -> bool {
     frame_type == FRAME_END
-        || REQUEST_FRAME_TYPES.contains(&frame_type)
+        || request_frame_types(wire_version).contains(&frame_type)
         || RESPONSE_FRAME_TYPES.contains(&frame_type)
 }
 
-/// The registry name of a registered frame type (`"SUB_START"`), or `None`.
+/// The registry name of a frame type registered in some wire version
+/// (`"SUB_START"`; `"ROUND_FAILURE"` for `0x05`, a version-3 type), or `None`.
 pub fn frame_type_name(frame_type: u8) -> Option<&'static str> {
     Some(match frame_type {
         FRAME_END => "END",
@@ -100,6 +134,7 @@ pub fn frame_type_name(frame_type: u8) -> Option<&'static str> {
         FRAME_PUSH_COMMIT => "PUSH_COMMIT",
         FRAME_PULL_HEADER => "PULL_HEADER",
         FRAME_SUBSCRIPTION => "SUBSCRIPTION",
+        FRAME_ROUND_FAILURE => "ROUND_FAILURE",
         FRAME_RESP_HEADER => "RESP_HEADER",
         FRAME_PUSH_RESULT => "PUSH_RESULT",
         FRAME_SUB_START => "SUB_START",
@@ -182,9 +217,15 @@ pub const MAX_SNAPSHOT_PAGES_DEFAULT: i32 = 4;
 /// `SUBSCRIPTION.cursor` value meaning "never synced" (§4.3).
 pub const CURSOR_NEVER_SYNCED: i64 = -1;
 
+// ---- ROUND_FAILURE (§1.5, wire version 3) ----------------------------------
+
+/// Max UTF-8 bytes of `ROUND_FAILURE.code`.
+pub const ROUND_FAILURE_CODE_MAX_BYTES: usize = 64;
+
 // ---- PUSH_RESULT_DETAILS detailsJson bounds (§6.3.1) -----------------------
 
-/// Max encoded bytes of the normalized `detailsJson` object.
+/// Max encoded bytes of the normalized `detailsJson` object (every wire
+/// version) and, from wire version 3 on, of the raw `detailsJson` text too.
 pub const DETAILS_MAX_ENCODED_BYTES: usize = 4096;
 /// `fieldPaths` holds 1..=this many unique paths.
 pub const DETAILS_MAX_FIELD_PATHS: usize = 32;

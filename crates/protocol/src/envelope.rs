@@ -9,9 +9,8 @@
 //! here is `sync.invalid_request` (§1.7, envelope and framing violations).
 
 use crate::constants::{
-    is_registered_frame_type, ENVELOPE_FLAGS, FRAME_END, FRAME_HEADER_LEN, MAGIC,
-    MSG_KIND_REQUEST, MSG_KIND_RESPONSE, REQUEST_FRAME_TYPES, RESPONSE_FRAME_TYPES,
-    SUPPORTED_WIRE_VERSIONS,
+    is_registered_frame_type, request_frame_types, ENVELOPE_FLAGS, FRAME_END, FRAME_HEADER_LEN,
+    MAGIC, MSG_KIND_REQUEST, MSG_KIND_RESPONSE, RESPONSE_FRAME_TYPES, SUPPORTED_WIRE_VERSIONS,
 };
 use crate::errors::{ProtocolError, Result};
 use crate::primitives::{Reader, Writer};
@@ -42,9 +41,9 @@ impl MsgKind {
         }
     }
 
-    fn own_types(self) -> &'static [u8] {
+    fn own_types(self, wire_version: u16) -> &'static [u8] {
         match self {
-            MsgKind::Request => &REQUEST_FRAME_TYPES,
+            MsgKind::Request => request_frame_types(wire_version),
             MsgKind::Response => &RESPONSE_FRAME_TYPES,
         }
     }
@@ -61,9 +60,9 @@ impl MsgKind {
 /// kind (§1.2 rule 2). Decoders keep it byte-for-byte so that re-encoding
 /// reproduces the input; it renders as `{"type":"UNKNOWN",…}` (§11.1 rule 9).
 ///
-/// Encoders refuse an `UnknownFrame` whose `frame_type` is registered
-/// ([`crate::constants::is_registered_frame_type`]): preservation is the only
-/// source of unknown frames on the encode side.
+/// Encoders refuse an `UnknownFrame` whose `frame_type` is registered in the
+/// message's wire version ([`crate::constants::is_registered_frame_type`]):
+/// preservation is the only source of unknown frames on the encode side.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UnknownFrame {
     /// The unregistered `frameType` byte.
@@ -90,14 +89,14 @@ pub enum FrameClass {
     Unknown,
 }
 
-/// Checks that `wire_version` is in the §9 window (1 or 2);
+/// Checks that `wire_version` is in the §9 window (1, 2 or 3);
 /// `sync.invalid_request` otherwise (decode) / encoder error (encode).
 pub fn check_wire_version(wire_version: u16) -> Result<()> {
     if SUPPORTED_WIRE_VERSIONS.contains(&wire_version) {
         Ok(())
     } else {
         Err(ProtocolError::invalid(format!(
-            "unsupported wireVersion {wire_version} (supported: 1, 2)"
+            "unsupported wireVersion {wire_version} (supported: 1, 2, 3)"
         )))
     }
 }
@@ -182,13 +181,15 @@ pub fn finish_after_end(r: &Reader<'_>) -> Result<()> {
     }
 }
 
-/// Classifies `frame_type` for a message of `kind` (§1.2 rule 2): a type
-/// registered for the *other* kind is a decode error
-/// (`sync.invalid_request`), not unknown.
-pub fn classify(frame_type: u8, kind: MsgKind) -> Result<FrameClass> {
-    if kind.own_types().contains(&frame_type) {
+/// Classifies `frame_type` for a message of `kind` in `wire_version` (§1.2
+/// rule 2): a type registered for the *other* kind is a decode error
+/// (`sync.invalid_request`), not unknown. `0x05` (`ROUND_FAILURE`) is known
+/// in a version-3 request, a decode error in a version-3 response and
+/// unknown in versions 1 and 2.
+pub fn classify(frame_type: u8, kind: MsgKind, wire_version: u16) -> Result<FrameClass> {
+    if kind.own_types(wire_version).contains(&frame_type) {
         Ok(FrameClass::Known)
-    } else if kind.other().own_types().contains(&frame_type) {
+    } else if kind.other().own_types(wire_version).contains(&frame_type) {
         Err(ProtocolError::invalid(format!(
             "frame type {frame_type:#04x} is registered for {} messages, not {}",
             kind.other().name(),
@@ -245,12 +246,12 @@ pub fn write_frame(
     w.patch_u32(len_at, len)
 }
 
-/// Writes a preserved unknown frame; refuses a registered `frame_type`
-/// (encoder error, §1.2 rule 2).
-pub fn write_unknown_frame(w: &mut Writer, frame: &UnknownFrame) -> Result<()> {
-    if is_registered_frame_type(frame.frame_type) {
+/// Writes a preserved unknown frame of a `wire_version` message; refuses a
+/// `frame_type` registered in that version (encoder error, §1.2 rule 2).
+pub fn write_unknown_frame(w: &mut Writer, frame: &UnknownFrame, wire_version: u16) -> Result<()> {
+    if is_registered_frame_type(frame.frame_type, wire_version) {
         return Err(ProtocolError::invalid(format!(
-            "encoder: refusing an unknown frame under registered frameType {:#04x}",
+            "encoder: refusing an unknown frame under frameType {:#04x}, registered in wire version {wire_version}",
             frame.frame_type
         )));
     }

@@ -156,7 +156,7 @@ impl RecommendedAction {
 
 macro_rules! catalog {
     ($( $variant:ident = $code:literal, $cat:ident, $retry:literal, $action:ident; )*) => {
-        /// Every code of the §10.2 catalog (wire versions 1 and 2).
+        /// Every code of the §10.2 catalog (wire versions 1–3).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum ErrorCode { $( #[doc = concat!("`", $code, "`")] $variant, )* }
 
@@ -230,7 +230,39 @@ catalog! {
     BlobForbidden = "blob.forbidden", Forbidden, false, CheckPermissions;
     BlobHashMismatch = "blob.hash_mismatch", InvalidRequest, false, FixRequest;
     BlobTooLarge = "blob.too_large", InvalidRequest, false, FixRequest;
+    // Wire version 3 (the 0.49 generation) — see the catalog notes below.
+    InternalError = "sync.internal_error", Internal, true, RetryLater;
+    SchemaNotReady = "sync.schema_not_ready", SchemaMismatch, true, RetryLater;
+    RowDeleted = "sync.row_deleted", NotFound, false, ForceResync;
+    ReferenceViolation = "sync.reference_violation", InvalidRequest, false, FixRequest;
+    PresenceTooLarge = "presence.too_large", InvalidRequest, false, FixRequest;
+    PresenceForbidden = "presence.forbidden", Forbidden, false, CheckPermissions;
 }
+
+// Catalog notes for the wire-version-3 additions (the codes the
+// `syncular-ssp2` / `syncular-client` / `syncular-authority` 0.49 sources
+// use that a server can produce), metadata as the 0.49 client treats them:
+// - `sync.internal_error`: a server-side fault; the client's
+//   `retryable_failure_code` retries it ("a §10.2 code the catalog marks
+//   retryable"), so retryable + retryLater.
+// - `sync.schema_not_ready`: the server's schema is not (yet) the one the
+//   request needs (the authority: "migrated by a newer schema"); retried by
+//   the client like `sync.internal_error`, so schema-mismatch, retryable.
+// - `sync.row_deleted`: a push result — an unversioned upsert hit a row
+//   deleted within the retention horizon (§6.2); the client pairs it with
+//   `sync.row_missing` ("answers it with sync.row_deleted or
+//   sync.row_missing"), so the same metadata as `sync.row_missing`.
+// - `sync.reference_violation`: a push result — a write breaks a declared
+//   reference (retryable: false in the authority); like
+//   `sync.constraint_violation`.
+// - `presence.too_large` / `presence.forbidden`: the two publisher-directed
+//   realtime presence errors (§8.6.2, [`crate::realtime::PresenceError`]).
+// Not added: client-local codes the client documents as "never a wire code
+// (§10.3)" or produces only on its own side (`sync.offline`,
+// `sync.transport_failed`, `sync.local_corrupt`, `sync.outbox_incompatible`,
+// `sync.realtime_unavailable`, `sync.idle_timeout`, `sync.timeout`,
+// `sync.validation_failed`, `transport.*`, `client.*`), and the local
+// authority's own (`sync.attach_rejected`, `sync.authority_unavailable`).
 
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -294,7 +326,11 @@ mod tests {
         let c = ErrorCode::SegmentExpired;
         assert_eq!(c.category().as_str(), "not-found");
         assert!(c.retryable());
-        assert_eq!(ErrorCode::ALL.len(), 36);
+        assert_eq!(ErrorCode::ALL.len(), 42);
+        let c = ErrorCode::SchemaNotReady;
+        assert_eq!((c.category().as_str(), c.retryable()), ("schema-mismatch", true));
+        assert_eq!(ErrorCode::parse("sync.row_deleted"), Some(ErrorCode::RowDeleted));
+        assert_eq!(ErrorCode::InternalError.recommended_action().as_str(), "retryLater");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `syncular-protocol`: the SSP2 wire protocol (SPEC.md, release 0.15.48,
-//! wire versions 1 and 2) with no Postgres dependency.
+//! wire versions 1 and 2; wire version 3 as the `syncular-ssp2` 0.49.2
+//! reference codec defines it) with no Postgres dependency.
 //!
 //! Layers, bottom up: [`primitives`] (canonical fixed-width encodings),
 //! [`errors`] (the §10 catalog), then the message codec, row codec, SSG2
@@ -14,6 +15,8 @@ pub mod primitives;
 
 pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};
 pub mod row_codec;
+pub mod sparse_row;
+pub mod column_versions;
 pub mod segment;
 pub mod schema_ir;
 pub mod constants;

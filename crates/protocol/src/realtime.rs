@@ -97,6 +97,15 @@ impl PresenceError {
         }
     }
 
+    /// The catalog code (`ErrorCode::PresenceTooLarge` /
+    /// `ErrorCode::PresenceForbidden`), for its §10.2 metadata.
+    pub fn code(self) -> crate::ErrorCode {
+        match self {
+            PresenceError::TooLarge => crate::ErrorCode::PresenceTooLarge,
+            PresenceError::Forbidden => crate::ErrorCode::PresenceForbidden,
+        }
+    }
+
     /// Parses a wire spelling; `None` outside the closed set.
     pub fn parse(s: &str) -> Option<PresenceError> {
         [PresenceError::TooLarge, PresenceError::Forbidden].into_iter().find(|e| e.as_str() == s)

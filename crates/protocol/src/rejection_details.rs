@@ -4,7 +4,10 @@
 //! limits, and at most 4,096 bytes once normalized.
 //!
 //! §6.3.1: "Unknown members, duplicates, empty members, malformed paths or
-//! tokens, and over-limit values are decode errors." Every failure here is
+//! tokens, and over-limit values are decode errors." Wire version 3 adds one
+//! rule, from the `syncular-ssp2` 0.49 decoder: the *raw* text is at most
+//! 4,096 bytes too ([`validate_details_json_v3`]); in versions 1 and 2 only
+//! the normalized object is bounded. Every failure here is
 //! `sync.invalid_request` with a message starting
 //! [`DETAILS_ERROR_PREFIX`]. The raw text is never rewritten: the codec keeps
 //! it byte-for-byte; validation only reads it.
@@ -26,8 +29,35 @@ fn err(msg: impl std::fmt::Display) -> ProtocolError {
     ProtocolError::invalid(format!("{DETAILS_ERROR_PREFIX}: {msg}"))
 }
 
-/// Validates `text` against the §6.3.1 bounded shape. Duplicate object
-/// member names (at any depth) are rejected, not collapsed.
+/// [`validate_details_json`] for a wire-version-3 message: first the raw
+/// `text` must be at most [`DETAILS_MAX_ENCODED_BYTES`] bytes (the
+/// `syncular-ssp2` 0.49 decoder's first check), then the same shape.
+/// Errors: `sync.invalid_request`, message prefixed [`DETAILS_ERROR_PREFIX`].
+pub fn validate_details_json_v3(text: &str) -> Result<()> {
+    if text.len() > DETAILS_MAX_ENCODED_BYTES {
+        return Err(err(format_args!(
+            "raw text is {} bytes, over {DETAILS_MAX_ENCODED_BYTES} (wire version 3)",
+            text.len()
+        )));
+    }
+    validate_details_json(text)
+}
+
+/// The §6.3.1 check for a message of `wire_version`:
+/// [`validate_details_json_v3`] from version 3 on, [`validate_details_json`]
+/// before.
+pub fn validate_details_json_for(text: &str, wire_version: u16) -> Result<()> {
+    if wire_version >= crate::constants::WIRE_VERSION_3 {
+        validate_details_json_v3(text)
+    } else {
+        validate_details_json(text)
+    }
+}
+
+/// Validates `text` against the §6.3.1 bounded shape (wire versions 1 and
+/// 2). Duplicate object member names (at any depth) are rejected, not
+/// collapsed. Errors: `sync.invalid_request`, message prefixed
+/// [`DETAILS_ERROR_PREFIX`].
 pub fn validate_details_json(text: &str) -> Result<()> {
     let value = serde_json::from_str::<Strict>(text)
         .map_err(|e| err(format_args!("not a JSON document without duplicate members ({e})")))?
@@ -253,6 +283,18 @@ mod tests {
             assert_eq!(e.code, crate::ErrorCode::InvalidRequest, "{c}");
             assert!(e.message.starts_with(DETAILS_ERROR_PREFIX), "{c}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn version_3_also_bounds_the_raw_text() {
+        // Normalized it is small; raw, padded with white space, it is not.
+        let padded = format!("{{\"reason\":\"r\"{}}}", " ".repeat(DETAILS_MAX_ENCODED_BYTES));
+        validate_details_json(&padded).unwrap();
+        validate_details_json_for(&padded, 2).unwrap();
+        let e = validate_details_json_v3(&padded).unwrap_err();
+        assert!(e.message.starts_with(DETAILS_ERROR_PREFIX), "{}", e.message);
+        assert!(validate_details_json_for(&padded, 3).is_err());
+        validate_details_json_v3(r#"{"reason":"r"}"#).unwrap();
     }
 
     #[test]

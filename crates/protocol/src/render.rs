@@ -11,7 +11,10 @@
 //! `f64` field, so rule 10 (NaN → null) only arises inside rows segments,
 //! which this renderer never expands (rule 4). `PUSH_RESULT_DETAILS` entries
 //! render as `{"opIndex","details"}` with `details` parsed — the spelling
-//! both reference renderers use (no golden vector pins it).
+//! both reference renderers use (no golden vector pins it). Wire version 3
+//! adds `{"type":"ROUND_FAILURE","code"}` and a conflict record's
+//! `conflictColumns` (base64, after `serverRow`), as `syncular-ssp2` 0.49
+//! renders them; version 1 and 2 renderings are unchanged.
 
 use serde_json::{Map, Value};
 
@@ -48,6 +51,11 @@ pub fn render_request(req: &Request) -> Result<Value> {
                 if let Some(e) = &h.log_epoch {
                     o.insert("logEpoch".into(), e.clone().into());
                 }
+                Value::Object(o)
+            }
+            RequestFrameRef::RoundFailure(code) => {
+                let mut o = typed("ROUND_FAILURE");
+                o.insert("code".into(), code.into());
                 Value::Object(o)
             }
             RequestFrameRef::PushCommit(c) => {
@@ -117,12 +125,12 @@ pub fn render_response(resp: &Response) -> Result<Value> {
     }
     frames.push(Value::Object(o));
     for f in &resp.frames {
-        frames.push(render_response_frame(f)?);
+        frames.push(render_response_frame(f, resp.wire_version)?);
     }
     Ok(envelope(resp.wire_version, "response", frames))
 }
 
-fn render_response_frame(f: &ResponseFrame) -> Result<Value> {
+fn render_response_frame(f: &ResponseFrame, wire_version: u16) -> Result<Value> {
     let o = match f {
         ResponseFrame::Lease(l) => {
             let mut o = typed("LEASE");
@@ -137,7 +145,7 @@ fn render_response_frame(f: &ResponseFrame) -> Result<Value> {
             if let Some(s) = p.commit_seq {
                 o.insert("commitSeq".into(), s.into());
             }
-            let results = p.results.iter().map(render_result).collect();
+            let results = p.results.iter().map(|r| render_result(r, wire_version)).collect();
             o.insert("results".into(), Value::Array(results));
             o
         }
@@ -249,19 +257,22 @@ fn render_response_frame(f: &ResponseFrame) -> Result<Value> {
     Ok(Value::Object(o))
 }
 
-fn render_result(r: &OpResult) -> Value {
+fn render_result(r: &OpResult, wire_version: u16) -> Value {
     let mut m = Map::new();
     m.insert("opIndex".into(), r.op_index().into());
     match r {
         OpResult::Applied { .. } => {
             m.insert("status".into(), "applied".into());
         }
-        OpResult::Conflict { code, message, server_version, server_row, .. } => {
+        OpResult::Conflict { code, message, server_version, server_row, conflict_columns, .. } => {
             m.insert("status".into(), "conflict".into());
             m.insert("code".into(), code.clone().into());
             m.insert("message".into(), message.clone().into());
             m.insert("serverVersion".into(), (*server_version).into());
             m.insert("serverRow".into(), b64(server_row));
+            if wire_version >= crate::constants::WIRE_VERSION_3 {
+                m.insert("conflictColumns".into(), b64(conflict_columns));
+            }
         }
         OpResult::Error { code, message, retryable, .. } => {
             m.insert("status".into(), "error".into());

@@ -1,6 +1,13 @@
-//! SSP2 request messages: the §1.5 grammar and its four frames —
-//! `REQ_HEADER` (§1.5, wire versions 1 and 2), `PUSH_COMMIT` (§6.1),
-//! `PULL_HEADER` (§4.2) and `SUBSCRIPTION` (§4.3).
+//! SSP2 request messages: the §1.5 grammar and its frames — `REQ_HEADER`
+//! (§1.5, wire versions 1–3), `ROUND_FAILURE` (§1.5, wire version 3 only),
+//! `PUSH_COMMIT` (§6.1), `PULL_HEADER` (§4.2) and `SUBSCRIPTION` (§4.3).
+//!
+//! Wire version 3 grammar: `REQ_HEADER`, `ROUND_FAILURE` 0|1 *immediately*
+//! after it (an unknown frame in between counts as a frame, as in the
+//! `syncular-ssp2` 0.49 decoder), `PUSH_COMMIT` × N, `PULL_HEADER` 0|1,
+//! `SUBSCRIPTION` × M, `END`. In versions 1 and 2 a `0x05` frame has no
+//! layout: it is an unknown frame (§1.2 rule 2), kept in
+//! [`Request::unknown`] exactly as before version 3 existed.
 //!
 //! [`decode_request`] rejects exactly the §1.7 decode errors for requests
 //! (`sync.invalid_request`, or `sync.empty_commit` for a commit with zero
@@ -13,7 +20,8 @@
 
 use crate::constants::{
     ACCEPT_RESERVED_MASK, FRAME_PULL_HEADER, FRAME_PUSH_COMMIT, FRAME_REQ_HEADER,
-    FRAME_SUBSCRIPTION, WIRE_VERSION_2,
+    FRAME_ROUND_FAILURE, FRAME_SUBSCRIPTION, ROUND_FAILURE_CODE_MAX_BYTES, WIRE_VERSION_2,
+    WIRE_VERSION_3,
 };
 use crate::envelope::{
     classify, finish_after_end, next_frame, parse_payload, read_envelope_header,
@@ -35,7 +43,7 @@ pub struct ReqHeader {
     pub client_id: String,
     /// The client's generated schema version; ≥ 1 (decode error otherwise).
     pub schema_version: i32,
-    /// Wire version 2 only: the partition log epoch last accepted by the
+    /// Wire versions 2 and 3: the partition log epoch last accepted by the
     /// client (`opt(str)`); `None` requests epoch acquisition. Always `None`
     /// in a version 1 message (encoding `Some` at version 1 is an encoder
     /// error). An empty string is legal on the wire (not a §1.7 error).
@@ -114,9 +122,10 @@ pub struct PullRequest {
 /// An unknown frame preserved at its wire position (§1.2 rule 2).
 ///
 /// `after_known_frames` counts the known frames before it (`REQ_HEADER` is
-/// known frame 1, then each `PUSH_COMMIT`, `PULL_HEADER`, `SUBSCRIPTION` in
-/// wire order), so it is always ≥ 1; several unknown frames at the same
-/// position keep their list order. Lists must be sorted by this field.
+/// known frame 1, then `ROUND_FAILURE` when present, then each
+/// `PUSH_COMMIT`, `PULL_HEADER`, `SUBSCRIPTION` in wire order), so it is
+/// always ≥ 1; several unknown frames at the same position keep their list
+/// order. Lists must be sorted by this field.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacedUnknown {
     /// Number of known frames preceding this one on the wire (≥ 1).
@@ -128,10 +137,16 @@ pub struct PlacedUnknown {
 /// A decoded SSP2 request (§1.5), owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// Envelope `wireVersion`: 1 or 2. A response answers in the same one.
+    /// Envelope `wireVersion`: 1, 2 or 3. A response answers in the same one.
     pub wire_version: u16,
     /// `REQ_HEADER`.
     pub header: ReqHeader,
+    /// `ROUND_FAILURE.code` (wire version 3 only, at most one frame, directly
+    /// after `REQ_HEADER`): the code of the client's last round that failed
+    /// where the server could not see it, e.g. `"transport.timeout"`;
+    /// syntax [`is_round_failure_code`]. Always `None` below version 3
+    /// (encoding `Some` there is an encoder error).
+    pub round_failure: Option<String>,
     /// `PUSH_COMMIT` frames in client commit order (may be empty).
     pub commits: Vec<PushCommit>,
     /// The pull half, if `PULL_HEADER` was sent.
@@ -146,6 +161,8 @@ pub struct Request {
 pub enum RequestFrameRef<'a> {
     /// `REQ_HEADER`.
     ReqHeader(&'a ReqHeader),
+    /// `ROUND_FAILURE` (its `code`).
+    RoundFailure(&'a str),
     /// `PUSH_COMMIT`.
     PushCommit(&'a PushCommit),
     /// `PULL_HEADER`.
@@ -162,9 +179,12 @@ impl Request {
     /// position is 0, out of order, or past the last known frame.
     pub fn frames(&self) -> Result<Vec<RequestFrameRef<'_>>> {
         let mut known: Vec<RequestFrameRef<'_>> = Vec::with_capacity(
-            1 + self.commits.len() + self.pull.as_ref().map_or(0, |p| 1 + p.subscriptions.len()),
+            2 + self.commits.len() + self.pull.as_ref().map_or(0, |p| 1 + p.subscriptions.len()),
         );
         known.push(RequestFrameRef::ReqHeader(&self.header));
+        if let Some(code) = &self.round_failure {
+            known.push(RequestFrameRef::RoundFailure(code));
+        }
         known.extend(self.commits.iter().map(RequestFrameRef::PushCommit));
         if let Some(pull) = &self.pull {
             known.push(RequestFrameRef::PullHeader(&pull.header));
@@ -198,14 +218,29 @@ impl Request {
 }
 
 /// Frame-order state of the §1.5 grammar, shared by decoder and encoder.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct RequestGrammar {
+    wire_version: u16,
     seen_header: bool,
+    /// Any frame after `REQ_HEADER`, unknown ones included.
+    seen_body: bool,
+    seen_failure: bool,
     seen_push: bool,
     seen_pull: bool,
 }
 
 impl RequestGrammar {
+    fn new(wire_version: u16) -> Self {
+        RequestGrammar {
+            wire_version,
+            seen_header: false,
+            seen_body: false,
+            seen_failure: false,
+            seen_push: false,
+            seen_pull: false,
+        }
+    }
+
     /// Accepts the next *known* frame type or returns the grammar error.
     fn accept(&mut self, frame_type: u8) -> Result<()> {
         if !self.seen_header {
@@ -217,8 +252,22 @@ impl RequestGrammar {
             self.seen_header = true;
             return Ok(());
         }
+        let was_body = std::mem::replace(&mut self.seen_body, true);
         match frame_type {
             FRAME_REQ_HEADER => Err(ProtocolError::invalid("duplicate REQ_HEADER frame")),
+            FRAME_ROUND_FAILURE if self.wire_version < WIRE_VERSION_3 => Err(ProtocolError::invalid(
+                "ROUND_FAILURE requires wire version 3",
+            )),
+            FRAME_ROUND_FAILURE if self.seen_failure => {
+                Err(ProtocolError::invalid("duplicate ROUND_FAILURE frame"))
+            }
+            FRAME_ROUND_FAILURE if was_body => Err(ProtocolError::invalid(
+                "ROUND_FAILURE must immediately follow REQ_HEADER",
+            )),
+            FRAME_ROUND_FAILURE => {
+                self.seen_failure = true;
+                Ok(())
+            }
             FRAME_PUSH_COMMIT if self.seen_pull => Err(ProtocolError::invalid(
                 "PUSH_COMMIT after PULL_HEADER (out of §1.5 order)",
             )),
@@ -243,9 +292,11 @@ impl RequestGrammar {
         }
     }
 
-    /// Unknown frames are legal only strictly after the header frame.
-    fn accept_unknown(&self, frame_type: u8) -> Result<()> {
+    /// Unknown frames are legal only strictly after the header frame; one
+    /// counts as a body frame (a later `ROUND_FAILURE` is out of place).
+    fn accept_unknown(&mut self, frame_type: u8) -> Result<()> {
         if self.seen_header {
+            self.seen_body = true;
             Ok(())
         } else {
             Err(ProtocolError::invalid(format!(
@@ -285,15 +336,16 @@ pub fn decode_request(bytes: &[u8]) -> Result<Request> {
 
 /// Decodes the frames of a request whose envelope header was already read.
 pub(crate) fn decode_request_frames(r: &mut Reader<'_>, wire_version: u16) -> Result<Request> {
-    let mut grammar = RequestGrammar::default();
+    let mut grammar = RequestGrammar::new(wire_version);
     let mut header: Option<ReqHeader> = None;
+    let mut round_failure: Option<String> = None;
     let mut commits = Vec::new();
     let mut pull: Option<PullRequest> = None;
     let mut unknown = Vec::new();
     let mut known_count = 0usize;
 
     while let Some(frame) = next_frame(r)? {
-        match classify(frame.frame_type, MsgKind::Request)? {
+        match classify(frame.frame_type, MsgKind::Request, wire_version)? {
             FrameClass::Unknown => {
                 grammar.accept_unknown(frame.frame_type)?;
                 unknown.push(PlacedUnknown {
@@ -310,6 +362,7 @@ pub(crate) fn decode_request_frames(r: &mut Reader<'_>, wire_version: u16) -> Re
         known_count += 1;
         match frame.frame_type {
             FRAME_REQ_HEADER => header = Some(decode_req_header(frame.payload, wire_version)?),
+            FRAME_ROUND_FAILURE => round_failure = Some(decode_round_failure(frame.payload)?),
             FRAME_PUSH_COMMIT => commits.push(decode_push_commit(frame.payload)?),
             FRAME_PULL_HEADER => {
                 pull = Some(PullRequest {
@@ -328,7 +381,47 @@ pub(crate) fn decode_request_frames(r: &mut Reader<'_>, wire_version: u16) -> Re
     grammar.finish()?;
     finish_after_end(r)?;
     let header = header.ok_or_else(|| ProtocolError::invalid("request has no REQ_HEADER frame"))?;
-    Ok(Request { wire_version, header, commits, pull, unknown })
+    Ok(Request { wire_version, header, round_failure, commits, pull, unknown })
+}
+
+/// `ROUND_FAILURE.code` syntax (§1.5, wire version 3): at most 64 UTF-8
+/// bytes of `[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+` — two or more dotted
+/// segments, each a lowercase ASCII letter then lowercase letters, digits or
+/// `_` (`"transport.timeout"`, `"a1.b_2.c3"`).
+pub fn is_round_failure_code(code: &str) -> bool {
+    let segment_ok = |seg: &str| {
+        let b = seg.as_bytes();
+        !b.is_empty()
+            && b[0].is_ascii_lowercase()
+            && b[1..].iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+    };
+    code.len() <= ROUND_FAILURE_CODE_MAX_BYTES
+        && code.contains('.')
+        && code.split('.').all(segment_ok)
+}
+
+/// Decodes a `ROUND_FAILURE` payload (§1.5, wire version 3): one `str`
+/// `code` satisfying [`is_round_failure_code`], nothing after it.
+/// Errors: `sync.invalid_request`.
+pub fn decode_round_failure(payload: &[u8]) -> Result<String> {
+    parse_payload(payload, "ROUND_FAILURE", |r| {
+        let code = read_string(r, "ROUND_FAILURE.code")?;
+        if !is_round_failure_code(&code) {
+            return Err(ProtocolError::invalid(format!(
+                "ROUND_FAILURE.code {code:?} is not a lowercase dotted code of at most {ROUND_FAILURE_CODE_MAX_BYTES} bytes"
+            )));
+        }
+        Ok(code)
+    })
+}
+
+/// Writes a `ROUND_FAILURE` payload; a code outside
+/// [`is_round_failure_code`] is an encoder error.
+pub fn encode_round_failure(w: &mut Writer, code: &str) -> Result<()> {
+    encoder_check(is_round_failure_code(code), || {
+        format!("ROUND_FAILURE.code {code:?} is not a lowercase dotted code of at most {ROUND_FAILURE_CODE_MAX_BYTES} bytes")
+    })?;
+    w.str(code, "ROUND_FAILURE.code")
 }
 
 /// Decodes a `REQ_HEADER` payload for `wire_version` (§1.5).
@@ -420,7 +513,9 @@ pub fn decode_subscription(payload: &[u8]) -> Result<Subscription> {
 /// Encodes a request canonically (§1.2, §1.5).
 ///
 /// Encoder errors (`sync.invalid_request`, message `encoder: …`): a wire
-/// version other than 1/2, `log_epoch` at version 1, a no-content request,
+/// version other than 1/2/3, `log_epoch` at version 1, `round_failure` below
+/// version 3 or outside [`is_round_failure_code`], an unknown frame placed
+/// between `REQ_HEADER` and `ROUND_FAILURE`, a no-content request,
 /// any field the decoder would reject (empty ids, `schemaVersion < 1`, zero
 /// operations, payload/op mismatch, `accept` bits 4–7, non-canonical maps,
 /// invalid JSON text, `i64` outside ±(2^53−1)), or an unknown frame under a
@@ -432,12 +527,16 @@ pub fn encode_request(req: &Request) -> Result<Vec<u8>> {
 fn encode_request_unchecked(req: &Request) -> Result<Vec<u8>> {
     let mut w = Writer::with_capacity(256);
     write_envelope_header(&mut w, req.wire_version, MsgKind::Request)?;
-    let mut grammar = RequestGrammar::default();
+    let mut grammar = RequestGrammar::new(req.wire_version);
     for frame in req.frames()? {
         match frame {
             RequestFrameRef::ReqHeader(h) => {
                 grammar.accept(FRAME_REQ_HEADER)?;
                 write_frame(&mut w, FRAME_REQ_HEADER, |w| encode_req_header(w, h, req.wire_version))?;
+            }
+            RequestFrameRef::RoundFailure(code) => {
+                grammar.accept(FRAME_ROUND_FAILURE)?;
+                write_frame(&mut w, FRAME_ROUND_FAILURE, |w| encode_round_failure(w, code))?;
             }
             RequestFrameRef::PushCommit(c) => {
                 grammar.accept(FRAME_PUSH_COMMIT)?;
@@ -451,7 +550,10 @@ fn encode_request_unchecked(req: &Request) -> Result<Vec<u8>> {
                 grammar.accept(FRAME_SUBSCRIPTION)?;
                 write_frame(&mut w, FRAME_SUBSCRIPTION, |w| encode_subscription(w, s))?;
             }
-            RequestFrameRef::Unknown(u) => write_unknown_frame(&mut w, u)?,
+            RequestFrameRef::Unknown(u) => {
+                grammar.accept_unknown(u.frame_type)?;
+                write_unknown_frame(&mut w, u, req.wire_version)?;
+            }
         }
     }
     grammar.finish()?;
@@ -471,7 +573,7 @@ pub fn encode_req_header(w: &mut Writer, h: &ReqHeader, wire_version: u16) -> Re
         write_opt_str(w, h.log_epoch.as_deref(), "REQ_HEADER.logEpoch")?;
     } else {
         encoder_check(h.log_epoch.is_none(), || {
-            "REQ_HEADER.logEpoch requires wire version 2".into()
+            "REQ_HEADER.logEpoch requires wire version 2 or 3".into()
         })?;
     }
     Ok(())

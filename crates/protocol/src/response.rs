@@ -1,5 +1,5 @@
 //! SSP2 response messages: the §1.6 grammar and its frames — `RESP_HEADER`
-//! (§1.6, wire versions 1 and 2), `LEASE` (§7.3.2), `PUSH_RESULT` (§6.3),
+//! (§1.6, wire versions 1–3), `LEASE` (§7.3.2), `PUSH_RESULT` (§6.3),
 //! `PUSH_RESULT_DETAILS` (§6.3.1), `SUB_START` / `SUB_END` (§4.4), `COMMIT`
 //! (§4.5), `SEGMENT_REF` (§5.4), `SEGMENT_INLINE` (§5.7) and `ERROR` (§1.6).
 //!
@@ -17,6 +17,14 @@
 //! `reasonCode` emptiness, `results` cardinality, PUSH_RESULT_DETAILS
 //! matching its PUSH_RESULT, `resetRequired` ending the response) are not
 //! decode errors.
+//!
+//! Wire version 3 differs in three places, decoder and encoder alike: a
+//! conflict record carries `conflictColumns` after `serverRow`; every
+//! `detailsJson` is also bounded as raw text
+//! ([`crate::rejection_details::validate_details_json_v3`]); and an unknown
+//! frame counts as a frame for the "immediately after" rules, so neither
+//! `LEASE` nor `PUSH_RESULT_DETAILS` may follow one (the `syncular-ssp2`
+//! 0.49 decoder's reading; versions 1 and 2 keep unknown frames transparent).
 
 use std::io::Write;
 
@@ -25,7 +33,7 @@ use crate::constants::{
     FRAME_RESP_HEADER, FRAME_SEGMENT_INLINE, FRAME_SEGMENT_REF, FRAME_SUB_END, FRAME_SUB_START,
     MEDIA_TYPE_ROWS, MEDIA_TYPE_SQLITE, PUSH_STATUS_APPLIED, PUSH_STATUS_CACHED,
     PUSH_STATUS_REJECTED, RESULT_STATUS_APPLIED, RESULT_STATUS_CONFLICT, RESULT_STATUS_ERROR,
-    SUB_STATUS_ACTIVE, SUB_STATUS_RESET, SUB_STATUS_REVOKED, WIRE_VERSION_2,
+    SUB_STATUS_ACTIVE, SUB_STATUS_RESET, SUB_STATUS_REVOKED, WIRE_VERSION_2, WIRE_VERSION_3,
 };
 use crate::envelope::{
     check_wire_version, classify, finish_after_end, next_frame, parse_payload,
@@ -40,13 +48,13 @@ use crate::frame_fields::{
     ScopeMap, StoredScopes,
 };
 use crate::primitives::{Reader, Writer};
-use crate::rejection_details::validate_details_json;
+use crate::rejection_details::validate_details_json_for;
 
 // ---------------------------------------------------------------------------
 // Frame types
 // ---------------------------------------------------------------------------
 
-/// The wire-version-2 part of `RESP_HEADER` (§1.6).
+/// The wire-version-2 (and 3) part of `RESP_HEADER` (§1.6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RespEpoch {
     /// Current partition log identity (§2.1). "Non-empty" is a producer
@@ -64,7 +72,8 @@ pub struct RespHeader {
     pub required_schema_version: Option<i32>,
     /// Informational newest schema version.
     pub latest_schema_version: Option<i32>,
-    /// `Some` iff the message is wire version 2 (encoder error otherwise).
+    /// `Some` iff the message is wire version 2 or 3 (encoder error
+    /// otherwise).
     pub epoch: Option<RespEpoch>,
 }
 
@@ -131,6 +140,13 @@ pub enum OpResult {
         server_version: i64,
         /// Current server row, row-codec bytes (opaque here).
         server_row: Vec<u8>,
+        /// Wire version 3 only (after `serverRow`): a presence-bitmap-shaped
+        /// byte string over the row's columns (LSB-first, byte `i / 8`)
+        /// marking the present columns whose column version exceeded the
+        /// operation's `baseVersion`; opaque here. Dropped by the version 1
+        /// and 2 encoders (those records have no such field) and decoded as
+        /// empty there.
+        conflict_columns: Vec<u8>,
     },
     /// `3`: the operation failed.
     Error {
@@ -176,7 +192,9 @@ pub struct PushResultDetail {
     pub op_index: i32,
     /// Raw `detailsJson` text (a `str` on the wire), kept byte-for-byte;
     /// must satisfy the §6.3.1 bounded shape
-    /// ([`crate::rejection_details::validate_details_json`]).
+    /// ([`crate::rejection_details::validate_details_json`]; from wire
+    /// version 3 on also ≤ 4,096 raw bytes,
+    /// [`crate::rejection_details::validate_details_json_v3`]).
     pub details_json: String,
 }
 
@@ -412,7 +430,7 @@ impl ResponseFrame {
 /// A decoded SSP2 response (§1.6), owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
-    /// Envelope `wireVersion`: 1 or 2 (the request's).
+    /// Envelope `wireVersion`: 1, 2 or 3 (the request's).
     pub wire_version: u16,
     /// `RESP_HEADER` (always the first frame).
     pub header: RespHeader,
@@ -425,10 +443,13 @@ pub struct Response {
 // Grammar (§1.6), shared by decoder and writer
 // ---------------------------------------------------------------------------
 
-/// Frame-order state after `RESP_HEADER`. Unknown frames are transparent to
-/// the ordering rules (§1.2 rule 2) but illegal after `ERROR`.
+/// Frame-order state after `RESP_HEADER`. Unknown frames are illegal after
+/// `ERROR`; in wire versions 1 and 2 they are transparent to the ordering
+/// rules (§1.2 rule 2), in version 3 they end the "immediately after"
+/// windows of `LEASE` and `PUSH_RESULT_DETAILS`.
 #[derive(Debug, Clone)]
 struct ResponseGrammar {
+    wire_version: u16,
     lease_allowed: bool,
     details_allowed: bool,
     results_phase: bool,
@@ -439,8 +460,9 @@ struct ResponseGrammar {
 }
 
 impl ResponseGrammar {
-    fn new() -> Self {
+    fn new(wire_version: u16) -> Self {
         ResponseGrammar {
+            wire_version,
             lease_allowed: true,
             details_allowed: false,
             results_phase: true,
@@ -460,8 +482,13 @@ impl ResponseGrammar {
         Ok(())
     }
 
-    fn accept_unknown(&self, frame_type: u8) -> Result<()> {
-        self.check_not_after_error(frame_type)
+    fn accept_unknown(&mut self, frame_type: u8) -> Result<()> {
+        self.check_not_after_error(frame_type)?;
+        if self.wire_version >= WIRE_VERSION_3 {
+            self.lease_allowed = false;
+            self.details_allowed = false;
+        }
+        Ok(())
     }
 
     /// Accepts the next known frame after `RESP_HEADER`, or returns the
@@ -575,7 +602,7 @@ pub fn decode_response(bytes: &[u8]) -> Result<Response> {
 pub(crate) fn decode_response_frames(r: &mut Reader<'_>, wire_version: u16) -> Result<Response> {
     let first = next_frame(r)?
         .ok_or_else(|| ProtocolError::invalid("response has no RESP_HEADER frame"))?;
-    if classify(first.frame_type, MsgKind::Response)? == FrameClass::Unknown {
+    if classify(first.frame_type, MsgKind::Response, wire_version)? == FrameClass::Unknown {
         return Err(ProtocolError::invalid(format!(
             "unknown frame {:#04x} before RESP_HEADER",
             first.frame_type
@@ -588,11 +615,11 @@ pub(crate) fn decode_response_frames(r: &mut Reader<'_>, wire_version: u16) -> R
         )));
     }
     let header = decode_resp_header(first.payload, wire_version)?;
-    let mut grammar = ResponseGrammar::new();
+    let mut grammar = ResponseGrammar::new(wire_version);
     let mut frames = Vec::with_capacity(count_frames(r.clone()));
     while let Some(frame) = next_frame(r)? {
         let ty = frame.frame_type;
-        if classify(ty, MsgKind::Response)? == FrameClass::Unknown {
+        if classify(ty, MsgKind::Response, wire_version)? == FrameClass::Unknown {
             grammar.accept_unknown(ty)?;
             frames.push(ResponseFrame::Unknown(UnknownFrame {
                 frame_type: ty,
@@ -604,9 +631,9 @@ pub(crate) fn decode_response_frames(r: &mut Reader<'_>, wire_version: u16) -> R
         let p = frame.payload;
         frames.push(match ty {
             FRAME_LEASE => ResponseFrame::Lease(decode_lease(p)?),
-            FRAME_PUSH_RESULT => ResponseFrame::PushResult(decode_push_result(p)?),
+            FRAME_PUSH_RESULT => ResponseFrame::PushResult(decode_push_result(p, wire_version)?),
             FRAME_PUSH_RESULT_DETAILS => {
-                ResponseFrame::PushResultDetails(decode_push_result_details(p)?)
+                ResponseFrame::PushResultDetails(decode_push_result_details(p, wire_version)?)
             }
             FRAME_SUB_START => ResponseFrame::SubStart(decode_sub_start(p)?),
             FRAME_COMMIT => ResponseFrame::Commit(decode_commit(p)?),
@@ -664,8 +691,10 @@ pub fn decode_lease(payload: &[u8]) -> Result<Lease> {
     })
 }
 
-/// Decodes a `PUSH_RESULT` payload (§6.3).
-pub fn decode_push_result(payload: &[u8]) -> Result<PushResult> {
+/// Decodes a `PUSH_RESULT` payload (§6.3) of a `wire_version` message:
+/// conflict records carry `conflictColumns` from version 3 on (empty below).
+/// Errors: `sync.invalid_request`.
+pub fn decode_push_result(payload: &[u8], wire_version: u16) -> Result<PushResult> {
     parse_payload(payload, "PUSH_RESULT", |r| {
         let client_commit_id = read_string(r, "PUSH_RESULT.clientCommitId")?;
         let status = match r.u8("PUSH_RESULT.status")? {
@@ -694,6 +723,11 @@ pub fn decode_push_result(payload: &[u8]) -> Result<PushResult> {
                     message: read_string(r, "conflict.message")?,
                     server_version: r.i64("conflict.serverVersion")?,
                     server_row: r.bytes("conflict.serverRow")?.to_vec(),
+                    conflict_columns: if wire_version >= WIRE_VERSION_3 {
+                        r.bytes("conflict.conflictColumns")?.to_vec()
+                    } else {
+                        Vec::new()
+                    },
                 },
                 RESULT_STATUS_ERROR => OpResult::Error {
                     op_index,
@@ -708,11 +742,13 @@ pub fn decode_push_result(payload: &[u8]) -> Result<PushResult> {
     })
 }
 
-/// Decodes a `PUSH_RESULT_DETAILS` payload (§6.3.1): entries non-empty,
-/// `opIndex` non-negative and unique, each `detailsJson` of the bounded
-/// shape. Matching against the preceding `PUSH_RESULT` is cross-frame and
-/// not checked.
-pub fn decode_push_result_details(payload: &[u8]) -> Result<PushResultDetails> {
+/// Decodes a `PUSH_RESULT_DETAILS` payload (§6.3.1) of a `wire_version`
+/// message: entries non-empty, `opIndex` non-negative and unique, each
+/// `detailsJson` of the bounded shape
+/// ([`crate::rejection_details::validate_details_json_for`]). Matching
+/// against the preceding `PUSH_RESULT` is cross-frame and not checked.
+/// Errors: `sync.invalid_request`.
+pub fn decode_push_result_details(payload: &[u8], wire_version: u16) -> Result<PushResultDetails> {
     parse_payload(payload, "PUSH_RESULT_DETAILS", |r| {
         let client_commit_id = read_string(r, "PUSH_RESULT_DETAILS.clientCommitId")?;
         let n = r.count("PUSH_RESULT_DETAILS.entries", 8)?;
@@ -728,7 +764,7 @@ pub fn decode_push_result_details(payload: &[u8]) -> Result<PushResultDetails> {
                 )));
             }
             let details_json = read_string(r, "PUSH_RESULT_DETAILS.detailsJson")?;
-            validate_details_json(&details_json)?;
+            validate_details_json_for(&details_json, wire_version)?;
             entries.push(PushResultDetail { op_index, details_json });
         }
         Ok(PushResultDetails { client_commit_id, entries })
@@ -875,14 +911,14 @@ pub struct ResponseWriter<W: Write> {
 }
 
 impl<W: Write> ResponseWriter<W> {
-    /// Starts a response of `wire_version` (1 or 2; the request's) with
-    /// `header`. `header.epoch` must be `Some` iff `wire_version` is 2.
+    /// Starts a response of `wire_version` (1, 2 or 3; the request's) with
+    /// `header`. `header.epoch` must be `Some` iff `wire_version` is 2 or 3.
     pub fn new(sink: W, wire_version: u16, header: &RespHeader) -> Result<Self> {
         check_wire_version(wire_version).map_err(as_encoder_error)?;
         let mut w = ResponseWriter {
             sink,
             wire_version,
-            grammar: ResponseGrammar::new(),
+            grammar: ResponseGrammar::new(wire_version),
             scratch: Writer::with_capacity(1024),
             bytes_written: 0,
             poisoned: false,
@@ -972,14 +1008,18 @@ impl<W: Write> ResponseWriter<W> {
         self.emit(FRAME_LEASE, |w| encode_lease(w, lease))
     }
 
-    /// Appends `PUSH_RESULT` (before the first `SUB_START`).
+    /// Appends `PUSH_RESULT` (before the first `SUB_START`). Below wire
+    /// version 3 a conflict record's `conflict_columns` is not written.
     pub fn push_result(&mut self, result: &PushResult) -> Result<()> {
-        self.emit(FRAME_PUSH_RESULT, |w| encode_push_result(w, result))
+        let v = self.wire_version;
+        self.emit(FRAME_PUSH_RESULT, |w| encode_push_result(w, result, v))
     }
 
-    /// Appends `PUSH_RESULT_DETAILS` (directly after a `PUSH_RESULT`).
+    /// Appends `PUSH_RESULT_DETAILS` (directly after a `PUSH_RESULT`; in
+    /// wire version 3 not even an unknown frame may come between).
     pub fn push_result_details(&mut self, details: &PushResultDetails) -> Result<()> {
-        self.emit(FRAME_PUSH_RESULT_DETAILS, |w| encode_push_result_details(w, details))
+        let v = self.wire_version;
+        self.emit(FRAME_PUSH_RESULT_DETAILS, |w| encode_push_result_details(w, details, v))
     }
 
     /// Opens a subscription context.
@@ -1021,13 +1061,16 @@ impl<W: Write> ResponseWriter<W> {
     /// or after `ERROR`).
     pub fn unknown(&mut self, frame: &UnknownFrame) -> Result<()> {
         self.check_not_poisoned()?;
-        self.grammar.accept_unknown(frame.frame_type).map_err(as_encoder_error)?;
+        let mut next = self.grammar.clone();
+        next.accept_unknown(frame.frame_type).map_err(as_encoder_error)?;
         self.scratch.clear();
-        if let Err(e) = write_unknown_frame(&mut self.scratch, frame) {
+        if let Err(e) = write_unknown_frame(&mut self.scratch, frame, self.wire_version) {
             self.scratch.clear();
             return Err(as_encoder_error(e));
         }
-        self.flush_scratch()
+        self.flush_scratch()?;
+        self.grammar = next;
+        Ok(())
     }
 
     /// Appends any [`ResponseFrame`].
@@ -1083,8 +1126,10 @@ pub fn encode_resp_header(w: &mut Writer, h: &RespHeader, wire_version: u16) -> 
             Ok(())
         }
         (None, false) => Ok(()),
-        (Some(_), false) => encoder_check(false, || "RESP_HEADER.logEpoch requires wire version 2".into()),
-        (None, true) => encoder_check(false, || "RESP_HEADER at wire version 2 needs logEpoch and resetRequired".into()),
+        (Some(_), false) => encoder_check(false, || "RESP_HEADER.logEpoch requires wire version 2 or 3".into()),
+        (None, true) => encoder_check(false, || {
+            format!("RESP_HEADER at wire version {wire_version} needs logEpoch and resetRequired")
+        }),
     }
 }
 
@@ -1094,8 +1139,11 @@ pub fn encode_lease(w: &mut Writer, l: &Lease) -> Result<()> {
     w.i64(l.expires_at_ms, "LEASE.expiresAtMs")
 }
 
-/// Writes a `PUSH_RESULT` payload.
-pub fn encode_push_result(w: &mut Writer, p: &PushResult) -> Result<()> {
+/// Writes a `PUSH_RESULT` payload for a `wire_version` message: a conflict
+/// record's `conflictColumns` is written from version 3 on and dropped below
+/// (the field does not exist there). Encoder error: `commitSeq` presence not
+/// matching the status.
+pub fn encode_push_result(w: &mut Writer, p: &PushResult, wire_version: u16) -> Result<()> {
     encoder_check(p.commit_seq.is_some() == p.status.carries_commit_seq(), || {
         format!("PUSH_RESULT.commitSeq must be present iff status is applied or cached (status = {})", p.status.name())
     })?;
@@ -1107,12 +1155,15 @@ pub fn encode_push_result(w: &mut Writer, p: &PushResult) -> Result<()> {
         w.i32(res.op_index());
         match res {
             OpResult::Applied { .. } => w.u8(RESULT_STATUS_APPLIED),
-            OpResult::Conflict { code, message, server_version, server_row, .. } => {
+            OpResult::Conflict { code, message, server_version, server_row, conflict_columns, .. } => {
                 w.u8(RESULT_STATUS_CONFLICT);
                 w.str(code, "conflict.code")?;
                 w.str(message, "conflict.message")?;
                 w.i64(*server_version, "conflict.serverVersion")?;
                 w.bytes(server_row, "conflict.serverRow")?;
+                if wire_version >= WIRE_VERSION_3 {
+                    w.bytes(conflict_columns, "conflict.conflictColumns")?;
+                }
             }
             OpResult::Error { code, message, retryable, .. } => {
                 w.u8(RESULT_STATUS_ERROR);
@@ -1125,15 +1176,17 @@ pub fn encode_push_result(w: &mut Writer, p: &PushResult) -> Result<()> {
     Ok(())
 }
 
-/// Writes a `PUSH_RESULT_DETAILS` payload (same checks as the decoder).
-pub fn encode_push_result_details(w: &mut Writer, d: &PushResultDetails) -> Result<()> {
+/// Writes a `PUSH_RESULT_DETAILS` payload for a `wire_version` message (same
+/// checks as the decoder, so a version-3 `detailsJson` the `syncular-ssp2`
+/// 0.49 decoder would reject is an encoder error).
+pub fn encode_push_result_details(w: &mut Writer, d: &PushResultDetails, wire_version: u16) -> Result<()> {
     encoder_check(!d.entries.is_empty(), || "PUSH_RESULT_DETAILS.entries must be non-empty".into())?;
     for (i, e) in d.entries.iter().enumerate() {
         encoder_check(
             e.op_index >= 0 && !d.entries[..i].iter().any(|p| p.op_index == e.op_index),
             || format!("PUSH_RESULT_DETAILS.opIndex {} is negative or duplicated", e.op_index),
         )?;
-        validate_details_json(&e.details_json).map_err(as_encoder_error)?;
+        validate_details_json_for(&e.details_json, wire_version).map_err(as_encoder_error)?;
     }
     w.str(&d.client_commit_id, "PUSH_RESULT_DETAILS.clientCommitId")?;
     w.len_prefix(d.entries.len(), "PUSH_RESULT_DETAILS.entries")?;

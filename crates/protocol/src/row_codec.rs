@@ -396,7 +396,9 @@ fn is_null(bitmap: &[u8], i: usize, col: &ColumnLayout) -> Result<bool> {
     Ok(true)
 }
 
-fn read_value(r: &mut Reader<'_>, col: &ColumnLayout) -> Result<RowValue> {
+/// Reads one non-NULL value of `col` with every §2.4 check (UTF-8, safe
+/// integer, bool byte, JSON text, §5.9.1 BlobRef shape).
+pub(crate) fn read_value(r: &mut Reader<'_>, col: &ColumnLayout) -> Result<RowValue> {
     let what = col.name.as_str();
     Ok(match col.ty {
         ColumnType::String => RowValue::String(r.str(what)?.to_owned()),
@@ -593,22 +595,32 @@ fn write_values(
             w.as_mut_slice()[bitmap_at + i / 8] |= 1 << (i % 8);
             continue;
         };
-        if v.column_type() != col.ty {
-            return Err(ProtocolError::invalid(format!(
-                "column {what:?} is {}, value is {}",
-                col.ty.name(),
-                v.column_type().name()
-            )));
-        }
-        check_value(v, what, texts)?;
-        match v {
-            RowValue::String(s) => w.str(s, what)?,
-            RowValue::Integer(n) => w.i64(*n, what)?,
-            RowValue::Float(f) => w.f64(*f),
-            RowValue::Boolean(b) => w.bool(*b),
-            RowValue::Json(j) | RowValue::BlobRef(j) => w.str(j, what)?,
-            RowValue::Bytes(b) | RowValue::Crdt(b) => w.bytes(b, what)?,
-        }
+        write_value(w, col, v, texts)?;
+    }
+    Ok(())
+}
+
+/// Writes one non-NULL value of `col` after every check the decoder makes
+/// (type match, safe integer, lengths, JSON text / BlobRef shape per
+/// `texts`). On error the writer may hold a partial value (callers
+/// truncate).
+pub(crate) fn write_value(w: &mut Writer, col: &ColumnLayout, v: &RowValue, texts: TextCheck) -> Result<()> {
+    let what = col.name.as_str();
+    if v.column_type() != col.ty {
+        return Err(ProtocolError::invalid(format!(
+            "column {what:?} is {}, value is {}",
+            col.ty.name(),
+            v.column_type().name()
+        )));
+    }
+    check_value(v, what, texts)?;
+    match v {
+        RowValue::String(s) => w.str(s, what)?,
+        RowValue::Integer(n) => w.i64(*n, what)?,
+        RowValue::Float(f) => w.f64(*f),
+        RowValue::Boolean(b) => w.bool(*b),
+        RowValue::Json(j) | RowValue::BlobRef(j) => w.str(j, what)?,
+        RowValue::Bytes(b) | RowValue::Crdt(b) => w.bytes(b, what)?,
     }
     Ok(())
 }
@@ -700,6 +712,18 @@ pub fn append_null_columns(old: &TableLayout, new: &TableLayout, payload: &[u8])
     }
     out.extend_from_slice(values);
     Ok(out)
+}
+
+/// §11.1 rendering of a layout's column table: `[{"name","type","nullable"}]`
+/// in layout order (the `columns` member of a rendered segment or sparse row).
+pub fn render_column_table(layout: &TableLayout) -> Value {
+    Value::Array(
+        layout
+            .columns
+            .iter()
+            .map(|c| serde_json::json!({"name": c.name, "type": c.ty.name(), "nullable": c.nullable}))
+            .collect(),
+    )
 }
 
 /// §11.1 rendering of a row as a `{name: value}` object in layout order

@@ -340,11 +340,7 @@ fn write_server_version(w: &mut Writer, v: i64) -> Result<()> {
 /// "serverVersion","values":{name→value}}]]}`.
 pub fn render_rows_segment(seg: &RowsSegment) -> Value {
     let layout = &seg.header.layout;
-    let columns: Vec<Value> = layout
-        .columns
-        .iter()
-        .map(|c| serde_json::json!({"name": c.name, "type": c.ty.name(), "nullable": c.nullable}))
-        .collect();
+    let columns = row_codec::render_column_table(layout);
     let blocks: Vec<Value> = seg
         .blocks
         .iter()

@@ -476,6 +476,7 @@ fn response_with_every_frame_type_round_trips() {
         message: "stale".into(),
         server_version: 7,
         server_row: vec![1, 2],
+        conflict_columns: vec![],
     });
     let ResponseFrame::Commit(c) = &r.frames[6] else { panic!() };
     assert_eq!(c.changes[1].op, Op::Delete);
@@ -548,7 +549,7 @@ fn envelope_errors() {
     let mut b = good.clone();
     b[3] = b'1';
     invalid(&b, "magic");
-    for v in [0u16, 3, 999] {
+    for v in [0u16, 4, 999] {
         let mut b = good.clone();
         b[4..6].copy_from_slice(&v.to_le_bytes());
         invalid(&b, "wireVersion");
@@ -887,6 +888,7 @@ fn request_encoder_refuses_illegal_requests() {
     let base = Request {
         wire_version: 1,
         header: ReqHeader { client_id: "c".into(), schema_version: 1, log_epoch: None },
+        round_failure: None,
         commits: vec![],
         pull: Some(PullRequest { header: PullHeader { limit_commits: 0, limit_snapshot_rows: 0, max_snapshot_pages: 0, accept: 3 }, subscriptions: vec![] }),
         unknown: vec![],
