@@ -55,7 +55,7 @@ fn bit(bitmap: &[u8], i: usize) -> bool {
 
 /// True when a bit at or past `used` is set in `bitmap` (its padding).
 fn padding_set(bitmap: &[u8], used: usize) -> bool {
-    used % 8 != 0 && bitmap.last().is_some_and(|last| last >> (used % 8) != 0)
+    used & 7 != 0 && bitmap.last().is_some_and(|last| last >> (used & 7) != 0)
 }
 
 fn missing_pk(layout: &TableLayout, primary_key_index: usize) -> ProtocolError {

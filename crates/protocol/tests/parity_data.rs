@@ -13,6 +13,11 @@
 //! 4. canonical scope JSON (§11.2) and the scope digest (§3.5) agree with
 //!    `syncular_client::values::canonical_scope_json`.
 //!
+//! 5. realtime control messages agree with both reference generations, and
+//!    the wire-version-3 reference (`ssp2_v3` = `syncular-ssp2` 0.49.2) is
+//!    never stricter than ours about presence or `blob_ref.byteLength`
+//!    (sparse rows are compared in `parity_v3.rs`).
+//!
 //! `PARITY_CASES` sets the case count per property (default 10,000).
 
 use proptest::prelude::*;
@@ -596,4 +601,72 @@ fn realtime_messages_agree_with_reference() {
             Ok(())
         })
         .unwrap();
+}
+
+/// The same agreement with the wire-version-3 reference (`syncular-ssp2`
+/// 0.49.2), whose presence rules tightened toward ours.
+#[test]
+fn realtime_messages_agree_with_v3_reference() {
+    use syncular_protocol::realtime::{control_text, parse_control_value, render_control};
+    runner()
+        .run(&control_message(), |msg| {
+            let text = control_text(&msg);
+            let theirs = ssp2_v3::realtime::parse_control(&text).expect("0.49.2 parses ours");
+            let theirs_json = ssp2_v3::realtime::render_control(&theirs);
+            prop_assert_eq!(&theirs_json, &render_control(&msg));
+            prop_assert_eq!(parse_control_value(&theirs_json).expect("ours parses 0.49.2"), msg);
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Realtime presence (§8.6.2): every message 0.49.2 newly rejects, ours
+/// rejects too; where ours is still stricter, it is the documented item 5
+/// of KNOWN_DIFFERENCES.md ("Data half").
+#[test]
+fn realtime_presence_is_at_least_as_strict_as_v3_reference() {
+    use serde_json::json;
+    use syncular_protocol::realtime::parse_control_value;
+    let both_reject = [
+        json!({"event":"presence","data":{"scopeKey":"k"}}),
+        json!({"event":"presence","data":{"scopeKey":"k","doc":[1]}}),
+        json!({"event":"presence","data":{"scopeKey":"k","error":"presence.other","timestamp":1}}),
+        json!({"event":"presence","data":{"scopeKey":"k","kind":"leave","actorId":"a","clientId":"c","doc":{},"timestamp":1}}),
+        json!({"event":"presence","data":{"scopeKey":"k","kind":"leave","actorId":"a","clientId":"c","doc":7,"timestamp":1}}),
+    ];
+    for m in both_reject {
+        assert!(parse_control_value(&m).is_err(), "ours accepts {m}");
+        assert!(ssp2_v3::realtime::parse_control_value(&m).is_err(), "0.49.2 accepts {m}");
+    }
+    // Still stricter than 0.49.2: a leave fanout without a `doc` key.
+    let leave = json!({"event":"presence","data":{"scopeKey":"k","kind":"leave","actorId":"a","clientId":"c","timestamp":1}});
+    assert!(parse_control_value(&leave).is_err());
+    assert!(ssp2_v3::realtime::parse_control_value(&leave).is_ok());
+}
+
+/// `blob_ref.byteLength` above 2^53−1: 0.49.2 now rejects it like ours
+/// (data-half item 2 is a difference with 0.15.48 only).
+#[test]
+fn blob_ref_byte_length_bound_agrees_with_v3_reference() {
+    let cols = vec![
+        ssp2_v3::segment::Column { name: "id".into(), ty: ssp2_v3::segment::ColumnType::String, nullable: false },
+        ssp2_v3::segment::Column { name: "f".into(), ty: ssp2_v3::segment::ColumnType::BlobRef, nullable: false },
+    ];
+    let layout = TableLayout::new(vec![
+        ColumnLayout::new("id", ColumnType::String, false),
+        ColumnLayout::new("f", ColumnType::BlobRef, false),
+    ]);
+    let id = format!("sha256:{}", "0".repeat(64));
+    for (len, ok) in [("9007199254740991", true), ("9007199254740992", false), ("18446744073709551615", false), ("-1", false)] {
+        let text = format!(r#"{{"blobId":"{id}","byteLength":{len}}}"#);
+        let mut bytes = vec![0u8];
+        for s in ["r", text.as_str()] {
+            bytes.extend((s.len() as u32).to_le_bytes());
+            bytes.extend(s.as_bytes());
+        }
+        assert_eq!(syncular_protocol::row_codec::decode_row(&layout, &bytes).is_ok(), ok, "ours, {len}");
+        let mut r = ssp2_v3::primitives::Reader::new(&bytes);
+        let theirs = ssp2_v3::segment::decode_row(&mut r, &cols).map(|_| r.is_empty());
+        assert_eq!(theirs.unwrap_or(false), ok, "0.49.2, {len}");
+    }
 }

@@ -2,7 +2,10 @@
 //!
 //! Any input must decode or fail with a `ProtocolError` — never panic, never
 //! allocate beyond the input size. Whatever decodes must re-encode to the
-//! exact input bytes (canonical encoding) and render (§11.1).
+//! exact input bytes (canonical encoding) and render (§11.1). Seeds cover
+//! wire versions 1–3 (`seed-v3-*`: the `tests/vectors_v3` request and
+//! response vectors, `ROUND_FAILURE`, `conflictColumns` and details among
+//! them).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
