@@ -46,6 +46,7 @@ DECLARE
     'revoke_lease',
     'clear_lease_revocation',
     'leases',
+    'round_failures',
     'rotate_lease_key',
     'blob_sweep_orphans',
     'rotate_segment_url_key',

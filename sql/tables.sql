@@ -253,6 +253,18 @@ CREATE TABLE sync_segment_url_keys(
   key_id BIGINT PRIMARY KEY, key BYTEA NOT NULL, created_at_ms BIGINT NOT NULL
 );
 
+-- ROUND_FAILURE reports (wire version 3, §1.5): a client names the code of its
+-- last round that failed where the server could not see it (a transport
+-- error, a decode failure) on its next request. Per client and code: how
+-- many reports and the server clock of the last one. Written only by a
+-- request that carries a report (never on the hot path of other rounds);
+-- deleted with the partition. Read with `syncular.round_failures(partition)`.
+CREATE TABLE sync_round_failures(
+  partition TEXT NOT NULL, client_id TEXT NOT NULL, code TEXT NOT NULL,
+  reports BIGINT NOT NULL, last_reported_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, client_id, code)
+);
+
 -- ---------------------------------------------------------------- part 3
 SELECT pg_catalog.pg_extension_config_dump('sync_partitions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_partition_registry', '');
@@ -265,6 +277,7 @@ SELECT pg_catalog.pg_extension_config_dump('sync_reactions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_clients', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_blob_refs', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_tombstones', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_round_failures', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_schema_versions', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_schema_tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_scope_resolver', '');

@@ -1,5 +1,5 @@
 //! `syncular`: the server side of the Syncular sync protocol (SSP2, wire
-//! versions 1 and 2) as a Postgres extension.
+//! versions 1, 2 and 3) as a Postgres extension.
 //!
 //! Layers (data flows top to bottom): [`api`] (SQL functions, error mapping)
 //! → [`engine`] (sync logic) → [`store`] (every SQL statement) →

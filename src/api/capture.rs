@@ -30,7 +30,9 @@ use syncular_protocol::row_codec::{ColumnType, Row, RowValue};
 use crate::api::errors::{raise, OrRaise};
 use crate::engine::capture::{self, CaptureTable, RowStorage};
 use crate::engine::error::EngineError;
-use crate::store::app_table_ddl::{PARTITION_COLUMN, PAYLOAD_COLUMN, ROW_ID_COLUMN, SCOPES_COLUMN, VERSION_COLUMN};
+use crate::store::app_table_ddl::{
+    COLUMN_VERSIONS_COLUMN, PARTITION_COLUMN, PAYLOAD_COLUMN, ROW_ID_COLUMN, SCOPES_COLUMN, VERSION_COLUMN,
+};
 use crate::store::capture::guard::engine_writing;
 use crate::store::capture::log::CapturedOp;
 use crate::store::capture::triggers::ROW_TRIGGER_NAME;
@@ -47,6 +49,7 @@ struct Attnos {
     version: NonZeroUsize,
     scopes: NonZeroUsize,
     payload: NonZeroUsize,
+    column_versions: NonZeroUsize,
     /// Every attribute above with the type it must have.
     types: Vec<(NonZeroUsize, pg_sys::Oid)>,
 }
@@ -126,7 +129,18 @@ fn attnos(trigger: &PgTrigger<'_>, t: &CaptureTable) -> Rc<Attnos> {
     let version = typed(VERSION_COLUMN, pg_sys::INT8OID);
     let scopes = typed(SCOPES_COLUMN, pg_sys::JSONBOID);
     let payload = typed(PAYLOAD_COLUMN, pg_sys::BYTEAOID);
-    let a = Rc::new(Attnos { schema: Rc::clone(&t.schema), projection, partition, row_id, version, scopes, payload, types });
+    let column_versions = typed(COLUMN_VERSIONS_COLUMN, pg_sys::BYTEAOID);
+    let a = Rc::new(Attnos {
+        schema: Rc::clone(&t.schema),
+        projection,
+        partition,
+        row_id,
+        version,
+        scopes,
+        payload,
+        column_versions,
+        types,
+    });
     ATTNOS.with(|m| m.borrow_mut().insert(key, Rc::clone(&a)));
     a
 }
@@ -220,6 +234,7 @@ fn storage(tuple: &Tuple, a: &Attnos) -> RowStorage {
         version: tuple.get::<i64>(a.version),
         scopes_set: tuple.datum(a.scopes).is_some(),
         payload_set: tuple.datum(a.payload).is_some(),
+        column_versions: tuple.get::<Vec<u8>>(a.column_versions),
     }
 }
 
@@ -293,8 +308,8 @@ fn capture_statement_start<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> 
 
 /// `syncular.capture_row()` — BEFORE INSERT OR UPDATE OR DELETE, per row:
 /// computes `_sync_partition`, `_sync_row_id`, `_sync_version`,
-/// `_sync_scopes` and `_sync_payload` from the typed columns, refusing what
-/// clients could not hold (module docs).
+/// `_sync_scopes`, `_sync_payload` and `_sync_column_versions` from the
+/// typed columns, refusing what clients could not hold (module docs).
 #[pg_trigger(sql = "CREATE FUNCTION capture_row() RETURNS trigger LANGUAGE c SECURITY DEFINER \
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_row_wrapper';")]
 fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
@@ -338,6 +353,7 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
                 (VERSION_COLUMN, a.version),
                 (SCOPES_COLUMN, a.scopes),
                 (PAYLOAD_COLUMN, a.payload),
+                (COLUMN_VERSIONS_COLUMN, a.column_versions),
             ]
             .into_iter()
             .filter(|&(_, attno)| !old.same(&new, attno))
@@ -361,7 +377,11 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
                 capture::validate::validate(&t, Op::Upsert, &row_id, Some(&computed.row), stored_payload.as_deref())
                     .or_raise();
             }
-            let mut values = vec![(a.version, computed.version.into_datum()), (a.payload, computed.payload.into_datum())];
+            let mut values = vec![
+                (a.version, computed.version.into_datum()),
+                (a.payload, computed.payload.into_datum()),
+                (a.column_versions, computed.column_versions.into_datum()),
+            ];
             values.extend(computed.merged.into_iter().map(|(i, b)| (a.projection[i], b.into_datum())));
             Ok(Some(replace(&new, &values)))
         }

@@ -17,3 +17,4 @@ pub mod segment_sweep;
 pub mod segment_urls;
 pub mod segments;
 pub mod reactions;
+pub mod round_failures;

@@ -80,7 +80,7 @@ fn round(
 /// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL)
 /// returns bytea`.
 ///
-/// Runs one SSP2 request (wire version 1 or 2) for `actor_id` in
+/// Runs one SSP2 request (wire version 1, 2 or 3) for `actor_id` in
 /// `partition` — push half, then pull half — and returns the response in
 /// the request's wire version. `allowed_scopes` is the §3.2 allowed map
 /// (`{"variable": ["value", …]}`, `"*"` = any value); NULL calls the

@@ -16,7 +16,7 @@ pub struct SyncContext<'s> {
     pub actor_id: String,
     /// `REQ_HEADER.clientId` (non-empty, bound to `actor_id`).
     pub client_id: String,
-    /// The request's wire version (1 or 2); the response answers in it (§9).
+    /// The request's wire version (1, 2 or 3); the response answers in it (§9).
     pub wire_version: u16,
     /// The registered schema being served (its version equals the request's
     /// `schemaVersion`, else the round ended at the schema floor).

@@ -23,7 +23,7 @@ use crate::store::app_table_ddl::PARTITION_COLUMN;
 use crate::store::{capture, citus};
 
 /// The log tables distributed on `partition`, the colocation anchor first.
-pub const DISTRIBUTED_TABLES: [&str; 17] = [
+pub const DISTRIBUTED_TABLES: [&str; 18] = [
     "syncular.sync_partitions",
     "syncular.sync_partition_registry",
     "syncular.sync_row_scopes",
@@ -41,6 +41,7 @@ pub const DISTRIBUTED_TABLES: [&str; 17] = [
     "syncular.sync_segments",
     "syncular.sync_segment_chunks",
     "syncular.sync_segment_publications",
+    "syncular.sync_round_failures",
 ];
 
 /// The partition-less tables, made reference tables.

@@ -4,12 +4,14 @@
 //! as [`error::EngineError`].
 
 pub mod clock;
+pub mod column_versions;
 pub mod error;
 pub mod resolver;
 pub mod validators;
 pub mod commit_validator;
 pub mod crdt;
 pub mod reactions;
+pub mod round_failures;
 pub mod schema;
 pub mod context;
 pub mod notify;

@@ -50,7 +50,7 @@ use crate::engine::commit_validator::{self, Verdict};
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::notify;
-use crate::engine::push_apply::{apply_operation, scopes_json, Busy, StagedChange, Terminated};
+use crate::engine::push_apply::{apply_operation, scopes_json, Busy, PayloadForm, StagedChange, Terminated};
 use crate::engine::push_result::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
 use crate::engine::resolver::is_transient_sqlstate;
 use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, sqlstate_text, SavepointOutcome};
@@ -273,7 +273,7 @@ fn answer(
 /// Why the commit's subtransaction stopped early.
 enum Stop {
     /// A terminating result record: roll back, persist the rejection.
-    Rejected(Terminated),
+    Rejected(Box<Terminated>),
     /// A request-level failure: roll back, fail the request.
     Fatal(EngineError),
 }
@@ -290,15 +290,18 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
     let busy: Cell<Option<Busy>> = Cell::new(None);
     let hooked = ctx.schema.commit_validator.is_some() || ctx.schema.reaction_planner.is_some();
     let evidence = hooked.then(|| RefCell::new(Vec::new()));
+    let form = PayloadForm::of_wire(ctx.wire_version);
+    let rows = &log.rows;
+    let request_rows = |tbl: &str, row_id: &str| rows.get(&(tbl.to_owned(), row_id.to_owned())).map(|f| f.deleted);
     let outcome = push_savepoint::run(|| -> Result<(Vec<StagedChange>, Vec<Planned>), Stop> {
         let mut staged: Vec<StagedChange> = Vec::new();
         for (i, op) in commit.operations.iter().enumerate() {
             let op_index =
                 i32::try_from(i).map_err(|_| EngineError::internal("operation index overflow"))?;
-            match apply_operation(ctx, op_index, op, &busy, evidence.as_ref())? {
+            match apply_operation(ctx, op_index, op, form, &request_rows, &busy, evidence.as_ref())? {
                 Ok(Some(change)) => staged.push(change),
                 Ok(None) => {}
-                Err(terminated) => return Err(Stop::Rejected(terminated)),
+                Err(terminated) => return Err(Stop::Rejected(Box::new(terminated))),
             }
         }
         let Some(evidence) = evidence.as_ref() else { return Ok((staged, Vec::new())) };
@@ -325,7 +328,7 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
             return Ok(Outcome::Applied { position, operations: commit.operations.len(), changes: staged.len() });
         }
         SavepointOutcome::RolledBack(Stop::Fatal(e)) => return Err(e),
-        SavepointOutcome::RolledBack(Stop::Rejected(terminated)) => terminated,
+        SavepointOutcome::RolledBack(Stop::Rejected(terminated)) => *terminated,
         SavepointOutcome::Raised(caught) => {
             let class = sqlstate_class(caught_sqlstate(&caught));
             let record = match (busy.get(), class.as_str()) {
@@ -390,12 +393,12 @@ fn validate_commit(
     busy.set(None);
     match verdict {
         Verdict::Accept => Ok(()),
-        Verdict::Reject { op_index, rejection } => Err(Stop::Rejected(Terminated {
+        Verdict::Reject { op_index, rejection } => Err(Stop::Rejected(Box::new(Terminated {
             record: StoredOpResult::Error { op_index, code: rejection.code, message: rejection.message, retryable: false },
             details: rejection.details,
-        })),
+        }))),
         Verdict::BadIndex(message) => {
-            Err(Stop::Rejected(StoredOpResult::error(0, ErrorCode::ConstraintViolation, message).into()))
+            Err(Stop::Rejected(Box::new(StoredOpResult::error(0, ErrorCode::ConstraintViolation, message).into())))
         }
     }
 }

@@ -18,6 +18,23 @@
 //!   `sync.row_missing`; else authorize the payload's scopes, crdt merge,
 //!   write version 1 (its scope entries go with the request's log).
 //!
+//! A sparse payload (wire version 3, `syncular.commit` `patch`;
+//! `crates/protocol/WIRE_V3.md`) follows the rules of that generation, as
+//! `syncular-authority` 0.49.2 decides them: the payload is a sparse row
+//! (primary key present; an absent column keeps its stored value). Existing
+//! row ⇒ authorize the STORED row, a present scope column that differs ⇒
+//! `sync.invalid_request` (immutable, §3.4), `baseVersion` above the stored
+//! version ⇒ `sync.invalid_request`, `baseVersion` 0 or some present
+//! comparable column (not the primary key, not crdt) whose column version
+//! is above `baseVersion` ⇒ `conflict` carrying those columns as
+//! `conflictColumns`; else the present columns are merged into the stored
+//! row and move to the new version. Absent row ⇒ the payload's scopes are
+//! authorized when it carries them, `baseVersion ≠ 0` ⇒ `sync.row_missing`
+//! (`sync.forbidden` without scope values), an unversioned upsert of a row
+//! deleted within the retention horizon (a tombstone) ⇒ `sync.row_deleted`,
+//! a partial payload ⇒ `sync.row_missing`. What is logged and served is the
+//! full merged row. Per-column versions: [`crate::engine::column_versions`].
+//!
 //! The crdt merge (§5.10.3, [`crate::engine::crdt`]) replaces every
 //! non-NULL `crdt` value with `merge(stored, incoming)` and re-encodes the
 //! payload when that changed it; it runs only on a clean apply (after the
@@ -41,11 +58,14 @@ use std::collections::BTreeMap;
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::Operation;
 use syncular_protocol::blob::row_blob_ids;
+use syncular_protocol::constants::WIRE_VERSION_3;
 use syncular_protocol::row_codec::{decode_row, encode_row, render_row, ColumnType, Row};
+use syncular_protocol::sparse_row::{decode_sparse_row, SparseSlot};
 use syncular_protocol::schema_ir::TableSchema;
 use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
 
+use crate::engine::column_versions::ColumnVersions;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push_result::StoredOpResult;
@@ -191,7 +211,7 @@ fn merge_crdt(table: &TableSchema, row: &mut Row, stored: Option<&Row>, op_index
 /// Why an operation did not apply: its terminating result record, or a
 /// request-level failure.
 enum Stop {
-    Record(Terminated),
+    Record(Box<Terminated>),
     Fatal(EngineError),
 }
 
@@ -203,13 +223,59 @@ impl From<EngineError> for Stop {
 
 impl From<StoredOpResult> for Stop {
     fn from(r: StoredOpResult) -> Self {
-        Stop::Record(r.into())
+        Stop::Record(Box::new(r.into()))
     }
 }
 
 impl From<crate::store::StoreError> for Stop {
     fn from(e: crate::store::StoreError) -> Self {
         Stop::Fatal(e.into())
+    }
+}
+
+/// How an upsert's payload reads and which rules decide it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadForm {
+    /// A full row (§2.4; wire 1 and 2, `syncular.commit` `upsert`): the
+    /// SPEC 0.15.48 §6.2 rules (row-level conflicts, scope columns stripped).
+    Full,
+    /// A sparse row (wire 3, `syncular.commit` `patch`): the v3 rules
+    /// (module docs).
+    Sparse,
+}
+
+impl PayloadForm {
+    /// The form of the upserts of a request of `wire_version`.
+    pub fn of_wire(wire_version: u16) -> PayloadForm {
+        if wire_version >= WIRE_VERSION_3 {
+            PayloadForm::Sparse
+        } else {
+            PayloadForm::Full
+        }
+    }
+}
+
+/// What the request's earlier commits left of rows: `Some(true)` when a
+/// row's last change in this request deletes it (its tombstone is written
+/// with the request's log), `Some(false)` when it writes it, `None` when the
+/// request did not touch it.
+pub type RequestRows<'a> = &'a dyn Fn(&str, &str) -> Option<bool>;
+
+/// A decoded upsert payload: the row (absent and NULL columns both `None`)
+/// and, for a sparse payload, which columns it carries.
+struct Decoded {
+    row: Row,
+    /// `None`: a full row (every column present).
+    present: Option<Vec<bool>>,
+}
+
+impl Decoded {
+    fn present(&self, i: usize) -> bool {
+        self.present.as_ref().is_none_or(|p| p.get(i).copied().unwrap_or(false))
+    }
+
+    fn partial(&self) -> bool {
+        self.present.as_ref().is_some_and(|p| p.iter().any(|present| !present))
     }
 }
 
@@ -221,6 +287,8 @@ struct Target<'a> {
     validator: Option<pgrx::pg_sys::Oid>,
     op_index: i32,
     op: &'a Operation,
+    form: PayloadForm,
+    request_rows: RequestRows<'a>,
     busy: &'a Cell<Option<Busy>>,
     evidence: Option<&'a RefCell<Vec<serde_json::Value>>>,
 }
@@ -250,10 +318,10 @@ impl Target<'_> {
         self.busy.set(None);
         match verdict {
             None => Ok(()),
-            Some(r) => Err(Stop::Record(Terminated {
+            Some(r) => Err(Stop::Record(Box::new(Terminated {
                 record: StoredOpResult::Error { op_index: self.op_index, code: r.code, message: r.message, retryable: false },
                 details: r.details,
-            })),
+            }))),
         }
     }
 
@@ -274,17 +342,22 @@ impl Target<'_> {
         ));
     }
 
-    /// The stored row decoded, for the validators only (`None` without one).
-    fn stored_row_for_validator(&self, stored: &StoredRow) -> Result<Option<Row>, Stop> {
-        if self.validator.is_none() && self.evidence.is_none() {
-            return Ok(None);
-        }
-        decode_row(self.table.layout(), &stored.payload).map(Some).map_err(|e| {
+    /// The stored payload decoded (a corrupt one fails the request).
+    fn decode_stored(&self, stored: &StoredRow) -> Result<Row, Stop> {
+        decode_row(self.table.layout(), &stored.payload).map_err(|e| {
             Stop::Fatal(EngineError::internal(format!(
                 "stored payload of {:?}/{:?} does not decode: {}",
                 self.table.name, self.op.row_id, e.message
             )))
         })
+    }
+
+    /// The stored row decoded, for the validators only (`None` without one).
+    fn stored_row_for_validator(&self, stored: &StoredRow) -> Result<Option<Row>, Stop> {
+        if self.validator.is_none() && self.evidence.is_none() {
+            return Ok(None);
+        }
+        self.decode_stored(stored).map(Some)
     }
 
     fn change(
@@ -346,54 +419,122 @@ impl Target<'_> {
         Ok(self.change(Op::Delete, None, scopes, None, false))
     }
 
-    /// Update of an existing row (§6.2, §3.4 rules 2 and 5).
-    fn update(
-        &self,
-        stored: StoredRow,
-        mut row: Row,
-        payload: &[u8],
-    ) -> Result<StagedChange, Stop> {
-        let scopes = parse_stored_scopes(&stored.scopes_json);
-        authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
-        if self
-            .op
-            .base_version
-            .is_some_and(|b| b == 0 || b != stored.version)
-        {
-            return Err(
-                StoredOpResult::conflict(self.op_index, stored.version, &stored.payload).into(),
-            );
-        }
-        // §3.4 rule 5: scope columns keep their stored values.
-        let stored_row = decode_row(self.table.layout(), &stored.payload).map_err(|e| {
-            EngineError::internal(format!(
-                "stored payload of {:?}/{:?} does not decode: {}",
-                self.table.name, self.op.row_id, e.message
-            ))
-        })?;
-        let mut stripped = false;
-        for s in &self.table.scopes {
-            if row[s.column_index] != stored_row[s.column_index] {
-                row[s.column_index] = stored_row[s.column_index].clone();
-                stripped = true;
+    /// The version check of an update: SPEC 0.15.48 §6.2 for a full row
+    /// (`baseVersion` 0 or ≠ stored ⇒ conflict), the column-level rule for a
+    /// sparse one (module docs). `Err` terminates the commit.
+    fn check_versions(&self, stored: &StoredRow, decoded: &Decoded) -> Result<(), Stop> {
+        let Some(base) = self.op.base_version else { return Ok(()) };
+        match self.form {
+            PayloadForm::Full => {
+                if base == 0 || base != stored.version {
+                    return Err(StoredOpResult::conflict(self.op_index, stored.version, &stored.payload, None).into());
+                }
+                Ok(())
+            }
+            PayloadForm::Sparse => {
+                if base > stored.version {
+                    return Err(self.error(
+                        ErrorCode::InvalidRequest,
+                        format!("baseVersion {base} exceeds the stored server version {} (§6.2)", stored.version),
+                    ));
+                }
+                let versions = self.column_versions(stored)?;
+                let pk = self.table.primary_key_index;
+                let layout = self.table.layout();
+                let comparable =
+                    |i: usize| i != pk && decoded.present(i) && layout.columns.get(i).is_some_and(|c| c.ty != ColumnType::Crdt);
+                match versions.conflict(layout.len(), base, comparable) {
+                    None => Ok(()),
+                    Some(columns) => Err(StoredOpResult::conflict(
+                        self.op_index,
+                        stored.version,
+                        &stored.payload,
+                        Some(&columns),
+                    )
+                    .into()),
+                }
             }
         }
-        let merged = merge_crdt(self.table, &mut row, Some(&stored_row), self.op_index)?;
+    }
+
+    /// The stored row's column versions (a malformed value fails the request).
+    fn column_versions(&self, stored: &StoredRow) -> Result<ColumnVersions, Stop> {
+        ColumnVersions::read(stored.column_versions.as_deref(), stored.version).map_err(|e| {
+            Stop::Fatal(EngineError::internal(format!(
+                "stored column versions of {:?}/{:?}: {e}",
+                self.table.name, self.op.row_id
+            )))
+        })
+    }
+
+    /// Update of an existing row (§6.2, §3.4 rules 2 and 5; a sparse payload
+    /// merges into the stored row).
+    fn update(&self, stored: StoredRow, decoded: Decoded, payload: &[u8]) -> Result<StagedChange, Stop> {
+        let scopes = parse_stored_scopes(&stored.scopes_json);
+        authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
+        let stored_row = self.decode_stored(&stored)?;
+        let mut row = decoded.row.clone();
+        let mut reencode = false;
+        match self.form {
+            PayloadForm::Full => {
+                self.check_versions(&stored, &decoded)?;
+                // §3.4 rule 5: scope columns keep their stored values.
+                for s in &self.table.scopes {
+                    if row[s.column_index] != stored_row[s.column_index] {
+                        row[s.column_index] = stored_row[s.column_index].clone();
+                        reencode = true;
+                    }
+                }
+            }
+            PayloadForm::Sparse => {
+                if let Some(s) = self
+                    .table
+                    .scopes
+                    .iter()
+                    .find(|s| decoded.present(s.column_index) && row[s.column_index] != stored_row[s.column_index])
+                {
+                    return Err(self.error(
+                        ErrorCode::InvalidRequest,
+                        format!(
+                            "scope column {:?} of {:?} is immutable on update (§3.4): delete the row and insert it with the new scope",
+                            self.table.columns[s.column_index].name, self.table.name
+                        ),
+                    ));
+                }
+                self.check_versions(&stored, &decoded)?;
+                // Absent columns keep their stored values; what is logged is the merged row.
+                for (i, slot) in row.iter_mut().enumerate() {
+                    if !decoded.present(i) {
+                        slot.clone_from(&stored_row[i]);
+                    }
+                }
+                reencode = true;
+            }
+        }
+        // §5.10.3: only the crdt values the payload carries are merged.
+        let merged = crdt::merge_row(self.table, &mut row, Some(&stored_row), &|i| !decoded.present(i)).map_err(|f| {
+            Stop::from(StoredOpResult::error(self.op_index, ErrorCode::CrdtMergeFailed, f.describe(&self.table.name)))
+        })?;
+        reencode |= !merged.is_empty();
         let blob_ids = row_blob_ids(self.table.layout(), &row);
         self.check_blobs(&blob_ids)?;
-        let new_payload = if stripped || merged {
+        let new_payload = if reencode {
             encode_row(self.table.layout(), &row).map_err(|e| {
-                EngineError::internal(format!(
-                    "re-encoding a scope-stripped or crdt-merged row failed: {}",
-                    e.message
-                ))
+                EngineError::internal(format!("re-encoding a merged, scope-stripped or crdt-merged row failed: {}", e.message))
             })?
         } else {
             payload.to_vec()
         };
         self.validate(Op::Upsert, Some(&row), Some(&stored_row), (Some(stored.version), Some(stored.version + 1)))?;
         let version = stored.version + 1;
+        let pk = self.table.primary_key_index;
+        let column_versions = match self.form {
+            // A full row names every column: the values tell what changed.
+            PayloadForm::Full => self.column_versions(&stored)?.next(row.len(), pk, version, |i| row[i] != stored_row[i]),
+            PayloadForm::Sparse => self.column_versions(&stored)?.next(row.len(), pk, version, |i| decoded.present(i)),
+        };
         let scopes_text = scopes_json(&scopes);
+        let present = decoded.present.as_deref();
         self.write(|| {
             app_rows::update_app_row(
                 self.sql,
@@ -404,6 +545,8 @@ impl Target<'_> {
                     version,
                     scopes_json: &scopes_text,
                     payload: &new_payload,
+                    column_versions: column_versions.as_deref(),
+                    present,
                 },
             )
         })?;
@@ -413,10 +556,56 @@ impl Target<'_> {
         Ok(self.change(Op::Upsert, Some(version), scopes, Some(new_payload), false))
     }
 
+    /// The checks of a sparse upsert of an absent row before it may insert
+    /// (module docs): authorization whenever the payload carries its scope
+    /// values, then `sync.row_missing` / `sync.row_deleted`.
+    fn check_sparse_insert(&self, decoded: &Decoded) -> Result<(), Stop> {
+        let carries_scopes = self.table.scopes.iter().all(|s| decoded.present(s.column_index));
+        let scopes = extract_scopes(self.table, &decoded.row).ok().filter(|_| carries_scopes);
+        if let Some(scopes) = &scopes {
+            authorize(self.table, scopes, &self.ctx.allowed, self.op_index)?;
+        }
+        if self.op.base_version.is_some_and(|b| b != 0) {
+            return Err(match scopes {
+                None => self.error(
+                    ErrorCode::Forbidden,
+                    format!("upsert into {:?} has no value for its scope columns (§3.4)", self.table.name),
+                ),
+                Some(_) => self.error(
+                    ErrorCode::RowMissing,
+                    "upsert with a non-zero baseVersion targets an absent row (§6.2)",
+                ),
+            });
+        }
+        if self.op.base_version.is_none() && self.tombstoned()? {
+            return Err(self.error(
+                ErrorCode::RowDeleted,
+                "the row was deleted: an upsert without baseVersion does not recreate it within the retention horizon (send baseVersion 0 to insert it again)",
+            ));
+        }
+        if decoded.partial() {
+            return Err(self.error(ErrorCode::RowMissing, "a partial payload targets an absent row (§6.3)"));
+        }
+        Ok(())
+    }
+
+    /// Whether the row was deleted within the retention horizon: by an
+    /// earlier commit of this request, else by its stored tombstone.
+    fn tombstoned(&self) -> Result<bool, Stop> {
+        if let Some(deleted) = (self.request_rows)(&self.table.name, &self.op.row_id) {
+            return Ok(deleted);
+        }
+        Ok(crate::store::tombstones::exists(&self.ctx.partition, &self.table.name, &self.op.row_id)?)
+    }
+
     /// Insert of an absent row: authorize the payload's scopes (§3.4 step 2),
     /// `baseVersion ≠ 0` ⇒ `sync.row_missing` (only after authorization, so
     /// absence is not disclosed), write version 1 (its scope entries go with the request's log).
-    fn insert(&self, mut row: Row, payload: &[u8]) -> Result<StagedChange, Stop> {
+    fn insert(&self, decoded: Decoded, payload: &[u8]) -> Result<StagedChange, Stop> {
+        if self.form == PayloadForm::Sparse {
+            self.check_sparse_insert(&decoded)?;
+        }
+        let mut row = decoded.row;
         let partition = self.ctx.partition.as_str();
         let scopes = extract_scopes(self.table, &row).map_err(|variable| {
             self.error(
@@ -440,9 +629,11 @@ impl Target<'_> {
                 "upsert with a non-zero baseVersion targets an absent row (§6.2)",
             ));
         }
-        let payload = if merge_crdt(self.table, &mut row, None, self.op_index)? {
+        let merged = merge_crdt(self.table, &mut row, None, self.op_index)?;
+        // A sparse payload is stored as the full row it carries (every column present).
+        let payload = if merged || self.form == PayloadForm::Sparse {
             encode_row(self.table.layout(), &row).map_err(|e| {
-                EngineError::internal(format!("re-encoding a crdt-merged row failed: {}", e.message))
+                EngineError::internal(format!("encoding an inserted row failed: {}", e.message))
             })?
         } else {
             payload.to_vec()
@@ -461,6 +652,8 @@ impl Target<'_> {
                     version: 1,
                     scopes_json: &scopes_text,
                     payload: &payload,
+                    column_versions: None,
+                    present: None,
                 },
             )
         })?;
@@ -468,6 +661,35 @@ impl Target<'_> {
         // (`StagedChange::inserted`; a leftover one is kept, ON CONFLICT).
         blob_refs::record_row(partition, &self.table.name, &self.op.row_id, &[], &blob_ids)?;
         Ok(self.change(Op::Upsert, Some(1), scopes, Some(payload), true))
+    }
+
+    /// Decodes an upsert payload in the request's form (`sync.invalid_request`
+    /// when it does not decode, or its primary key is not `rowId`).
+    fn decode(&self, payload: &[u8]) -> Result<Decoded, Stop> {
+        let layout = self.table.layout();
+        let decoded = match self.form {
+            PayloadForm::Full => decode_row(layout, payload).map(|row| Decoded { row, present: None }),
+            PayloadForm::Sparse => {
+                decode_sparse_row(layout, self.table.primary_key_index, payload).map(|slots| {
+                    let present = slots.iter().map(|s| !matches!(s, SparseSlot::Absent)).collect();
+                    let row = slots
+                        .into_iter()
+                        .map(|s| match s {
+                            SparseSlot::Value(v) => Some(v),
+                            SparseSlot::Absent | SparseSlot::Null => None,
+                        })
+                        .collect();
+                    Decoded { row, present: Some(present) }
+                })
+            }
+        }
+        .map_err(|e| {
+            self.error(ErrorCode::InvalidRequest, format!("row payload failed row-codec decode (§1.7): {}", e.message))
+        })?;
+        if self.table.row_id(&decoded.row).as_deref() != Some(self.op.row_id.as_str()) {
+            return Err(self.error(ErrorCode::InvalidRequest, "payload primary key does not match rowId"));
+        }
+        Ok(decoded)
     }
 
     fn apply(&self) -> Result<Option<StagedChange>, Stop> {
@@ -494,35 +716,29 @@ impl Target<'_> {
             .payload
             .as_deref()
             .ok_or_else(|| self.error(ErrorCode::InvalidRequest, "upsert without payload"))?;
-        let row = decode_row(self.table.layout(), payload).map_err(|e| {
-            self.error(
-                ErrorCode::InvalidRequest,
-                format!("row payload failed row-codec decode (§1.7): {}", e.message),
-            )
-        })?;
-        if self.table.row_id(&row).as_deref() != Some(self.op.row_id.as_str()) {
-            return Err(self.error(
-                ErrorCode::InvalidRequest,
-                "payload primary key does not match rowId",
-            ));
-        }
+        let decoded = self.decode(payload)?;
         match stored {
-            Some(stored) => self.update(stored, row, payload).map(Some),
-            None => self.insert(row, payload).map(Some),
+            Some(stored) => self.update(stored, decoded, payload).map(Some),
+            None => self.insert(decoded, payload).map(Some),
         }
     }
 }
 
-/// Applies operation `op_index` of a commit. `busy` says what the operation
+/// Applies operation `op_index` of a commit, its upsert payload read in
+/// `form`. `busy` says what the operation
 /// is doing while app-table statements or its write validator run, so a
 /// Postgres ERROR they raise (unique violation, a validator's exception, …)
-/// can be attributed to the operation ([`Busy`]).
-/// With `evidence`, the operation's §6.8 evidence is appended to it.
+/// can be attributed to the operation ([`Busy`]). `request_rows` tells what
+/// the request's earlier commits did to a row (the tombstone rule of a
+/// sparse upsert). With `evidence`, the operation's §6.8 evidence is appended to it.
 /// `Ok(Err(terminated))` terminates the commit; `Err` is a request-level failure.
+#[allow(clippy::too_many_arguments)]
 pub fn apply_operation(
     ctx: &SyncContext<'_>,
     op_index: i32,
     op: &Operation,
+    form: PayloadForm,
+    request_rows: RequestRows<'_>,
     busy: &Cell<Option<Busy>>,
     evidence: Option<&RefCell<Vec<serde_json::Value>>>,
 ) -> EngineResult<OpOutcome> {
@@ -549,12 +765,14 @@ pub fn apply_operation(
         validator: registered.validator,
         op_index,
         op,
+        form,
+        request_rows,
         busy,
         evidence,
     };
     match target.apply() {
         Ok(change) => Ok(Ok(change)),
-        Err(Stop::Record(record)) => Ok(Err(record)),
+        Err(Stop::Record(record)) => Ok(Err(*record)),
         Err(Stop::Fatal(e)) => Err(e),
     }
 }

@@ -6,12 +6,15 @@
 //! {"status":"applied"|"rejected", "commitSeq":7, "recordedAtMs":1700000000000,
 //!  "results":[{"opIndex":0,"status":"applied"}
 //!            |{"opIndex":0,"status":"conflict","code":"…","message":"…",
-//!              "serverVersion":3,"serverRow":"<std base64>"}
+//!              "serverVersion":3,"serverRow":"<std base64>",
+//!              "conflictColumns":"<std base64>"}
 //!            |{"opIndex":0,"status":"error","code":"…","message":"…","retryable":false}],
 //!  "details":[{"opIndex":0,"detailsJson":"{…}"}]}
 //! ```
 //! (`commitSeq` only for applied; `details` only when a rejection carries
-//! §6.3.1 recovery metadata) — the reference server's shape. A replay
+//! §6.3.1 recovery metadata; `conflictColumns` only for a conflict decided
+//! by the column-level rule of a sparse payload, wire version 3) — the
+//! reference server's shape. A replay
 //! rebuilds the identical `PUSH_RESULT` (+ `PUSH_RESULT_DETAILS`) frames from
 //! it, with `applied` answered as `cached` (§2.3). Strings and integers
 //! survive JSONB storage exactly, so the replay is byte-equivalent.
@@ -59,6 +62,11 @@ pub enum StoredOpResult {
         /// Standard base64 of the row-codec bytes.
         #[serde(rename = "serverRow")]
         server_row: String,
+        /// Standard base64 of the `conflictColumns` bitmap (wire version 3:
+        /// LSB-first over the row's columns); absent for a row-level
+        /// conflict (a full-row payload), answered as an empty bitmap.
+        #[serde(rename = "conflictColumns", default, skip_serializing_if = "Option::is_none")]
+        conflict_columns: Option<String>,
     },
     /// The operation failed with a §10 code.
     Error {
@@ -125,14 +133,21 @@ impl StoredOpResult {
         }
     }
 
-    /// A `conflict` record (`sync.version_conflict`) carrying the stored row.
-    pub fn conflict(op_index: i32, server_version: i64, server_row: &[u8]) -> Self {
+    /// A `conflict` record (`sync.version_conflict`) carrying the stored row
+    /// and, for the column-level rule (wire version 3), the
+    /// `conflictColumns` bitmap.
+    pub fn conflict(op_index: i32, server_version: i64, server_row: &[u8], conflict_columns: Option<&[u8]>) -> Self {
         StoredOpResult::Conflict {
             op_index,
             code: ErrorCode::VersionConflict.as_str().to_owned(),
-            message: "baseVersion does not match the server row version (§6.2)".to_owned(),
+            message: match conflict_columns {
+                None => "baseVersion does not match the server row version (§6.2)",
+                Some(_) => "present columns moved past baseVersion (§6.2)",
+            }
+            .to_owned(),
             server_version,
             server_row: base64_encode(server_row),
+            conflict_columns: conflict_columns.map(base64_encode),
         }
     }
 
@@ -147,12 +162,17 @@ impl StoredOpResult {
                 message,
                 server_version,
                 server_row,
+                conflict_columns,
             } => OpResult::Conflict {
                 op_index: *op_index,
                 code: code.clone(),
                 message: message.clone(),
                 server_version: *server_version,
                 server_row: base64_decode(server_row)?,
+                conflict_columns: match conflict_columns {
+                    Some(text) => base64_decode(text)?,
+                    None => Vec::new(),
+                },
             },
             StoredOpResult::Error {
                 op_index,
@@ -280,7 +300,7 @@ mod tests {
             status: StoredStatus::Rejected,
             commit_seq: None,
             recorded_at_ms: 1,
-            results: vec![StoredOpResult::conflict(2, 5, &[0, 1, 2, 255])],
+            results: vec![StoredOpResult::conflict(2, 5, &[0, 1, 2, 255], Some(&[0b0000_0100]))],
             details: vec![],
         };
         let back = StoredPushResult::from_json(&stored.to_json()).unwrap();
@@ -294,10 +314,12 @@ mod tests {
                 server_version,
                 server_row,
                 code,
+                conflict_columns,
                 ..
             } => {
                 assert_eq!((*op_index, *server_version), (2, 5));
                 assert_eq!(server_row, &vec![0u8, 1, 2, 255]);
+                assert_eq!(conflict_columns, &vec![0b0000_0100u8]);
                 assert_eq!(code, "sync.version_conflict");
             }
             other => panic!("expected conflict, got {other:?}"),

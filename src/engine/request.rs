@@ -365,6 +365,34 @@ impl OwnedContext {
     }
 }
 
+/// Records the request's `ROUND_FAILURE` report (wire version 3,
+/// [`crate::engine::round_failures`]) once per request: not by the pull
+/// half of a request whose push half (a separate `syncular.push` call)
+/// already did, and only for a client record bound to the caller's actor —
+/// `bound` when the binding was written or checked, else `existing` decides
+/// (a round that ends at the schema floor or an epoch reset, before the
+/// binding). Never fails the round for the report's sake beyond a store
+/// failure.
+fn record_round_failure(
+    caller: &Caller<'_>,
+    req: &Request,
+    halves: Halves,
+    bound: bool,
+    existing: Option<&ClientRow>,
+    now_ms: i64,
+) -> EngineResult<()> {
+    let Some(code) = req.round_failure.as_deref() else { return Ok(()) };
+    if halves == Halves::PullOnly && !req.commits.is_empty() {
+        return Ok(());
+    }
+    let client_id = req.header.client_id.as_str();
+    let known = bound || existing.is_some_and(|row| row.actor_id == caller.actor_id);
+    if !known || client_id.contains('\0') {
+        return Ok(());
+    }
+    crate::engine::round_failures::record(caller.partition, client_id, code, now_ms)
+}
+
 /// Everything of a round up to its first subscription section: the gates,
 /// validation, the lease and the push half (errors: as [`run`]).
 fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Begun> {
@@ -406,6 +434,9 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
 
     let schema = crate::engine::schema::require_registered_schema_at(context.schema_key)?;
     let served = schema.version;
+    if req.header.schema_version != served || gate == EpochGate::Reset {
+        record_round_failure(caller, &req, halves, false, context.client.as_ref(), now_ms)?;
+    }
     if req.header.schema_version != served {
         let reset = partition::reset_required(&registry, wire, req.header.log_epoch.as_deref());
         return header_only(
@@ -432,6 +463,7 @@ fn begin(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Be
 
     let client_id = req.header.client_id.as_str();
     bind_client_read(caller.partition, client_id, caller.actor_id, wire, now_ms, context.client.as_ref())?;
+    record_round_failure(caller, &req, halves, true, None, now_ms)?;
 
     let max_operations = crate::settings::max_operations();
     if total_ops > max_operations {

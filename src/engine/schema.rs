@@ -292,6 +292,23 @@ fn assert_physical_columns(app_schema: &str, table_name: &str, required: &[&str]
     Ok(())
 }
 
+/// Adds `_sync_column_versions` to app table `table_name` when it lacks it
+/// (a table created before 0.3.0 whose upgrade did not reach it, or one
+/// adopted from such an install): NULL in every row, i.e. every column at
+/// its row version. Errors: SPI failures; `syncular.schema_refused` when the
+/// column exists with another type.
+fn ensure_column_versions(app_schema: &str, table_name: &str) -> EngineResult<()> {
+    let columns = ddl::app_table_column_types(app_schema, table_name)?;
+    match columns.iter().find(|(n, _, _)| n == ddl::COLUMN_VERSIONS_COLUMN) {
+        None => Ok(ddl::add_column_versions_column(app_schema, table_name)?),
+        Some((_, ty, _)) if ty == "bytea" => Ok(()),
+        Some((_, ty, _)) => Err(EngineError::schema_refused(format!(
+            "table {app_schema}.{table_name}: storage column {:?} is {ty} — expected bytea; refusing to serve it",
+            ddl::COLUMN_VERSIONS_COLUMN
+        ))),
+    }
+}
+
 /// Scope identity of a table: variable → column, as a sorted list.
 fn scope_columns(table: &TableSchema) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> =
@@ -544,6 +561,7 @@ fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult
                 }
                 check_table_guard(app_schema, &t.name)?;
                 check_adoptable_shape(app_schema, t)?;
+                ensure_column_versions(app_schema, &t.name)?;
                 for name in ddl::list_owned_indexes(app_schema, &t.name)? {
                     ddl::drop_index(app_schema, &name)?;
                 }
@@ -611,6 +629,7 @@ fn register_same(
     }
     for t in &schema.tables {
         assert_physical_columns(app_schema, &t.name, &required_columns(t))?;
+        ensure_column_versions(app_schema, &t.name)?;
     }
     // Idempotent: repairs a dropped capture trigger, equips tables registered
     // before capture existed.
@@ -706,6 +725,7 @@ fn register_higher(
             create_indexes(app_schema, t)?;
             continue;
         }
+        ensure_column_versions(app_schema, &t.name)?;
         for name in ddl::list_owned_indexes(app_schema, &t.name)? {
             ddl::drop_index(app_schema, &name)?;
         }

@@ -4,32 +4,42 @@
 //! only the operations arrive as JSON rows instead of row-codec payloads.
 //!
 //! Input `operations`: a JSON array of
-//! `{"table": "tasks", "op": "upsert", "row": {"id": "t1", …}, "baseVersion": 3?}`
+//! `{"table": "tasks", "op": "upsert", "row": {"id": "t1", …}, "baseVersion": 3?}`,
+//! `{"table": "tasks", "op": "patch", "row": {"id": "t1", "title": "…"}, "baseVersion": 3?}`
 //! or `{"table": "tasks", "op": "delete", "rowId": "t1"}` (an upsert's
-//! `rowId` defaults to its rendered primary key). Output: the commit's
-//! result as JSON,
+//! `rowId` defaults to its rendered primary key). An `upsert` row is the
+//! whole row (a missing column is NULL); a `patch` row names the primary key
+//! and the columns it changes — the others keep their stored values — and
+//! needs the row to exist (`sync.row_missing`). A commit with a `patch`
+//! follows the wire-version-3 rules for all its upserts (sparse payloads,
+//! column-level conflicts with `conflictColumns`, the tombstone rule:
+//! [`crate::engine::push_apply`]); one without follows SPEC 0.15.48 §6.2.
+//! Output: the commit's result as JSON,
 //! `{"clientId", "clientCommitId", "status": "applied"|"cached"|"rejected",
 //!   "commitSeq"?, "results": [{"opIndex", "status": "applied"} |
 //!   {"opIndex", "status": "conflict", "code", "message", "serverVersion",
-//!    "serverRow": {column: value, …}} |
+//!    "serverRow": {column: value, …}, "conflictColumns"?: [column, …]} |
 //!   {"opIndex", "status": "error", "code", "message", "retryable"}]}`.
 
 use serde_json::{json, Map, Value};
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::{Operation, PushCommit};
 use syncular_protocol::response::{OpResult, PushStatus};
+use syncular_protocol::constants::WIRE_VERSION_3;
 use syncular_protocol::row_codec::{decode_row, encode_row, render_row, row_from_json};
+use syncular_protocol::sparse_row::{encode_sparse_row, SparseRow, SparseSlot};
 use syncular_protocol::{ErrorCode, ProtocolError};
 
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::push_apply::table_schema;
+use crate::engine::push_apply::{table_schema, PayloadForm};
 use crate::engine::request::{bind_client_id, check_caller, resolve_allowed, Caller};
 use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, partition, push};
 use crate::store::commits;
 
-/// Wire version recorded for a SQL producer's client record.
+/// Wire version recorded for a SQL producer's client record (and whose
+/// rules a commit without `patch` follows).
 const SQL_PRODUCER_WIRE_VERSION: u16 = 2;
 
 fn invalid(message: impl Into<String>) -> EngineError {
@@ -47,12 +57,13 @@ fn str_field<'v>(op: &'v Map<String, Value>, key: &str, i: usize) -> EngineResul
 }
 
 /// Parses the JSON operations into push operations (payloads encoded with
-/// the registered row codec). Errors: `sync.invalid_request` naming the
-/// operation; `sync.empty_commit` for an empty array.
+/// the registered row codec: full rows, or sparse rows in a commit with a
+/// `patch`) and the payload form they take. Errors: `sync.invalid_request`
+/// naming the operation; `sync.empty_commit` for an empty array.
 pub fn parse_operations(
     schema: &RegisteredSchema,
     operations: &Value,
-) -> EngineResult<Vec<Operation>> {
+) -> EngineResult<(Vec<Operation>, PayloadForm)> {
     let items = operations
         .as_array()
         .ok_or_else(|| invalid(format!("operations must be a JSON array, got {operations}")))?;
@@ -62,6 +73,11 @@ pub fn parse_operations(
             "a commit needs at least one operation (§6.1)",
         ));
     }
+    let form = if items.iter().any(|item| item.get("op").and_then(Value::as_str) == Some("patch")) {
+        PayloadForm::Sparse
+    } else {
+        PayloadForm::Full
+    };
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let op = item
@@ -86,7 +102,7 @@ pub fn parse_operations(
                 base_version,
                 payload: None,
             }),
-            "upsert" => {
+            kind @ ("upsert" | "patch") => {
                 let row_json = op
                     .get("row")
                     .ok_or_else(|| invalid(format!("operations[{i}]: an upsert needs row")))?;
@@ -114,8 +130,28 @@ pub fn parse_operations(
                         )))
                     }
                 };
-                let payload = encode_row(t.layout(), &row)
-                    .map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
+                let payload = match form {
+                    PayloadForm::Full => encode_row(t.layout(), &row),
+                    PayloadForm::Sparse => {
+                        // A patch carries the columns it names; an upsert every column.
+                        let names = row_json.as_object();
+                        let slots: SparseRow = t
+                            .layout()
+                            .columns
+                            .iter()
+                            .zip(row)
+                            .map(|(col, value)| match value {
+                                Some(v) => SparseSlot::Value(v),
+                                None if kind == "upsert" || names.is_some_and(|m| m.contains_key(&col.name)) => {
+                                    SparseSlot::Null
+                                }
+                                None => SparseSlot::Absent,
+                            })
+                            .collect();
+                        encode_sparse_row(t.layout(), t.primary_key_index, &slots)
+                    }
+                }
+                .map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
                 out.push(Operation {
                     table: table.to_owned(),
                     row_id,
@@ -126,12 +162,12 @@ pub fn parse_operations(
             }
             other => {
                 return Err(invalid(format!(
-                    "operations[{i}].op must be \"upsert\" or \"delete\", got {other:?}"
+                    "operations[{i}].op must be \"upsert\", \"patch\" or \"delete\", got {other:?}"
                 )))
             }
         }
     }
-    Ok(out)
+    Ok((out, form))
 }
 
 fn result_json(schema: &RegisteredSchema, ops: &[Operation], r: &OpResult) -> Value {
@@ -151,20 +187,29 @@ fn result_json(schema: &RegisteredSchema, ops: &[Operation], r: &OpResult) -> Va
             message,
             server_version,
             server_row,
+            conflict_columns,
         } => {
-            let rendered = usize::try_from(*op_index)
+            let layout = usize::try_from(*op_index)
                 .ok()
                 .and_then(|i| ops.get(i))
                 .and_then(|op| schema.table(&op.table))
-                .and_then(|t| {
-                    let layout = table_schema(t).layout();
-                    decode_row(layout, server_row)
-                        .ok()
-                        .map(|row| render_row(layout, &row))
-                })
+                .map(|t| table_schema(t).layout());
+            let rendered = layout
+                .and_then(|layout| decode_row(layout, server_row).ok().map(|row| render_row(layout, &row)))
                 .unwrap_or(Value::Null);
-            json!({"opIndex": op_index, "status": "conflict", "code": code, "message": message,
-                   "serverVersion": server_version, "serverRow": rendered})
+            let mut out = json!({"opIndex": op_index, "status": "conflict", "code": code, "message": message,
+                   "serverVersion": server_version, "serverRow": rendered});
+            if let Some(layout) = layout.filter(|_| !conflict_columns.is_empty()) {
+                let names: Vec<&str> = layout
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| conflict_columns.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
+                    .map(|(_, c)| c.name.as_str())
+                    .collect();
+                out["conflictColumns"] = json!(names);
+            }
+            out
         }
     }
 }
@@ -200,14 +245,12 @@ pub fn run(
         Some(id) => id.to_owned(),
         None => commits::generate_commit_id()?,
     };
-    let ops = parse_operations(schema, operations)?;
-    bind_client_id(
-        caller.partition,
-        &client_id,
-        caller.actor_id,
-        SQL_PRODUCER_WIRE_VERSION,
-        now_ms,
-    )?;
+    let (ops, form) = parse_operations(schema, operations)?;
+    let wire_version = match form {
+        PayloadForm::Full => SQL_PRODUCER_WIRE_VERSION,
+        PayloadForm::Sparse => WIRE_VERSION_3,
+    };
+    bind_client_id(caller.partition, &client_id, caller.actor_id, wire_version, now_ms)?;
     let max_operations = crate::settings::max_operations();
     if ops.len() > max_operations {
         return Err(EngineError::protocol(
@@ -223,7 +266,7 @@ pub fn run(
         partition: caller.partition.to_owned(),
         actor_id: caller.actor_id.to_owned(),
         client_id: client_id.clone(),
-        wire_version: SQL_PRODUCER_WIRE_VERSION,
+        wire_version,
         schema,
         allowed,
         log_epoch: registry.log_epoch,

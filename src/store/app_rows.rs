@@ -6,7 +6,7 @@
 //! App table layout (created by `register_schema`):
 //! `_sync_partition text, _sync_row_id text, <projection columns…>,
 //! _sync_version bigint, _sync_scopes jsonb, _sync_payload bytea,
-//! PRIMARY KEY (_sync_partition, _sync_row_id)`. Identifiers come quoted from
+//! _sync_column_versions bytea, PRIMARY KEY (_sync_partition, _sync_row_id)`. Identifiers come quoted from
 //! the registered schema; every value is a bound parameter.
 
 use pgrx::datum::DatumWithOid;
@@ -76,6 +76,8 @@ pub struct StoredRow {
     pub scopes_json: String,
     /// The verbatim row-codec payload.
     pub payload: Vec<u8>,
+    /// `_sync_column_versions` (NULL: every column at `version`).
+    pub column_versions: Option<Vec<u8>>,
 }
 
 /// Reads one row of `partition` by `row_id`, or `None` when absent, and
@@ -90,7 +92,7 @@ pub fn select_app_row(
     row_id: &str,
 ) -> StoreResult<Option<StoredRow>> {
     let sql = format!(
-        "SELECT _sync_version, _sync_scopes::text, _sync_payload FROM {} \
+        "SELECT _sync_version, _sync_scopes::text, _sync_payload, _sync_column_versions FROM {} \
          WHERE _sync_partition = $1 AND _sync_row_id = $2 FOR NO KEY UPDATE",
         t.qualified_name
     );
@@ -108,10 +110,12 @@ pub fn select_app_row(
         let version = row.get::<i64>(1)?.unwrap_or(0);
         let scopes_json = row.get::<String>(2)?.unwrap_or_else(|| "{}".to_owned());
         let payload = row.get::<Vec<u8>>(3)?.unwrap_or_default();
+        let column_versions = row.get::<Vec<u8>>(4)?;
         Ok(Some(StoredRow {
             version,
             scopes_json,
             payload,
+            column_versions,
         }))
     })
     .map_err(StoreError::spi("select_app_row"))
@@ -132,6 +136,12 @@ pub struct AppRowWrite<'a> {
     pub scopes_json: &'a str,
     /// The row-codec payload stored verbatim (served by pulls as is).
     pub payload: &'a [u8],
+    /// `_sync_column_versions` to store (an update; an insert stores NULL).
+    pub column_versions: Option<&'a [u8]>,
+    /// For an update from a sparse payload: which projection columns it
+    /// carries — the others keep their stored datum (a TOASTed value is not
+    /// rewritten). `None`: every column is written.
+    pub present: Option<&'a [bool]>,
 }
 
 /// Whether a `json` value's text can be cast to `jsonb`: Postgres refuses
@@ -229,29 +239,45 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     }
 }
 
-/// Replaces every column of a row the push read and locked
+/// Replaces the columns of a row the push read and locked
 /// ([`select_app_row`]: `FOR NO KEY UPDATE`), by key (only the table's UPDATE
-/// triggers). Errors as [`insert_app_row`]; an `UPDATE` that changed no
-/// row (under the lock only possible when a BEFORE UPDATE trigger returns
-/// NULL or a forced row-level security policy hides the row) is an error,
-/// never a silently lost write.
+/// triggers): every projection column, or with `w.present` only those (one
+/// statement shape for every presence pattern: `col = CASE WHEN $m[i] THEN
+/// $k ELSE col END`, the pattern bound as a `bool[]`, so kept plans stay one
+/// per table), then version, scopes, payload and column versions. Errors as
+/// [`insert_app_row`]; an `UPDATE` that changed no row (under the lock only
+/// possible when a BEFORE UPDATE trigger returns NULL or a forced row-level
+/// security policy hides the row) is an error, never a silently lost write.
 pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     let n = checked_width(t, w, "update_app_row")?;
+    if w.present.is_some_and(|p| p.len() != n) {
+        return Err(StoreError::new("update_app_row", format!("a presence mask for {} column(s)", t.columns.len())));
+    }
+    let mask = n + 7;
     let mut set: Vec<String> = t
         .columns
         .iter()
         .enumerate()
-        .map(|(i, c)| format!("{} = ${}::{}", c.quoted, i + 3, c.sql_type))
+        .map(|(i, c)| match w.present {
+            None => format!("{} = ${}::{}", c.quoted, i + 3, c.sql_type),
+            Some(_) => format!("{q} = CASE WHEN ${mask}[{k}] THEN ${p}::{ty} ELSE {q} END", q = c.quoted, k = i + 1, p = i + 3, ty = c.sql_type),
+        })
         .collect();
     set.push(format!("_sync_version = ${}", n + 3));
     set.push(format!("_sync_scopes = ${}::jsonb", n + 4));
     set.push(format!("_sync_payload = ${}", n + 5));
+    set.push(format!("_sync_column_versions = ${}", n + 6));
     let sql = format!(
         "UPDATE {table} SET {set} WHERE _sync_partition = $1 AND _sync_row_id = $2 RETURNING 1",
         table = t.qualified_name,
         set = set.join(", "),
     );
-    if engine_write(t, w.partition, &sql, &write_args(t, w), "update_app_row")? {
+    let mut args = write_args(t, w);
+    args.push(DatumWithOid::from(w.column_versions));
+    if let Some(present) = w.present {
+        args.push(DatumWithOid::from(present.to_vec()));
+    }
+    if engine_write(t, w.partition, &sql, &args, "update_app_row")? {
         Ok(())
     } else {
         Err(StoreError::new(

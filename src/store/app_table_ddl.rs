@@ -5,9 +5,14 @@
 //! _sync_partition text NOT NULL, _sync_row_id text NOT NULL,
 //! <projection columns in IR order, quoted, all nullable>,
 //! _sync_version bigint NOT NULL, _sync_scopes jsonb NOT NULL,
-//! _sync_payload bytea NOT NULL,
+//! _sync_payload bytea NOT NULL, _sync_column_versions bytea,
 //! PRIMARY KEY (_sync_partition, _sync_row_id)
 //! ```
+//! `_sync_column_versions` holds the version at which each column last
+//! changed ([`syncular_protocol::column_versions`]: LEB128 `(ordinal,
+//! version)` pairs above 1; NULL = every column at `_sync_version`), the
+//! seed's column-versions column; tables created before 0.3.0 gain it
+//! (`ALTER TABLE … ADD COLUMN`, NULL: every column at its row version).
 //! Declared IR indexes become `sync_ix_<name>` on
 //! `(_sync_partition, <columns…>)`, UNIQUE when declared, so a unique value
 //! is unique per partition only. Every identifier is quoted.
@@ -30,6 +35,9 @@ pub const VERSION_COLUMN: &str = "_sync_version";
 pub const SCOPES_COLUMN: &str = "_sync_scopes";
 /// The verbatim row-codec payload.
 pub const PAYLOAD_COLUMN: &str = "_sync_payload";
+/// Per-column versions (wire version 3, column-level conflicts): `bytea`,
+/// NULL when every column sits at the row's version.
+pub const COLUMN_VERSIONS_COLUMN: &str = "_sync_column_versions";
 /// Prefix marking an index as created (and rebuilt) by register_schema.
 pub const OWNED_INDEX_PREFIX: &str = "sync_ix_";
 
@@ -89,6 +97,7 @@ pub fn create_app_table(app_schema: &str, table: &TableSchema) -> StoreResult<()
     defs.push(format!("{} bigint NOT NULL", quote_identifier(VERSION_COLUMN)));
     defs.push(format!("{} jsonb NOT NULL", quote_identifier(SCOPES_COLUMN)));
     defs.push(format!("{} bytea NOT NULL", quote_identifier(PAYLOAD_COLUMN)));
+    defs.push(format!("{} bytea", quote_identifier(COLUMN_VERSIONS_COLUMN)));
     defs.push(format!(
         "PRIMARY KEY ({}, {})",
         quote_identifier(PARTITION_COLUMN),
@@ -109,6 +118,21 @@ pub fn add_projection_column(app_schema: &str, table: &str, column: &ColumnSchem
             qualified_name(app_schema, table),
             quote_identifier(&column.name),
             projection_type(column)
+        ),
+    )
+}
+
+/// `ALTER TABLE … ADD COLUMN _sync_column_versions bytea` (callers check it
+/// is missing): an app table created before 0.3.0 (or adopted from one)
+/// gains the column, NULL in every row (every column at its row version; no
+/// table rewrite). Errors: SPI failures.
+pub fn add_column_versions_column(app_schema: &str, table: &str) -> StoreResult<()> {
+    run(
+        "add_column_versions_column",
+        &format!(
+            "ALTER TABLE {} ADD COLUMN {} bytea",
+            qualified_name(app_schema, table),
+            quote_identifier(COLUMN_VERSIONS_COLUMN)
         ),
     )
 }

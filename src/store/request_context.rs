@@ -158,8 +158,7 @@ pub fn read(
     push_locks::take_shared_pair(schema_store::SCHEMA_FENCE_CLASS, 0);
     crate::store::lifecycle::fence::share_writes(partition);
     if pull != PullPart::None {
-        let fence_key = crate::store::lifecycle::fence::fence_key(partition);
-        push_locks::take_shared_pair(crate::store::lifecycle::fence::FENCE_CLASS, fence_key);
+        crate::store::lifecycle::fence::share(partition)?;
     }
     push_locks::take_exclusive(&lock_keys);
     let outcomes = !commit_ids.is_empty();

@@ -49,3 +49,4 @@ mod citus;
 mod blobs;
 mod segments;
 mod segment_image;
+mod wire_v3;

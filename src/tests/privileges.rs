@@ -37,6 +37,7 @@ mod tests {
         "revoke_lease",
         "clear_lease_revocation",
         "leases",
+        "round_failures",
         "rotate_lease_key",
         "blob_sweep_orphans",
         "rotate_segment_url_key",

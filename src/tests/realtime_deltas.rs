@@ -167,7 +167,8 @@ mod tests {
         for (groups, fragment) in [
             (json!({}), "groups must be a JSON array"),
             (json!([1]), "group 0 must be an object"),
-            (with("wireVersion", json!(3)), "wireVersion 3 is not 1 or 2"),
+            (with("wireVersion", json!(4)), "wireVersion 4 is not 1, 2 or 3"),
+            (with("wireVersion", json!(0)), "wireVersion 0 is not 1, 2 or 3"),
             (with("cursor", json!("7")), "\"cursor\" must be an integer"),
             (with("suppressed", json!(null)), "\"suppressed\" must be a boolean"),
             (with("registrations", json!([{"id": "t", "table": "nope", "effective": {"ws": ["w1"]}}])), "not registered"),

@@ -64,7 +64,11 @@ mod tests {
         assert_eq!((v1.wire_version, v1.header.epoch.is_none(), v1.frames.len()), (1, true, 1));
         let unknown = decode_response(&error_response("rt-unknown", 2, object.clone()).unwrap()).unwrap();
         assert_eq!(unknown.header.epoch.unwrap().log_epoch, "", "no epoch for a partition never seen");
-        expect_error(error_response("rt-f", 3, object.clone()), "22023", "syncular.invalid_argument", "wire_version 3");
+        // Wire version 3 (syncular-client 0.49): the v2 header layout, answered in 3.
+        let v3 = decode_response(&error_response("rt-f", 3, object.clone()).unwrap()).unwrap();
+        assert_eq!((v3.wire_version, v3.header.epoch.is_some(), v3.frames.len()), (3, true, 1));
+        expect_error(error_response("rt-f", 4, object.clone()), "22023", "syncular.invalid_argument", "wire_version 4");
+        expect_error(error_response("rt-f", 0, object.clone()), "22023", "syncular.invalid_argument", "wire_version 0");
         let mut bad = object;
         bad["category"] = json!("oops");
         expect_error(error_response("rt-f", 2, bad), "22023", "syncular.invalid_argument", "category");

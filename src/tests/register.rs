@@ -45,6 +45,7 @@ mod tests {
                 "_sync_version bigint not null",
                 "_sync_scopes jsonb not null",
                 "_sync_payload bytea not null",
+                "_sync_column_versions bytea",
             ]
         );
         assert_eq!(
@@ -212,6 +213,7 @@ mod tests {
                 "_sync_version bigint not null",
                 "_sync_scopes jsonb not null",
                 "_sync_payload bytea not null",
+                "_sync_column_versions bytea",
             ]
         );
         assert_eq!(int8("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = 'sync_ix_Odd idx'"), Some(1));

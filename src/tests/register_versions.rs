@@ -151,7 +151,7 @@ mod tests {
             &items(2, vec![json!({"name": "must", "type": "integer", "nullable": false})]),
             "appended column \"must\" must be nullable",
         );
-        assert_eq!(columns_of("public", "items").len(), 8, "no column added");
+        assert_eq!(columns_of("public", "items").len(), 9, "no column added");
     }
 
     #[pg_test]
@@ -228,7 +228,7 @@ mod tests {
         assert_eq!(outcome, "migrated (rewritten rows: 2500, retired tables: [])");
         let layout2 = Schema::from_value(&v2).unwrap().tables[0].layout().clone();
         // ALTER TABLE appends physically after the storage columns.
-        assert_eq!(columns_of("public", "items")[8..], ["due bigint".to_string(), "meta jsonb".to_string()]);
+        assert_eq!(columns_of("public", "items")[9..], ["due bigint".to_string(), "meta jsonb".to_string()]);
         for (partition, row_id, row) in expected.iter().step_by(97) {
             let payload = Spi::get_one_with_args::<Vec<u8>>(
                 "SELECT _sync_payload FROM public.items WHERE _sync_partition = $1 AND _sync_row_id = $2",

@@ -160,7 +160,7 @@ mod tests {
         push_rows(&epoch, &[full.clone(), sparse.clone(), float.clone(), hidden.clone(), deleted.clone()]);
         // A second write: server_version 2.
         let float2 = set(float.clone(), "title", RowValue::String("x2".into()));
-        push_rows(&epoch, &[float2.clone()]);
+        push_rows(&epoch, std::slice::from_ref(&float2));
         let r = push(P, "alice", "c1", &epoch, vec![commit("del", vec![delete("e-deleted")])], Some(&allowed_p1_p2()));
         assert_eq!(r[0].status, PushStatus::Applied);
         let pin = r[0].commit_seq.unwrap();

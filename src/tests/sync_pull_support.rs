@@ -195,6 +195,7 @@ impl Client {
         let req = Request {
             wire_version: WIRE_VERSION_2,
             header: ReqHeader { client_id: self.client_id.clone(), schema_version: 1, log_epoch: None },
+            round_failure: None,
             commits: vec![],
             pull: Some(PullRequest { header: header(0, 0, 0, ACCEPT_ROWS), subscriptions: vec![] }),
             unknown: vec![],
@@ -216,6 +217,7 @@ impl Client {
                 schema_version: 1,
                 log_epoch: self.epoch.clone(),
             },
+            round_failure: None,
             commits,
             pull,
             unknown: vec![],

@@ -130,6 +130,7 @@ pub fn request(
             schema_version,
             log_epoch: log_epoch.map(str::to_owned),
         },
+        round_failure: None,
         commits,
         pull,
         unknown: vec![],

@@ -92,7 +92,7 @@ pub enum Coverage {
     /// `sync_changes`, `sync_change_scopes`, `sync_row_scopes`,
     /// `sync_tombstones`, app tables) — excludes the bookkeeping a served
     /// request legitimately touches (registry last-seen time, client record,
-    /// stored push results, the client's auth lease) and the stored-segment
+    /// stored push results, round-failure reports, the client's auth lease) and the stored-segment
     /// cache a bootstrap fills (`sync_segments`, `sync_segment_chunks`,
     /// `sync_segment_publications`).
     LogAndData,
@@ -102,6 +102,7 @@ const BOOKKEEPING: &[&str] = &[
     "sync_partition_registry",
     "sync_clients",
     "sync_push_results",
+    "sync_round_failures",
     "sync_reactions",
     "sync_auth_leases",
     "sync_segments",

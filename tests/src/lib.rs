@@ -41,6 +41,7 @@ pub fn dsn_for_db(dsn: &str, db: &str) -> String {
 }
 
 pub mod bench;
+pub mod bench_wire;
 pub mod blob_fixture;
 pub mod segment_fixture;
 pub mod bump;

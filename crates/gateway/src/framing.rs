@@ -9,8 +9,10 @@
 
 use syncular_protocol::constants::{
     ENVELOPE_HEADER_LEN, FRAME_END, FRAME_HEADER_LEN, FRAME_PULL_HEADER, FRAME_PUSH_COMMIT,
-    FRAME_RESP_HEADER, MAGIC, MSG_KIND_REQUEST, MSG_KIND_RESPONSE, SUPPORTED_WIRE_VERSIONS,
+    FRAME_RESP_HEADER, FRAME_ROUND_FAILURE, MAGIC, MSG_KIND_REQUEST, MSG_KIND_RESPONSE,
+    SUPPORTED_WIRE_VERSIONS, WIRE_VERSION_3,
 };
+use syncular_protocol::request::decode_round_failure;
 
 /// §8.7 channel tag of a standalone delta (server → client).
 pub const TAG_DELTA: u8 = 0x00;
@@ -22,7 +24,7 @@ pub const MAX_ROUND_CHUNK: usize = 64 * 1024;
 /// Why a byte stream is not a usable SSP2 message (all connection-fatal on a socket).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FramingError {
-    /// The 8-byte envelope is not a request header (magic, wire version 1/2, msgKind 0x01,
+    /// The 8-byte envelope is not a request header (magic, wire version 1–3, msgKind 0x01,
     /// flags 0).
     BadHeader(String),
     /// An `END` frame with a non-zero length.
@@ -159,6 +161,22 @@ pub fn request_shape(bytes: &[u8]) -> Option<RequestShape> {
         }
     }
     saw_end.then_some(shape)
+}
+
+/// The code of a request's `ROUND_FAILURE` report (wire version 3: a frame `0x05` right after
+/// `REQ_HEADER`, decoded by the protocol crate), for the gateway's metrics. `None` for a request
+/// without one, of wire version 1 or 2 (where `0x05` is an unknown frame), or not well framed —
+/// the extension reports the precise decode error; this never fails a round.
+pub fn round_failure_code(bytes: &[u8]) -> Option<String> {
+    if check_header(bytes, MSG_KIND_REQUEST).ok()? < WIRE_VERSION_3 {
+        return None;
+    }
+    // Only the second frame may be one (§1.5 of the v3 generation).
+    let (frame_type, range) = frames(bytes).nth(1)?.ok()?;
+    if frame_type != FRAME_ROUND_FAILURE {
+        return None;
+    }
+    decode_round_failure(&bytes[range.start + FRAME_HEADER_LEN..range.end]).ok()
 }
 
 /// Iterates the frames after the 8-byte envelope: `(frameType, whole-frame byte range)`.
@@ -436,6 +454,32 @@ mod tests {
         truncated.pop();
         assert_eq!(request_shape(&truncated), None);
         assert_eq!(request_shape(b"SSP2"), None);
+    }
+
+    #[test]
+    fn round_failure_code_reads_only_a_v3_second_frame() {
+        let code = |s: &str| {
+            let mut p = (s.len() as u32).to_le_bytes().to_vec();
+            p.extend_from_slice(s.as_bytes());
+            p
+        };
+        let v3 = |frames: &[Vec<u8>]| {
+            let mut m = message(MSG_KIND_REQUEST, frames);
+            m[4] = 3;
+            m
+        };
+        let reported = v3(&[frame(1, b"h"), frame(FRAME_ROUND_FAILURE, &code("transport.timeout")), frame(3, b"p")]);
+        assert_eq!(round_failure_code(&reported).as_deref(), Some("transport.timeout"));
+        // Not the second frame, a v2 request (0x05 is unknown there), a bad code, no report.
+        let late = v3(&[frame(1, b"h"), frame(3, b"p"), frame(FRAME_ROUND_FAILURE, &code("transport.timeout"))]);
+        let mut v2 = reported.clone();
+        v2[4] = 2;
+        let bad = v3(&[frame(1, b"h"), frame(FRAME_ROUND_FAILURE, &code("Not.Valid")), frame(3, b"p")]);
+        for bytes in [late, v2, bad, v3(&[frame(1, b"h"), frame(3, b"p")]), b"SSP2".to_vec()] {
+            assert_eq!(round_failure_code(&bytes), None);
+        }
+        // Wire version 3 envelopes are requests the gateway frames.
+        assert_eq!(request_shape(&reported).map(|s| s.wire_version), Some(3));
     }
 
     #[test]

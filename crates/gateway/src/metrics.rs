@@ -75,6 +75,20 @@ pub struct KindLabel {
     pub kind: String,
 }
 
+/// The failure codes `syncular-client` 0.49 reports for what never reached the server
+/// (`crates/protocol/WIRE_V3.md` §2.6): labelled as themselves.
+const CLIENT_FAILURE_CODES: &[&str] = &[
+    "transport.failed",
+    "transport.timeout",
+    "transport.redirect",
+    "transport.unavailable",
+    "transport.request_too_large",
+    "transport.response_too_large",
+    "sync.transport_failed",
+    "syncular.unavailable",
+    "syncular.internal",
+];
+
 fn round_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
@@ -115,6 +129,10 @@ pub struct Metrics {
     /// Notifications dropped because their tag or seal did not verify (forged, or another
     /// install's key), by channel.
     pub notifications_rejected: Family<ChannelLabel, Counter>,
+    /// `ROUND_FAILURE` reports carried by requests (wire version 3), by code: a §10 catalog
+    /// code or a client transport code as is, anything else as `other` (the label set stays
+    /// bounded whatever clients send).
+    pub round_failures: Family<CodeLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -144,6 +162,7 @@ impl Metrics {
             presence_events: Family::default(),
             refreshes: Family::default(),
             notifications_rejected: Family::default(),
+            round_failures: Family::default(),
             registry: Registry::default(),
         };
         registry.register("sessions_open", "Realtime sessions currently open", m.sessions_open.clone());
@@ -170,6 +189,11 @@ impl Metrics {
             "Notifications dropped because their tag or seal did not verify, by channel",
             m.notifications_rejected.clone(),
         );
+        registry.register(
+            "round_failures",
+            "ROUND_FAILURE reports carried by sync requests (wire version 3), by code",
+            m.round_failures.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -181,6 +205,13 @@ impl Metrics {
     /// Counts one error answer.
     pub fn error(&self, code: &str) {
         self.errors.get_or_create(&CodeLabel { code: code.to_owned() }).inc();
+    }
+
+    /// Counts one `ROUND_FAILURE` report of `code` (labelled as in [`Metrics::round_failures`]).
+    pub fn round_failure(&self, code: &str) {
+        let known = syncular_protocol::ErrorCode::parse(code).is_some() || CLIENT_FAILURE_CODES.contains(&code);
+        let code = if known { code } else { "other" };
+        self.round_failures.get_or_create(&CodeLabel { code: code.to_owned() }).inc();
     }
 
     /// Counts one presence event.
@@ -231,7 +262,15 @@ mod tests {
         m.round("http", true, 0.002);
         m.error("sync.invalid_request");
         m.listen_up(1, true);
+        m.round_failure("transport.timeout");
+        m.round_failure("transport.timeout");
+        m.round_failure("sync.rate_limited");
+        m.round_failure("made.up_code");
         let text = m.render();
+        assert!(text.contains("syncular_gateway_round_failures_total{code=\"transport.timeout\"} 2"), "{text}");
+        assert!(text.contains("syncular_gateway_round_failures_total{code=\"sync.rate_limited\"} 1"), "{text}");
+        assert!(text.contains("syncular_gateway_round_failures_total{code=\"other\"} 1"), "{text}");
+        assert!(!text.contains("made.up_code"), "{text}");
         assert!(text.contains("syncular_gateway_listen_connections_up{node=\"1\"} 1"), "{text}");
         assert!(text.contains("syncular_gateway_sessions_open 1"), "{text}");
         assert!(text.contains("syncular_gateway_wakes_total{reason=\"catchup-required\"} 1"), "{text}");

@@ -8,6 +8,7 @@ use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row, RowV
 use syncular_protocol::ErrorCode;
 
 use super::CaptureTable;
+use crate::engine::column_versions::ColumnVersions;
 use crate::engine::crdt;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::store::app_table_ddl::{PARTITION_COLUMN, ROW_ID_COLUMN};
@@ -26,6 +27,8 @@ pub struct RowStorage {
     pub scopes_set: bool,
     /// `_sync_payload` is not NULL.
     pub payload_set: bool,
+    /// `_sync_column_versions` as given (insert) or stored (update).
+    pub column_versions: Option<Vec<u8>>,
 }
 
 /// The computed columns of an inserted row.
@@ -53,6 +56,10 @@ pub struct Updated {
     pub version: i64,
     /// `_sync_payload` re-encoded from the new typed columns.
     pub payload: Vec<u8>,
+    /// `_sync_column_versions`: the columns whose value the statement
+    /// changed move to `version`, the others keep theirs
+    /// ([`crate::engine::column_versions`]).
+    pub column_versions: Option<Vec<u8>>,
     /// The row `payload` encodes (with the values only the payload held,
     /// crdt values merged).
     pub row: Row,
@@ -142,9 +149,9 @@ fn scopes_of(t: &CaptureTable, row: &Row) -> EngineResult<BTreeMap<String, Strin
 /// `syncular.invalid_row`, `sync.crdt_merge_failed`.
 pub fn insert_row(t: &CaptureTable, mut row: Row, given: &RowStorage) -> EngineResult<Inserted> {
     let tbl = t.name();
-    if given.version.is_some() || given.scopes_set || given.payload_set {
+    if given.version.is_some() || given.scopes_set || given.payload_set || given.column_versions.is_some() {
         return Err(refused(format!(
-            "INSERT into synced table {tbl:?} writes _sync_version, _sync_scopes or _sync_payload: they are computed from the typed columns — leave them out"
+            "INSERT into synced table {tbl:?} writes _sync_version, _sync_scopes, _sync_payload or _sync_column_versions: they are computed from the typed columns — leave them out"
         )));
     }
     if given.partition.is_some() {
@@ -212,6 +219,9 @@ pub fn update_row(
             )));
         }
     }
+    // Which values the statement changed, from the typed columns before the payload-only
+    // values are restored below (NULL in both = kept, not changed).
+    let moved: Vec<bool> = old.iter().zip(&new).map(|(o, n)| o != n).collect();
     if let Some(bytes) = old_payload {
         let before = decode_row(table.layout(), bytes)
             .map_err(|e| EngineError::internal(format!("stored payload of a row of {tbl:?} does not decode: {}", e.message)))?;
@@ -230,8 +240,14 @@ pub fn update_row(
         .collect();
     let merged = merge_crdt(t, &mut new, Some(old), &|i| unchanged.contains(&i))?;
     let payload = encode(t, &new)?;
-    let version = stored.version.unwrap_or(0).checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
-    Ok(Updated { version, payload, row: new, merged })
+    let stored_version = stored.version.unwrap_or(0);
+    let version = stored_version.checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
+    // The columns whose value the statement changed move to the new version; the others
+    // keep theirs.
+    let versions = ColumnVersions::read(stored.column_versions.as_deref(), stored_version)
+        .map_err(|e| EngineError::internal(format!("stored column versions of a row of {tbl:?}: {e}")))?;
+    let column_versions = versions.next(columns.len(), table.primary_key_index, version, |i| moved.get(i).copied().unwrap_or(false));
+    Ok(Updated { version, payload, column_versions, row: new, merged })
 }
 
 /// Checks a deleted row (stored columns `stored`). Errors:

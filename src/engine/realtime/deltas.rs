@@ -55,7 +55,7 @@ pub struct Group {
     pub schema_version: i64,
     /// Log epoch the sessions were opened under.
     pub log_epoch: String,
-    /// Wire version of the deltas (1 or 2).
+    /// Wire version of the deltas (1, 2 or 3).
     pub wire_version: u16,
     /// Delivered cursor: every commit ≤ it was delivered, woken for, or known not to match.
     pub cursor: i64,
@@ -118,7 +118,8 @@ pub fn parse_groups(value: &Value) -> EngineResult<Vec<Group>> {
             let wire_version = match int("wireVersion")? {
                 1 => 1,
                 2 => 2,
-                other => return Err(invalid(format!("group {i}: wireVersion {other} is not 1 or 2"))),
+                3 => 3,
+                other => return Err(invalid(format!("group {i}: wireVersion {other} is not 1, 2 or 3"))),
             };
             Ok(Group {
                 registrations: field("registrations")?.clone(),

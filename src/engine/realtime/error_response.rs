@@ -11,7 +11,7 @@ use syncular_protocol::response::{RespEpoch, RespHeader, ResponseWriter};
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::store::partitions::select_partition_registry;
 
-/// Encodes the failure response in `wire_version` (1 or 2); a v2 header
+/// Encodes the failure response in `wire_version` (1, 2 or 3); a v2/v3 header
 /// carries the partition's current `logEpoch` (`""` for an unknown
 /// partition) and `resetRequired = false`. Read-only.
 /// Errors: `syncular.invalid_argument` (wire version, malformed object).
@@ -20,7 +20,8 @@ pub fn run(partition: &str, wire_version: i32, error: &Value) -> EngineResult<Ve
     let wire_version = match wire_version {
         1 => 1u16,
         2 => 2u16,
-        other => return Err(invalid(format!("wire_version {other} is not 1 or 2"))),
+        3 => 3u16,
+        other => return Err(invalid(format!("wire_version {other} is not 1, 2 or 3"))),
     };
     let frame = parse_error_object(error).map_err(|e| invalid(format!("error: {}", e.message)))?;
     let epoch = match wire_version {

@@ -2,8 +2,9 @@
 //! `syncular.realtime_open`).
 //!
 //! Order of work: identity checks (partition size, `clientId` NUL / reserved
-//! prefix) → partition registry touch (created with a fresh `logEpoch` on
-//! first sight) → the registered schema → the client record (bound to
+//! prefix) → the registered schema (behind the schema fence) → the
+//! partition's write fence → partition registry touch (created with a fresh
+//! `logEpoch` on first sight) → the client record (bound to
 //! another actor → `sync.invalid_client_id`; none → no registrations) →
 //! `latestCursor` (read before the scopes are resolved) → allowed scopes (a gateway's map is always validated; the resolver runs
 //! once, only when there is something to register) → the registrations and
@@ -84,13 +85,12 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     request::check_caller(caller)?;
     request::check_client_id(client_id)?;
     let now_ms = clock::now_ms()?;
-    // The fences before the first write, in every taker's order: the schema fence, then
-    // the partition's write fence (a drop batch holds the first while it waits for the second).
-    crate::store::schema_store::share_schema_fence()?;
-    crate::store::lifecycle::fence::share_writes(caller.partition);
-    let registry = partition::touch(caller.partition, now_ms)?;
     // Behind the schema fence: a bump never lands between this read and the log reads.
     let schema = schema::require_fenced_schema()?;
+    // The partition's write fence before the first write, after the schema fence (every
+    // taker's order: a drop batch holds the first while it waits for the second).
+    crate::store::lifecycle::fence::share_writes(caller.partition);
+    let registry = partition::touch(caller.partition, now_ms)?;
     let (session_id, record) = store::open_client(caller.partition, client_id)?;
     if let Some(record) = &record {
         if record.actor_id != caller.actor_id {

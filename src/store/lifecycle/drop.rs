@@ -8,7 +8,7 @@ use crate::store::{StoreError, StoreResult};
 /// Every `sync_*` table holding rows of a partition, in deletion order: the
 /// indexes and log first, the counter and registry rows last (while they
 /// exist, the partition is still "known").
-pub const SYNC_TABLES: [&str; 17] = [
+pub const SYNC_TABLES: [&str; 18] = [
     "sync_segment_publications",
     "sync_segment_chunks",
     "sync_segments",
@@ -22,6 +22,7 @@ pub const SYNC_TABLES: [&str; 17] = [
     "sync_changes",
     "sync_commits",
     "sync_push_results",
+    "sync_round_failures",
     "sync_auth_leases",
     "sync_clients",
     "sync_partitions",

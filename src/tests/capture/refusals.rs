@@ -64,7 +64,7 @@ mod tests {
     fn inserts_writing_computed_columns_are_refused() {
         const P: &str = "cap-r-insert";
         seeded(P);
-        let computed = "writes _sync_version, _sync_scopes or _sync_payload: they are computed from the typed columns";
+        let computed = "writes _sync_version, _sync_scopes, _sync_payload or _sync_column_versions: they are computed from the typed columns";
         for (columns, values) in [
             ("_sync_version", "1"),
             ("_sync_scopes", "'{\"project_id\": \"p1\"}'"),

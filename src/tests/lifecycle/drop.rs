@@ -31,6 +31,7 @@ mod tests {
              VALUES ('{p}', 'k', 'mail', 1, '{{}}', 'c', 'k', 1, 0, 0, 'pending', 0, 3)"
         ));
         run(&format!("INSERT INTO syncular.sync_blob_refs VALUES ('{p}', 'notes', 'n1', 'sha256:00')"));
+        run(&format!("INSERT INTO syncular.sync_round_failures VALUES ('{p}', '{p}-c', 'transport.failed', 1, 0)"));
         run(&format!(
             "INSERT INTO syncular.sync_auth_leases VALUES ('{p}', '{p}-c', 'lease-1', 'alice', '{{}}', 0, 1, NULL, '\\x00')"
         ));

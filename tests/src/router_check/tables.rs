@@ -20,6 +20,7 @@ pub const DISTRIBUTED: &[&str] = &[
     "sync_segments",
     "sync_segment_chunks",
     "sync_segment_publications",
+    "sync_round_failures",
 ];
 
 /// The `syncular` reference tables (replicated to every node: no predicate needed).

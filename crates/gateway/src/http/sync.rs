@@ -71,6 +71,9 @@ async fn post_sync(State(gw): State<AppState>, headers: HeaderMap, body: Body) -
         Ok(bytes) => bytes,
         Err(e) => return error_response(&gw, route, body_error(&e, gw.config.max_body_bytes)),
     };
+    if let Some(code) = crate::framing::round_failure_code(&request) {
+        gw.metrics.round_failure(&code);
+    }
     let started = Instant::now();
     let args = RoundArgs {
         partition: &identity.partition,

@@ -94,6 +94,9 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
         allowed_scopes: session.allowed_scopes.as_ref(),
         connection_client_id: Some(&session.client_id),
     };
+    if let Some(code) = crate::framing::round_failure_code(&request) {
+        hub.metrics.round_failure(&code);
+    }
     let result = run_round(&hub.pool, &args).await;
     // The request is done with: its bytes go back to the budget before the response's are taken.
     drop(request);

@@ -88,7 +88,7 @@ pub struct SessionState {
     pub registrations: Registrations,
     /// Presence grant: the registrations' scope keys (§8.6.3).
     pub scope_keys: BTreeSet<String>,
-    /// Delta wire version (1 or 2).
+    /// Delta wire version (1, 2 or 3).
     pub wire_version: i64,
     /// Partition `logEpoch` from the last open/reload.
     pub log_epoch: String,

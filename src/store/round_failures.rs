@@ -1,0 +1,75 @@
+//! `sync_round_failures`: the `ROUND_FAILURE` reports of wire-version-3
+//! clients (SPEC §1.5 of that generation; `crates/protocol/WIRE_V3.md`), per
+//! client and code — how many reports, and the server clock of the last one.
+//! Written only by a request that carries a report; read by operators
+//! (`syncular.round_failures`).
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::Spi;
+
+use crate::store::plan_cache;
+use crate::store::{StoreError, StoreResult};
+
+/// Counts one report of `code` by `client_id` in `partition` at `now_ms`
+/// (inserted with `reports = 1`, or incremented). Errors: SPI failures.
+pub fn record(partition: &str, client_id: &str, code: &str, now_ms: i64) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        plan_cache::execute(
+            client,
+            "INSERT INTO syncular.sync_round_failures AS f \
+               (partition, client_id, code, reports, last_reported_at_ms) \
+             VALUES ($1, $2, $3, 1, $4) \
+             ON CONFLICT (partition, client_id, code) DO UPDATE \
+               SET reports = f.reports + 1, \
+                   last_reported_at_ms = GREATEST(f.last_reported_at_ms, EXCLUDED.last_reported_at_ms)",
+            None,
+            &[
+                DatumWithOid::from(partition),
+                DatumWithOid::from(client_id),
+                DatumWithOid::from(code),
+                DatumWithOid::from(now_ms),
+            ],
+        )
+        .map(|_| ())
+    })
+    .map_err(StoreError::spi("record_round_failure"))
+}
+
+/// One row of [`list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundFailureRow {
+    /// The reporting client.
+    pub client_id: String,
+    /// The reported code.
+    pub code: String,
+    /// How many reports.
+    pub reports: i64,
+    /// Server clock of the last report, Unix ms.
+    pub last_reported_at_ms: i64,
+}
+
+/// Every report of `partition`, newest first (then client, code).
+/// Errors: SPI failures.
+pub fn list(partition: &str) -> StoreResult<Vec<RoundFailureRow>> {
+    const STATEMENT: &str = "list_round_failures";
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "SELECT client_id, code, reports, last_reported_at_ms FROM syncular.sync_round_failures \
+                  WHERE partition = $1 ORDER BY last_reported_at_ms DESC, client_id, code",
+                None,
+                &[DatumWithOid::from(partition)],
+            )
+            .map_err(StoreError::spi(STATEMENT))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(RoundFailureRow {
+                client_id: row.get::<String>(1).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default(),
+                code: row.get::<String>(2).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default(),
+                reports: row.get::<i64>(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or(0),
+                last_reported_at_ms: row.get::<i64>(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(0),
+            });
+        }
+        Ok(out)
+    })
+}
