@@ -85,6 +85,8 @@ fn incremental_pull(generation: Generation) {
     assert_eq!(server.iter().map(|t| t.0.as_str()).collect::<Vec<_>>(), ["t1", "t3"]);
     assert_eq!(as_server_tasks(&bob.tasks()), server, "bob holds the server's rows and versions");
     assert_eq!(as_server_tasks(&alice.tasks()), server, "so does alice");
+    alice.close();
+    bob.close();
 }
 
 fn scopes_bound_what_a_client_receives(generation: Generation) {
@@ -182,6 +184,9 @@ fn a_lost_response_replays_as_cached_once(generation: Generation) {
     let server = s.server_tasks();
     assert_eq!(server.iter().filter(|t| t.0 == "once").count(), 1);
     assert_eq!(as_server_tasks(&alice.tasks()), server, "alice holds it once, at the server's version");
+    // The relay carries her socket too (an upgrade becomes a plain byte relay).
+    alice.connect();
+    alice.pump_until("hello through the proxy", |c| c.hello().is_some());
 }
 
 fn realtime_delivers_deltas_and_runs_socket_rounds(generation: Generation) {

@@ -1,10 +1,10 @@
 //! Both client generations in one partition through one gateway
 //! ([`syncular_integration_tests::fleet`]): a 0.15.48 (wire 1/2) and a 0.49.2 (wire 3) client
 //! writing, editing and deleting each other's rows over HTTP and over their sockets converge on
-//! identical rows; and what only wire 3 can say — a sparse `patch` (one column on the wire)
-//! leaves every other column intact for every client, v2 included; two patches of one column
-//! from one base conflict with exactly that column in `conflictColumns`; two patches of
-//! different columns from one base both apply.
+//! identical rows and see each other's presence; and what only wire 3 can say — a sparse
+//! `patch` (one column on the wire) leaves every other column intact for every client, v2
+//! included; two patches of one column from one base conflict with exactly that column in
+//! `conflictColumns`; two patches of different columns from one base both apply.
 //! Needs `SYNCULAR_TEST_DSN`, the gateway binary and both drivers (scripts/test builds them).
 
 use serde_json::json;
@@ -78,6 +78,13 @@ mod mixed_partition {
         new.synced(6);
         old.pump_until("v2 holds b3", |c| c.holds("b3"));
         converged(&mut s, &mut [&mut *old, &mut *new]);
+
+        // Presence (§8.6) crosses generations too.
+        let (key, from_old, from_new) = ("project:p1", json!({"cursor": 1}), json!({"cursor": 2}));
+        old.set_presence(key, Some(from_old.clone()));
+        new.pump_until("v2's presence", |c| c.presence(key).iter().any(|p| p["actorId"] == "alice" && p["doc"] == from_old));
+        new.set_presence(key, Some(from_new.clone()));
+        old.pump_until("v3's presence", |c| c.presence(key).iter().any(|p| p["actorId"] == "bob" && p["doc"] == from_new));
     }
 }
 

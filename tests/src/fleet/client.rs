@@ -102,8 +102,8 @@ impl FleetClient {
             Ok(reply) => decode_reply(&reply).unwrap_or_else(|e| self.fail(&e)),
             Err(RecvTimeoutError::Timeout) => self.fail(&format!("no reply to {line} within {COMMAND_TIMEOUT:?}")),
             Err(RecvTimeoutError::Disconnected) => {
-                let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                self.fail(&format!("the driver ended ({status}) on {line}"))
+                let status = self.exit_status(Duration::from_secs(2)).unwrap_or_else(|| "still running".to_owned());
+                self.fail(&format!("the driver closed its stdout ({status}) on {line}"))
             }
         }
     }
@@ -129,6 +129,20 @@ impl FleetClient {
     /// The driver's stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// The driver's exit status once it exited, polled for at most `within`; `None` while it
+    /// still runs.
+    fn exit_status(&mut self, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status.to_string()),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Ok(None) => return None,
+                Err(e) => return Some(e.to_string()),
+            }
+        }
     }
 
     fn fail(&mut self, what: &str) -> ! {
@@ -345,12 +359,8 @@ impl FleetClient {
     /// Closes the client and waits (bounded) for the driver to exit.
     pub fn close(mut self) {
         self.ok(&Command::Close);
-        let deadline = Instant::now() + WAIT;
-        while self.child.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                self.fail("the driver did not exit after close");
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if self.exit_status(WAIT).is_none() {
+            self.fail("the driver did not exit after close");
         }
     }
 }
