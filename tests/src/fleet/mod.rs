@@ -50,14 +50,6 @@ impl Generation {
         }
     }
 
-    /// The wire version its client sends.
-    pub fn wire_version(self) -> u8 {
-        match self {
-            Generation::V2 => 2,
-            Generation::V3 => 3,
-        }
-    }
-
     /// The environment variable that overrides the driver's path.
     pub fn driver_env(self) -> &'static str {
         match self {
