@@ -54,6 +54,7 @@ pub fn env_usize(name: &str, default: usize) -> usize {
 
 pub mod clients;
 pub mod fixtures;
+pub mod fleet;
 pub mod gateway;
 pub mod lifecycle;
 pub mod notify;
