@@ -559,7 +559,7 @@ impl Target<'_> {
     /// The checks of a sparse upsert of an absent row before it may insert
     /// (module docs): authorization whenever the payload carries its scope
     /// values, then `sync.row_missing` / `sync.row_deleted`.
-    fn check_sparse_insert(&self, decoded: &Decoded) -> Result<(), Stop> {
+    fn check_sparse_insert(&self, decoded: &Decoded, tombstone: bool) -> Result<(), Stop> {
         let carries_scopes = self.table.scopes.iter().all(|s| decoded.present(s.column_index));
         let scopes = extract_scopes(self.table, &decoded.row).ok().filter(|_| carries_scopes);
         if let Some(scopes) = &scopes {
@@ -577,7 +577,7 @@ impl Target<'_> {
                 ),
             });
         }
-        if self.op.base_version.is_none() && self.tombstoned()? {
+        if self.op.base_version.is_none() && self.tombstoned(tombstone) {
             return Err(self.error(
                 ErrorCode::RowDeleted,
                 "the row was deleted: an upsert without baseVersion does not recreate it within the retention horizon (send baseVersion 0 to insert it again)",
@@ -590,20 +590,18 @@ impl Target<'_> {
     }
 
     /// Whether the row was deleted within the retention horizon: by an
-    /// earlier commit of this request, else by its stored tombstone.
-    fn tombstoned(&self) -> Result<bool, Stop> {
-        if let Some(deleted) = (self.request_rows)(&self.table.name, &self.op.row_id) {
-            return Ok(deleted);
-        }
-        Ok(crate::store::tombstones::exists(&self.ctx.partition, &self.table.name, &self.op.row_id)?)
+    /// earlier commit of this request, else by its stored tombstone
+    /// (`stored`, read with the row).
+    fn tombstoned(&self, stored: bool) -> bool {
+        (self.request_rows)(&self.table.name, &self.op.row_id).unwrap_or(stored)
     }
 
     /// Insert of an absent row: authorize the payload's scopes (§3.4 step 2),
     /// `baseVersion ≠ 0` ⇒ `sync.row_missing` (only after authorization, so
     /// absence is not disclosed), write version 1 (its scope entries go with the request's log).
-    fn insert(&self, decoded: Decoded, payload: &[u8]) -> Result<StagedChange, Stop> {
+    fn insert(&self, decoded: Decoded, payload: &[u8], tombstone: bool) -> Result<StagedChange, Stop> {
         if self.form == PayloadForm::Sparse {
-            self.check_sparse_insert(&decoded)?;
+            self.check_sparse_insert(&decoded, tombstone)?;
         }
         let mut row = decoded.row;
         let partition = self.ctx.partition.as_str();
@@ -702,7 +700,14 @@ impl Target<'_> {
                 ),
             ));
         }
-        let stored = app_rows::select_app_row(self.sql, &self.ctx.partition, &self.op.row_id)?;
+        // An unversioned sparse upsert needs the row's tombstone if the row is absent: read
+        // with the row, in the same statement.
+        let (stored, tombstone) =
+            if self.form == PayloadForm::Sparse && self.op.op == Op::Upsert && self.op.base_version.is_none() {
+                app_rows::select_app_row_with_tombstone(self.sql, &self.ctx.partition, &self.op.row_id)?
+            } else {
+                (app_rows::select_app_row(self.sql, &self.ctx.partition, &self.op.row_id)?, false)
+            };
         if self.op.op == Op::Delete {
             // §6.2: deleting an absent row is applied, emits nothing (and runs no write
             // validator; it is still evidence for the whole-commit validator, §6.8).
@@ -719,7 +724,7 @@ impl Target<'_> {
         let decoded = self.decode(payload)?;
         match stored {
             Some(stored) => self.update(stored, decoded, payload).map(Some),
-            None => self.insert(decoded, payload).map(Some),
+            None => self.insert(decoded, payload, tombstone).map(Some),
         }
     }
 }

@@ -5,8 +5,8 @@
 //!
 //! App table layout (created by `register_schema`):
 //! `_sync_partition text, _sync_row_id text, <projection columns…>,
-//! _sync_version bigint, _sync_scopes jsonb, _sync_payload bytea,
-//! _sync_column_versions bytea, PRIMARY KEY (_sync_partition, _sync_row_id)`. Identifiers come quoted from
+//! _sync_version bigint, _sync_column_versions bytea, _sync_scopes jsonb,
+//! _sync_payload bytea, PRIMARY KEY (_sync_partition, _sync_row_id)`. Identifiers come quoted from
 //! the registered schema; every value is a bound parameter.
 
 use pgrx::datum::DatumWithOid;
@@ -119,6 +119,45 @@ pub fn select_app_row(
         }))
     })
     .map_err(StoreError::spi("select_app_row"))
+}
+
+/// [`select_app_row`] and, in the same statement, whether the row has a
+/// tombstone in `sync_tombstones` (IR table `t.table`) — the probe of an
+/// unversioned sparse upsert (wire version 3: `sync.row_deleted`), one index
+/// probe more instead of a statement more. Errors: as [`select_app_row`].
+pub fn select_app_row_with_tombstone(
+    t: &AppTableSql,
+    partition: &str,
+    row_id: &str,
+) -> StoreResult<(Option<StoredRow>, bool)> {
+    let sql = format!(
+        "WITH r AS (SELECT _sync_version, _sync_scopes::text AS scopes, _sync_payload, _sync_column_versions FROM {} \
+                     WHERE _sync_partition = $1 AND _sync_row_id = $2 FOR NO KEY UPDATE) \
+         SELECT r._sync_version, r.scopes, r._sync_payload, r._sync_column_versions, \
+                EXISTS (SELECT 1 FROM syncular.sync_tombstones d \
+                         WHERE d.partition = $1 AND d.tbl = $3 AND d.row_id = $2) \
+           FROM (SELECT 1) AS one LEFT JOIN r ON true",
+        t.qualified_name
+    );
+    Spi::connect_mut(|client| {
+        let table = plan_cache::execute(
+            client,
+            &sql,
+            Some(1),
+            &[DatumWithOid::from(partition), DatumWithOid::from(row_id), DatumWithOid::from(t.table.as_str())],
+        )?;
+        let row = table.first();
+        let tombstone = row.get::<bool>(5)?.unwrap_or(false);
+        let Some(version) = row.get::<i64>(1)? else { return Ok((None, tombstone)) };
+        let stored = StoredRow {
+            version,
+            scopes_json: row.get::<String>(2)?.unwrap_or_else(|| "{}".to_owned()),
+            payload: row.get::<Vec<u8>>(3)?.unwrap_or_default(),
+            column_versions: row.get::<Vec<u8>>(4)?,
+        };
+        Ok((Some(stored), tombstone))
+    })
+    .map_err(StoreError::spi("select_app_row_with_tombstone"))
 }
 
 /// The row written by [`insert_app_row`] or [`update_app_row`].
