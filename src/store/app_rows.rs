@@ -5,8 +5,8 @@
 //!
 //! App table layout (created by `register_schema`):
 //! `_sync_partition text, _sync_row_id text, <projection columns…>,
-//! _sync_version bigint, _sync_column_versions bytea, _sync_scopes jsonb,
-//! _sync_payload bytea, PRIMARY KEY (_sync_partition, _sync_row_id)`. Identifiers come quoted from
+//! _sync_version bigint, _sync_scopes jsonb, _sync_payload bytea,
+//! _sync_column_versions bytea, PRIMARY KEY (_sync_partition, _sync_row_id)`. Identifiers come quoted from
 //! the registered schema; every value is a bound parameter.
 
 use pgrx::datum::DatumWithOid;

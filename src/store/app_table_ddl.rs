@@ -4,16 +4,16 @@
 //! ```sql
 //! _sync_partition text NOT NULL, _sync_row_id text NOT NULL,
 //! <projection columns in IR order, quoted, all nullable>,
-//! _sync_version bigint NOT NULL, _sync_column_versions bytea,
-//! _sync_scopes jsonb NOT NULL, _sync_payload bytea NOT NULL,
+//! _sync_version bigint NOT NULL, _sync_scopes jsonb NOT NULL,
+//! _sync_payload bytea NOT NULL, _sync_column_versions bytea,
 //! PRIMARY KEY (_sync_partition, _sync_row_id)
 //! ```
 //! `_sync_column_versions` holds the version at which each column last
 //! changed ([`syncular_protocol::column_versions`]: LEB128 `(ordinal,
 //! version)` pairs above 1; NULL = every column at `_sync_version`), the
 //! seed's column-versions column; tables created before 0.3.0 gain it
-//! (`ALTER TABLE … ADD COLUMN`, at the end; NULL: every column at its row
-//! version).
+//! (`ALTER TABLE … ADD COLUMN`, last like in a new table; NULL: every column
+//! at its row version).
 //! Declared IR indexes become `sync_ix_<name>` on
 //! `(_sync_partition, <columns…>)`, UNIQUE when declared, so a unique value
 //! is unique per partition only. Every identifier is quoted.
@@ -96,12 +96,14 @@ pub fn create_app_table(app_schema: &str, table: &TableSchema) -> StoreResult<()
         defs.push(format!("{} {}", quote_identifier(&column.name), projection_type(column)));
     }
     defs.push(format!("{} bigint NOT NULL", quote_identifier(VERSION_COLUMN)));
-    // Next to the version, which every update changes too: a column-versions value that
-    // changes does not widen the changed span of an update's tuple (Postgres logs a same-page
-    // update as the bytes between the unchanged prefix and suffix), as it would at the end.
-    defs.push(format!("{} bytea", quote_identifier(COLUMN_VERSIONS_COLUMN)));
     defs.push(format!("{} jsonb NOT NULL", quote_identifier(SCOPES_COLUMN)));
     defs.push(format!("{} bytea NOT NULL", quote_identifier(PAYLOAD_COLUMN)));
+    // Last, where a table created before 0.3.0 gained it too: `SELECT *` keeps the earlier
+    // columns' positions, and a positional INSERT of them still fits (the column is NULL). The
+    // price: a value that changes at the tuple's end widens the span Postgres logs for a
+    // same-page update (the bytes between the unchanged prefix and suffix) to the payload's
+    // tail — README "Client generations", bench-wire.
+    defs.push(format!("{} bytea", quote_identifier(COLUMN_VERSIONS_COLUMN)));
     defs.push(format!(
         "PRIMARY KEY ({}, {})",
         quote_identifier(PARTITION_COLUMN),

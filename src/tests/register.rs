@@ -43,9 +43,9 @@ mod tests {
                 "secret bytea",
                 "code text",
                 "_sync_version bigint not null",
-                "_sync_column_versions bytea",
                 "_sync_scopes jsonb not null",
                 "_sync_payload bytea not null",
+                "_sync_column_versions bytea",
             ]
         );
         assert_eq!(
@@ -211,9 +211,9 @@ mod tests {
                 "Key Col text",
                 "select text",
                 "_sync_version bigint not null",
-                "_sync_column_versions bytea",
                 "_sync_scopes jsonb not null",
                 "_sync_payload bytea not null",
+                "_sync_column_versions bytea",
             ]
         );
         assert_eq!(int8("SELECT count(*) FROM pg_catalog.pg_class WHERE relname = 'sync_ix_Odd idx'"), Some(1));

@@ -9,7 +9,11 @@
 //!    receives the change as a pushed `0x00` delta — it sends no request;
 //! 3. bob's membership is deleted in SQL, with `syncular.refresh_scopes` in
 //!    the same transaction; laptop writes again: phone gets no delta, only a
-//!    wake-up, and its next round revokes the subscription and purges.
+//!    wake-up, and its next round revokes the subscription and purges;
+//! 4. a mixed fleet: a tablet with `syncular-client` 0.49.2 (wire version 3,
+//!    the fleet driver process `SYNCULAR_CLIENT_V3_DRIVER`) joins the same
+//!    partition, patches one column of a task (a sparse row on the wire), and
+//!    the 0.15.48 laptop receives the full merged row.
 //!
 //! Usage: `demo BASE_URL DSN` — `scripts/demo` starts Postgres and the
 //! gateway and runs this binary.
@@ -17,10 +21,11 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use ssp2::model::Frame;
 use syncular_integration_tests::clients::{held_rows, task_values, upsert_task};
 use syncular_integration_tests::connect_to;
+use syncular_integration_tests::fleet::{values, FleetClient, Generation};
 use syncular_integration_tests::fixtures::{register_schema, server_tasks};
 use syncular_integration_tests::gateway::{Peer, Received};
 use syncular_integration_tests::wire::decode_response;
@@ -136,6 +141,41 @@ fn run() -> Result<(), String> {
     if !held_rows(&phone.peer.client)?.is_empty() {
         return Err("phone still holds rows of a revoked scope".into());
     }
+
+    step("a tablet joins with syncular-client 0.49.2 (wire version 3): same partition, same gateway");
+    let mut tablet = FleetClient::spawn(Generation::V3, &base_url, &partition, "alice", &format!("tablet-{}", std::process::id()));
+    tablet.subscribe_projects("tasks", &[PROJECT]);
+    let report = tablet.synced(12);
+    println!("  tablet POST /sync (wire 3): {report:?}");
+    for row in tablet.tasks() {
+        println!("    tablet holds {:<3} {:<13} priority={} version={}", row.row_id, row.values["title"].as_str().unwrap_or(""), row.values["priority"], row.version);
+    }
+
+    step("tablet changes one column of t2: a sparse patch, only the primary key and `priority` on the wire");
+    tablet.patch("t2", values(&[("priority", json!(5))]), None)?;
+    tablet.synced(12);
+    let row = admin
+        .query_one(
+            "SELECT _sync_version, title, priority, encode(_sync_column_versions, 'hex') FROM public.tasks \
+              WHERE _sync_partition = $1 AND id = 't2'",
+            &[&partition],
+        )
+        .map_err(|e| e.to_string())?;
+    let (version, title, priority, versions): (i64, String, Option<i64>, Option<String>) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    println!(
+        "  server row t2: version {version}, title {title:?} kept, priority {priority:?}; column versions (LEB128 ordinal/version pairs) {}",
+        versions.as_deref().unwrap_or("NULL")
+    );
+
+    step("laptop (syncular-client 0.15.48, wire version 2) syncs: t2 arrives as the full merged row");
+    laptop.sync()?;
+    holdings(&[&laptop])?;
+    let merged = held_rows(&laptop.peer.client)?.into_iter().find(|r| r.row_id == "t2").ok_or("laptop lost t2")?;
+    if merged.values["priority"] != json!(5) || merged.values["title"] != json!("fix the bike") {
+        return Err(format!("laptop holds t2 as {:?}: the tablet's partial update did not merge", merged.values));
+    }
+    println!("  the old client holds the new client's one-column change, every other column intact");
+    tablet.close();
 
     step("what the server holds, read with plain SQL");
     for (id, project, title, done, _, version) in server_tasks(&mut admin, &partition).map_err(|e| e.to_string())? {
@@ -264,10 +304,11 @@ fn holdings(devices: &[&Device]) -> Result<(), String> {
         for r in rows {
             let v = &r.values;
             println!(
-                "    {:<3} {:<13} done={:<5} version={}",
+                "    {:<3} {:<13} done={:<5} priority={:<4} version={}",
                 r.row_id,
                 v["title"].as_str().unwrap_or(""),
                 v["done"],
+                v["priority"],
                 if r.version < 0 { "pending".to_owned() } else { r.version.to_string() }
             );
         }
