@@ -30,10 +30,14 @@
 //! `conflictColumns`; else the present columns are merged into the stored
 //! row and move to the new version. Absent row ⇒ the payload's scopes are
 //! authorized when it carries them, `baseVersion ≠ 0` ⇒ `sync.row_missing`
-//! (`sync.forbidden` without scope values), an unversioned upsert of a row
-//! deleted within the retention horizon (a tombstone) ⇒ `sync.row_deleted`,
-//! a partial payload ⇒ `sync.row_missing`. What is logged and served is the
-//! full merged row. Per-column versions: [`crate::engine::column_versions`].
+//! (`sync.forbidden` without scope values), a partial payload ⇒
+//! `sync.row_missing`, an unversioned upsert of a row deleted within the
+//! retention horizon (a tombstone) ⇒ `sync.row_deleted` — decided by the
+//! insert statement itself (its `RETURNING` probes the tombstone; the
+//! rejection rolls the insert back), so after the write validator; a delete
+//! earlier in the same request is known before. What is logged and served
+//! is the full merged row. Per-column versions:
+//! [`crate::engine::column_versions`].
 //!
 //! The crdt merge (§5.10.3, [`crate::engine::crdt`]) replaces every
 //! non-NULL `crdt` value with `merge(stored, incoming)` and re-encodes the
@@ -559,7 +563,7 @@ impl Target<'_> {
     /// The checks of a sparse upsert of an absent row before it may insert
     /// (module docs): authorization whenever the payload carries its scope
     /// values, then `sync.row_missing` / `sync.row_deleted`.
-    fn check_sparse_insert(&self, decoded: &Decoded, tombstone: bool) -> Result<(), Stop> {
+    fn check_sparse_insert(&self, decoded: &Decoded) -> Result<(), Stop> {
         let carries_scopes = self.table.scopes.iter().all(|s| decoded.present(s.column_index));
         let scopes = extract_scopes(self.table, &decoded.row).ok().filter(|_| carries_scopes);
         if let Some(scopes) = &scopes {
@@ -577,11 +581,10 @@ impl Target<'_> {
                 ),
             });
         }
-        if self.op.base_version.is_none() && self.tombstoned(tombstone) {
-            return Err(self.error(
-                ErrorCode::RowDeleted,
-                "the row was deleted: an upsert without baseVersion does not recreate it within the retention horizon (send baseVersion 0 to insert it again)",
-            ));
+        // A delete earlier in this request (its tombstone is written with the request's log);
+        // a stored tombstone is probed by the insert (`insert`).
+        if self.op.base_version.is_none() && (self.request_rows)(&self.table.name, &self.op.row_id) == Some(true) {
+            return Err(self.row_deleted());
         }
         if decoded.partial() {
             return Err(self.error(ErrorCode::RowMissing, "a partial payload targets an absent row (§6.3)"));
@@ -589,20 +592,30 @@ impl Target<'_> {
         Ok(())
     }
 
-    /// Whether the row was deleted within the retention horizon: by an
-    /// earlier commit of this request, else by its stored tombstone
-    /// (`stored`, read with the row).
-    fn tombstoned(&self, stored: bool) -> bool {
-        (self.request_rows)(&self.table.name, &self.op.row_id).unwrap_or(stored)
+    /// `sync.row_deleted`: an unversioned upsert of a row deleted within the
+    /// retention horizon.
+    fn row_deleted(&self) -> Stop {
+        self.error(
+            ErrorCode::RowDeleted,
+            "the row was deleted: an upsert without baseVersion does not recreate it within the retention horizon (send baseVersion 0 to insert it again)",
+        )
     }
 
     /// Insert of an absent row: authorize the payload's scopes (§3.4 step 2),
     /// `baseVersion ≠ 0` ⇒ `sync.row_missing` (only after authorization, so
     /// absence is not disclosed), write version 1 (its scope entries go with the request's log).
-    fn insert(&self, decoded: Decoded, payload: &[u8], tombstone: bool) -> Result<StagedChange, Stop> {
+    fn insert(&self, decoded: Decoded, payload: &[u8]) -> Result<StagedChange, Stop> {
         if self.form == PayloadForm::Sparse {
-            self.check_sparse_insert(&decoded, tombstone)?;
+            self.check_sparse_insert(&decoded)?;
         }
+        // The tombstone rule of an unversioned sparse upsert: probed by the insert statement
+        // itself (a tombstoned row rejects the commit, which rolls the insert back), or first
+        // under router statements (Citus).
+        let probe = self.form == PayloadForm::Sparse && self.op.base_version.is_none();
+        if probe && crate::settings::router_statements() && crate::store::tombstones::exists(&self.ctx.partition, &self.table.name, &self.op.row_id)? {
+            return Err(self.row_deleted());
+        }
+        let probe_in_insert = probe && !crate::settings::router_statements();
         let mut row = decoded.row;
         let partition = self.ctx.partition.as_str();
         let scopes = extract_scopes(self.table, &row).map_err(|variable| {
@@ -640,7 +653,7 @@ impl Target<'_> {
         self.check_blobs(&blob_ids)?;
         self.validate(Op::Upsert, Some(&row), None, (None, Some(1)))?;
         let scopes_text = scopes_json(&scopes);
-        self.write(|| {
+        let tombstoned = self.write(|| {
             app_rows::insert_app_row(
                 self.sql,
                 &AppRowWrite {
@@ -653,8 +666,12 @@ impl Target<'_> {
                     column_versions: None,
                     present: None,
                 },
+                probe_in_insert,
             )
         })?;
+        if tombstoned {
+            return Err(self.row_deleted());
+        }
         // The row's sync_row_scopes entries are written with the request's log
         // (`StagedChange::inserted`; a leftover one is kept, ON CONFLICT).
         blob_refs::record_row(partition, &self.table.name, &self.op.row_id, &[], &blob_ids)?;
@@ -700,14 +717,7 @@ impl Target<'_> {
                 ),
             ));
         }
-        // An unversioned sparse upsert needs the row's tombstone if the row is absent: read
-        // with the row, in the same statement.
-        let (stored, tombstone) =
-            if self.form == PayloadForm::Sparse && self.op.op == Op::Upsert && self.op.base_version.is_none() {
-                app_rows::select_app_row_with_tombstone(self.sql, &self.ctx.partition, &self.op.row_id)?
-            } else {
-                (app_rows::select_app_row(self.sql, &self.ctx.partition, &self.op.row_id)?, false)
-            };
+        let stored = app_rows::select_app_row(self.sql, &self.ctx.partition, &self.op.row_id)?;
         if self.op.op == Op::Delete {
             // §6.2: deleting an absent row is applied, emits nothing (and runs no write
             // validator; it is still evidence for the whole-commit validator, §6.8).
@@ -724,7 +734,7 @@ impl Target<'_> {
         let decoded = self.decode(payload)?;
         match stored {
             Some(stored) => self.update(stored, decoded, payload).map(Some),
-            None => self.insert(decoded, payload, tombstone).map(Some),
+            None => self.insert(decoded, payload).map(Some),
         }
     }
 }

@@ -121,45 +121,6 @@ pub fn select_app_row(
     .map_err(StoreError::spi("select_app_row"))
 }
 
-/// [`select_app_row`] and, in the same statement, whether the row has a
-/// tombstone in `sync_tombstones` (IR table `t.table`) — the probe of an
-/// unversioned sparse upsert (wire version 3: `sync.row_deleted`), one index
-/// probe more instead of a statement more. Errors: as [`select_app_row`].
-pub fn select_app_row_with_tombstone(
-    t: &AppTableSql,
-    partition: &str,
-    row_id: &str,
-) -> StoreResult<(Option<StoredRow>, bool)> {
-    let sql = format!(
-        "WITH r AS (SELECT _sync_version, _sync_scopes::text AS scopes, _sync_payload, _sync_column_versions FROM {} \
-                     WHERE _sync_partition = $1 AND _sync_row_id = $2 FOR NO KEY UPDATE) \
-         SELECT r._sync_version, r.scopes, r._sync_payload, r._sync_column_versions, \
-                EXISTS (SELECT 1 FROM syncular.sync_tombstones d \
-                         WHERE d.partition = $1 AND d.tbl = $3 AND d.row_id = $2) \
-           FROM (SELECT 1) AS one LEFT JOIN r ON true",
-        t.qualified_name
-    );
-    Spi::connect_mut(|client| {
-        let table = plan_cache::execute(
-            client,
-            &sql,
-            Some(1),
-            &[DatumWithOid::from(partition), DatumWithOid::from(row_id), DatumWithOid::from(t.table.as_str())],
-        )?;
-        let row = table.first();
-        let tombstone = row.get::<bool>(5)?.unwrap_or(false);
-        let Some(version) = row.get::<i64>(1)? else { return Ok((None, tombstone)) };
-        let stored = StoredRow {
-            version,
-            scopes_json: row.get::<String>(2)?.unwrap_or_else(|| "{}".to_owned()),
-            payload: row.get::<Vec<u8>>(3)?.unwrap_or_default(),
-            column_versions: row.get::<Vec<u8>>(4)?,
-        };
-        Ok((Some(stored), tombstone))
-    })
-    .map_err(StoreError::spi("select_app_row_with_tombstone"))
-}
-
 /// The row written by [`insert_app_row`] or [`update_app_row`].
 #[derive(Debug, Clone, Copy)]
 pub struct AppRowWrite<'a> {
@@ -248,7 +209,13 @@ fn value_datum(ty: ColumnType, v: &Option<RowValue>) -> DatumWithOid<'static> {
 /// fails retryably instead of storing a rejection. Errors: SPI failures; a
 /// value count that differs from the column count; no row inserted (a
 /// conflicting row the snapshot sees: impossible after reading it absent).
-pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
+///
+/// With `probe_tombstone`, the statement also answers whether the row has a
+/// tombstone in `sync_tombstones` (the unversioned sparse upsert's rule, wire
+/// version 3: `sync.row_deleted`) — one index probe in `RETURNING` instead
+/// of a statement more; the caller rejects the commit (rolling the insert
+/// back) when it has. Returns that answer (`false` without the probe).
+pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>, probe_tombstone: bool) -> StoreResult<bool> {
     let n = checked_width(t, w, "insert_app_row")?;
     let names: Vec<&str> = t.columns.iter().map(|c| c.quoted.as_str()).collect();
     let placeholders: Vec<String> = t
@@ -260,7 +227,16 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     let sep = if n == 0 { "" } else { ", " };
     // SAFETY: reads the backend's isolation level (a plain global).
     let xact_snapshot = unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32;
-    let tail = if xact_snapshot { " ON CONFLICT (_sync_partition, _sync_row_id) DO NOTHING RETURNING 1" } else { " RETURNING 1" };
+    let conflict = if xact_snapshot { " ON CONFLICT (_sync_partition, _sync_row_id) DO NOTHING" } else { "" };
+    let probe = if probe_tombstone {
+        format!(
+            ", EXISTS (SELECT 1 FROM syncular.sync_tombstones d WHERE d.partition = $1 AND d.tbl = ${} AND d.row_id = $2)",
+            n + 6
+        )
+    } else {
+        String::new()
+    };
+    let tail = format!("{conflict} RETURNING 1{probe}");
     let sql = format!(
         "INSERT INTO {table} (_sync_partition, _sync_row_id{sep}{cols}, _sync_version, _sync_scopes, _sync_payload) \
          VALUES ($1, $2{sep}{vals}, ${v}, ${s}::jsonb, ${p}){tail}",
@@ -271,10 +247,13 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
         s = n + 4,
         p = n + 5,
     );
-    if engine_write(t, w.partition, &sql, &write_args(t, w), "insert_app_row")? {
-        Ok(())
-    } else {
-        Err(StoreError::new("insert_app_row", format!("row {:?} read as absent already exists", w.row_id)))
+    let mut args = write_args(t, w);
+    if probe_tombstone {
+        args.push(DatumWithOid::from(t.table.as_str()));
+    }
+    match engine_write_flag(t, w.partition, &sql, &args, "insert_app_row")? {
+        Some(tombstoned) => Ok(tombstoned),
+        None => Err(StoreError::new("insert_app_row", format!("row {:?} read as absent already exists", w.row_id))),
     }
 }
 
@@ -370,7 +349,27 @@ fn engine_write(
     args: &[DatumWithOid<'_>],
     statement: &'static str,
 ) -> StoreResult<bool> {
+    engine_write_flag(t, partition, sql, args, statement).map(|row| row.is_some())
+}
+
+/// [`engine_write`] for a statement returning `1[, flag]`: `None` when it
+/// returned no row, else its boolean second column (`false` when it has
+/// none).
+fn engine_write_flag(
+    t: &AppTableSql,
+    partition: &str,
+    sql: &str,
+    args: &[DatumWithOid<'_>],
+    statement: &'static str,
+) -> StoreResult<Option<bool>> {
     let _engine_write = EngineWrite::begin(&t.table, Some(partition));
-    Spi::connect_mut(|client| Ok(!plan_cache::execute(client, sql, None, args)?.is_empty()))
-        .map_err(StoreError::spi(statement))
+    Spi::connect_mut(|client| {
+        let table = plan_cache::execute(client, sql, None, args)?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let row = table.first();
+        Ok(Some(if row.columns()? >= 2 { row.get::<bool>(2)?.unwrap_or(false) } else { false }))
+    })
+    .map_err(StoreError::spi(statement))
 }

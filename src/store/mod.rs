@@ -37,6 +37,7 @@ pub use error::{StoreError, StoreResult};
 pub mod app_rows;
 pub mod clients_write;
 pub mod round_failures;
+pub mod tombstones;
 pub mod commits;
 pub mod notifications;
 pub mod partitions;

@@ -10,15 +10,31 @@ use pgrx::spi::Spi;
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
+/// Distinct codes kept per client; reports of further codes are counted
+/// under [`OTHER_CODES`] (a client choosing its codes cannot grow the table
+/// without bound).
+pub const MAX_CODES_PER_CLIENT: i64 = 16;
+
+/// The code further codes of a client are counted under.
+pub const OTHER_CODES: &str = "syncular.other_codes";
+
 /// Counts one report of `code` by `client_id` in `partition` at `now_ms`
-/// (inserted with `reports = 1`, or incremented). Errors: SPI failures.
+/// (inserted with `reports = 1`, or incremented); once the client has
+/// [`MAX_CODES_PER_CLIENT`] codes, a new one counts as [`OTHER_CODES`].
+/// Errors: SPI failures.
 pub fn record(partition: &str, client_id: &str, code: &str, now_ms: i64) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         plan_cache::execute(
             client,
             "INSERT INTO syncular.sync_round_failures AS f \
                (partition, client_id, code, reports, last_reported_at_ms) \
-             VALUES ($1, $2, $3, 1, $4) \
+             VALUES ($1, $2, \
+                     CASE WHEN EXISTS (SELECT 1 FROM syncular.sync_round_failures k \
+                                        WHERE k.partition = $1 AND k.client_id = $2 AND k.code = $3) \
+                            OR (SELECT count(*) FROM syncular.sync_round_failures k \
+                                 WHERE k.partition = $1 AND k.client_id = $2) < $5 \
+                          THEN $3 ELSE $6 END, \
+                     1, $4) \
              ON CONFLICT (partition, client_id, code) DO UPDATE \
                SET reports = f.reports + 1, \
                    last_reported_at_ms = GREATEST(f.last_reported_at_ms, EXCLUDED.last_reported_at_ms)",
@@ -28,6 +44,8 @@ pub fn record(partition: &str, client_id: &str, code: &str, now_ms: i64) -> Stor
                 DatumWithOid::from(client_id),
                 DatumWithOid::from(code),
                 DatumWithOid::from(now_ms),
+                DatumWithOid::from(MAX_CODES_PER_CLIENT),
+                DatumWithOid::from(OTHER_CODES),
             ],
         )
         .map(|_| ())

@@ -52,6 +52,21 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_client_keeps_at_most_sixteen_codes() {
+        setup_tasks();
+        let epoch = acquire_epoch(P, "alice", "c1");
+        for i in 0..20 {
+            let code = format!("made.up_{i}");
+            sync(P, "alice", &request3("c1", Some(&epoch), Some(&code), vec![], Some(empty_pull())), None);
+        }
+        sync(P, "alice", &request3("c1", Some(&epoch), Some("made.up_0"), vec![], Some(empty_pull())), None);
+        assert_eq!(int8(&format!("SELECT count(*) FROM syncular.round_failures('{P}') WHERE client_id = 'c1'")), Some(17));
+        assert_eq!(reports("c1", "made.up_0"), Some(2), "a kept code keeps counting");
+        assert_eq!(reports("c1", "syncular.other_codes"), Some(4), "the codes past sixteen");
+        assert_eq!(reports("c1", "made.up_19"), None);
+    }
+
+    #[pg_test]
     fn a_floor_round_reports_for_a_known_client_only() {
         setup_tasks();
         let epoch = acquire_epoch(P, "alice", "c1");
