@@ -7,6 +7,8 @@
 //! rebuilt from the catalog; SQLSTATE classes 40/53/57/08 and lost connections are
 //! *transient* (retried, then `syncular.unavailable`, 503); anything else is
 //! `syncular.internal` (500). Messages never carry tokens (the gateway never puts one in SQL).
+//! Clients are answered transient host codes as catalog codes they retry
+//! ([`ApiError::to_json`]).
 
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -84,9 +86,31 @@ impl ApiError {
         self.body.get("code").and_then(Value::as_str).unwrap_or("syncular.internal")
     }
 
-    /// The §10.1 object as JSON.
+    /// The §10.1 object as JSON, as clients are answered it: a transient host code (the
+    /// database kept failing, or no schema is registered yet) is answered as the catalog code
+    /// the `syncular-client` 0.49 generation retries on its own — `sync.internal_error`,
+    /// `sync.schema_not_ready` — with the host code in `details.hostCode` (0.49 clients read the
+    /// code of a JSON error and retry only the codes they know; `crates/protocol/WIRE_V3.md`
+    /// §2.8). Every other code is answered as is. Metrics and logs keep the host code
+    /// ([`ApiError::code_str`]).
     pub fn to_json(&self) -> Value {
-        Value::Object(self.body.clone())
+        let mut body = self.body.clone();
+        let retried = match self.code_str() {
+            "syncular.unavailable" => Some(ErrorCode::InternalError),
+            "syncular.no_schema" => Some(ErrorCode::SchemaNotReady),
+            _ => None,
+        };
+        if let Some(code) = retried {
+            let host = body.insert("code".into(), code.as_str().into());
+            body.insert("category".into(), code.category().as_str().into());
+            body.insert("retryable".into(), code.retryable().into());
+            body.insert("recommendedAction".into(), code.recommended_action().as_str().into());
+            let details = body.entry("details").or_insert_with(|| Value::Object(Map::new()));
+            if let (Value::Object(d), Some(host)) = (details, host) {
+                d.insert("hostCode".into(), host);
+            }
+        }
+        Value::Object(body)
     }
 
     /// Replaces the status (e.g. 413/415 for a transport-level rule).
@@ -209,6 +233,27 @@ mod tests {
         let e = from_message("syncular.resolver_malformed: bad").unwrap();
         assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(from_message("division by zero").is_none());
+    }
+
+    #[test]
+    fn transient_host_codes_are_answered_as_codes_clients_retry() {
+        let e = ApiError::unavailable("database busy");
+        assert_eq!((e.code_str(), e.status.as_u16()), ("syncular.unavailable", 503), "metrics keep the host code");
+        let j = e.to_json();
+        assert_eq!((j["code"].as_str(), j["retryable"].as_bool()), (Some("sync.internal_error"), Some(true)), "{j}");
+        assert_eq!(j["details"]["hostCode"], "syncular.unavailable");
+        assert_eq!(j["message"], "database busy");
+        let e = from_message("syncular.no_schema: no schema registered").unwrap();
+        let j = e.to_json();
+        assert_eq!((j["code"].as_str(), j["category"].as_str()), (Some("sync.schema_not_ready"), Some("schema-mismatch")), "{j}");
+        assert_eq!(j["details"]["hostCode"], "syncular.no_schema");
+        // A parsed extension DETAIL with details keeps them and gains the host code.
+        let e = from_detail(r#"{"code":"syncular.no_schema","message":"m","category":"internal","retryable":true,"recommendedAction":"retryLater","details":{"x":1}}"#).unwrap();
+        assert_eq!(e.to_json()["details"], serde_json::json!({"x": 1, "hostCode": "syncular.no_schema"}));
+        // Everything else as is.
+        for e in [ApiError::internal("bug"), ApiError::invalid_request("bad"), ApiError::code(ErrorCode::Forbidden, "no")] {
+            assert_eq!(e.to_json(), Value::Object(e.body.clone()));
+        }
     }
 
     #[test]
