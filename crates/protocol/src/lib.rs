@@ -34,3 +34,8 @@ pub mod scope_digest;
 pub mod scopes;
 pub mod json_text;
 pub mod json_compact;
+
+/// The fuzz targets' invariants (`fuzz/fuzz_targets/`), shared with the
+/// stable-toolchain smoke `tests/fuzz_smoke.rs`; not part of the API.
+#[doc(hidden)]
+pub mod fuzz_checks;
