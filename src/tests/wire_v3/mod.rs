@@ -10,3 +10,4 @@ mod column_conflicts;
 mod column_writers;
 mod round_failures;
 mod sparse_push;
+mod breaker;
