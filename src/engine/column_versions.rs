@@ -41,6 +41,20 @@ impl ColumnVersions {
         Ok(ColumnVersions { explicit, row_version })
     }
 
+    /// [`ColumnVersions::read`], reading a malformed stored value (written by
+    /// hand: the column is computed) as NULL — every column at the row's
+    /// version, the highest any can be, so a stale `baseVersion` conflicts on
+    /// every column it carries instead of merging — with a WARNING naming
+    /// `what`; the write that follows stores a well-formed value again.
+    pub fn read_or_reset(stored: Option<&[u8]>, row_version: i64, what: impl std::fmt::Display) -> Self {
+        ColumnVersions::read(stored, row_version).unwrap_or_else(|e| {
+            pgrx::warning!(
+                "syncular: _sync_column_versions of {what} is unreadable ({e}); read as every column at version {row_version}, rewritten by this write"
+            );
+            ColumnVersions { explicit: None, row_version }
+        })
+    }
+
     /// The version at which column `index` (layout position) last changed.
     pub fn of(&self, index: usize) -> i64 {
         match &self.explicit {

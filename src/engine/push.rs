@@ -106,14 +106,16 @@ enum Outcome {
 /// per new commit, its operations in its own subtransaction; then one
 /// statement writes the whole request's log and outcomes, allocating the
 /// `commitSeq`s ([`push_log`]) — the partition's counter row is taken
-/// there, last.
-pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit]) -> EngineResult<Vec<CommitAnswer>> {
+/// there, last. `forms` gives the payload form of each operation of each
+/// commit (`syncular.commit`: `upsert` full, `patch` sparse); without it,
+/// the form of the request's wire version ([`PayloadForm::of_wire`]).
+pub fn run(ctx: &SyncContext<'_>, commits: &[PushCommit], forms: Option<&[Vec<PayloadForm>]>) -> EngineResult<Vec<CommitAnswer>> {
     if commits.is_empty() {
         return Ok(Vec::new());
     }
     push_locks::lock_keys(lock_keys(&ctx.partition, &ctx.client_id, commits))?;
     let stored = push_results::select_push_results(&ctx.partition, &ctx.client_id, &commit_ids(commits))?;
-    run_locked(ctx, commits, &stored)
+    run_with(ctx, commits, &stored, forms)
 }
 
 /// The distinct `clientCommitId`s of `commits` (for the stored-outcome
@@ -131,6 +133,16 @@ pub fn commit_ids(commits: &[PushCommit]) -> Vec<String> {
 /// statement, and reads the outcomes with its context:
 /// `store::request_context::read`).
 pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit], stored: &StoredOutcomes) -> EngineResult<Vec<CommitAnswer>> {
+    run_with(ctx, commits, stored, None)
+}
+
+/// [`run_locked`] with the operations' payload forms ([`run`]).
+fn run_with(
+    ctx: &SyncContext<'_>,
+    commits: &[PushCommit],
+    stored: &StoredOutcomes,
+    forms: Option<&[Vec<PayloadForm>]>,
+) -> EngineResult<Vec<CommitAnswer>> {
     if commits.is_empty() {
         return Ok(Vec::new());
     }
@@ -142,7 +154,7 @@ pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit], stored: &Stored
     let mut first: HashMap<&str, usize> = HashMap::new();
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut log = LogBuilder::default();
-    for commit in commits {
+    for (c, commit) in commits.iter().enumerate() {
         let id = commit.client_commit_id.as_str();
         if let Some(&at) = first.get(id) {
             slots.push(Slot::Again(at));
@@ -153,7 +165,7 @@ pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit], stored: &Stored
             slots.push(Slot::Stored(known));
             continue;
         }
-        let outcome = apply_commit(ctx, commit, &mut log)?;
+        let outcome = apply_commit(ctx, commit, forms.and_then(|f| f.get(c)).map(Vec::as_slice), &mut log)?;
         slots.push(Slot::New(outcomes.len()));
         outcomes.push(outcome);
     }
@@ -284,13 +296,15 @@ impl From<EngineError> for Stop {
     }
 }
 
-/// Applies one new commit in its own subtransaction and stages its log
-/// rows and outcome in `log` (written by [`run`] after the last commit).
-fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder) -> EngineResult<Outcome> {
+/// Applies one new commit in its own subtransaction (each operation's
+/// payload read in its `forms` entry, else the wire version's form) and
+/// stages its log rows and outcome in `log` (written by [`run`] after the
+/// last commit).
+fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, forms: Option<&[PayloadForm]>, log: &mut LogBuilder) -> EngineResult<Outcome> {
     let busy: Cell<Option<Busy>> = Cell::new(None);
     let hooked = ctx.schema.commit_validator.is_some() || ctx.schema.reaction_planner.is_some();
     let evidence = hooked.then(|| RefCell::new(Vec::new()));
-    let form = PayloadForm::of_wire(ctx.wire_version);
+    let wire_form = PayloadForm::of_wire(ctx.wire_version);
     let rows = &log.rows;
     let request_rows = |tbl: &str, row_id: &str| rows.get(&(tbl.to_owned(), row_id.to_owned())).map(|f| f.deleted);
     let outcome = push_savepoint::run(|| -> Result<(Vec<StagedChange>, Vec<Planned>), Stop> {
@@ -298,6 +312,7 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, log: &mut LogBuilder
         for (i, op) in commit.operations.iter().enumerate() {
             let op_index =
                 i32::try_from(i).map_err(|_| EngineError::internal("operation index overflow"))?;
+            let form = forms.and_then(|f| f.get(i)).copied().unwrap_or(wire_form);
             match apply_operation(ctx, op_index, op, form, &request_rows, &busy, evidence.as_ref())? {
                 Ok(Some(change)) => staged.push(change),
                 Ok(None) => {}

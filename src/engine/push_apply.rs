@@ -63,7 +63,7 @@ use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::Operation;
 use syncular_protocol::blob::row_blob_ids;
 use syncular_protocol::constants::WIRE_VERSION_3;
-use syncular_protocol::row_codec::{decode_row, encode_row, render_row, ColumnType, Row};
+use syncular_protocol::row_codec::{decode_row, encode_row, identical, render_row, ColumnType, Row};
 use syncular_protocol::sparse_row::{decode_sparse_row, SparseSlot};
 use syncular_protocol::schema_ir::TableSchema;
 use syncular_protocol::scopes::authorize_write;
@@ -442,7 +442,7 @@ impl Target<'_> {
                         format!("baseVersion {base} exceeds the stored server version {} (§6.2)", stored.version),
                     ));
                 }
-                let versions = self.column_versions(stored)?;
+                let versions = self.column_versions(stored);
                 let pk = self.table.primary_key_index;
                 let layout = self.table.layout();
                 let comparable =
@@ -461,14 +461,14 @@ impl Target<'_> {
         }
     }
 
-    /// The stored row's column versions (a malformed value fails the request).
-    fn column_versions(&self, stored: &StoredRow) -> Result<ColumnVersions, Stop> {
-        ColumnVersions::read(stored.column_versions.as_deref(), stored.version).map_err(|e| {
-            Stop::Fatal(EngineError::internal(format!(
-                "stored column versions of {:?}/{:?}: {e}",
-                self.table.name, self.op.row_id
-            )))
-        })
+    /// The stored row's column versions (a malformed value reads as NULL,
+    /// with a WARNING: [`ColumnVersions::read_or_reset`]).
+    fn column_versions(&self, stored: &StoredRow) -> ColumnVersions {
+        ColumnVersions::read_or_reset(
+            stored.column_versions.as_deref(),
+            stored.version,
+            format_args!("{:?}/{:?}", self.table.name, self.op.row_id),
+        )
     }
 
     /// Update of an existing row (§6.2, §3.4 rules 2 and 5; a sparse payload
@@ -484,7 +484,7 @@ impl Target<'_> {
                 self.check_versions(&stored, &decoded)?;
                 // §3.4 rule 5: scope columns keep their stored values.
                 for s in &self.table.scopes {
-                    if row[s.column_index] != stored_row[s.column_index] {
+                    if !identical(&row[s.column_index], &stored_row[s.column_index]) {
                         row[s.column_index] = stored_row[s.column_index].clone();
                         reencode = true;
                     }
@@ -495,7 +495,7 @@ impl Target<'_> {
                     .table
                     .scopes
                     .iter()
-                    .find(|s| decoded.present(s.column_index) && row[s.column_index] != stored_row[s.column_index])
+                    .find(|s| decoded.present(s.column_index) && !identical(&row[s.column_index], &stored_row[s.column_index]))
                 {
                     return Err(self.error(
                         ErrorCode::InvalidRequest,
@@ -534,8 +534,8 @@ impl Target<'_> {
         let pk = self.table.primary_key_index;
         let column_versions = match self.form {
             // A full row names every column: the values tell what changed.
-            PayloadForm::Full => self.column_versions(&stored)?.next(row.len(), pk, version, |i| row[i] != stored_row[i]),
-            PayloadForm::Sparse => self.column_versions(&stored)?.next(row.len(), pk, version, |i| decoded.present(i)),
+            PayloadForm::Full => self.column_versions(&stored).next(row.len(), pk, version, |i| !identical(&row[i], &stored_row[i])),
+            PayloadForm::Sparse => self.column_versions(&stored).next(row.len(), pk, version, |i| decoded.present(i)),
         };
         let scopes_text = scopes_json(&scopes);
         let present = decoded.present.as_deref();
@@ -581,13 +581,14 @@ impl Target<'_> {
                 ),
             });
         }
-        // A delete earlier in this request (its tombstone is written with the request's log);
-        // a stored tombstone is probed by the insert (`insert`).
-        if self.op.base_version.is_none() && (self.request_rows)(&self.table.name, &self.op.row_id) == Some(true) {
-            return Err(self.row_deleted());
-        }
         if decoded.partial() {
             return Err(self.error(ErrorCode::RowMissing, "a partial payload targets an absent row (§6.3)"));
+        }
+        // A delete earlier in this request (its tombstone is written with the request's log);
+        // a stored tombstone is probed by the insert (`insert`) — both after the partial check,
+        // so a partial payload of a deleted row is `sync.row_missing` either way.
+        if self.op.base_version.is_none() && (self.request_rows)(&self.table.name, &self.op.row_id) == Some(true) {
+            return Err(self.row_deleted());
         }
         Ok(())
     }

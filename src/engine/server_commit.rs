@@ -10,10 +10,11 @@
 //! `rowId` defaults to its rendered primary key). An `upsert` row is the
 //! whole row (a missing column is NULL); a `patch` row names the primary key
 //! and the columns it changes — the others keep their stored values — and
-//! needs the row to exist (`sync.row_missing`). A commit with a `patch`
-//! follows the wire-version-3 rules for all its upserts (sparse payloads,
-//! column-level conflicts with `conflictColumns`, the tombstone rule:
-//! [`crate::engine::push_apply`]); one without follows SPEC 0.15.48 §6.2.
+//! needs the row to exist (`sync.row_missing`). Each operation follows the
+//! rules of its payload form ([`crate::engine::push_apply::PayloadForm`]):
+//! an `upsert` SPEC 0.15.48 §6.2 (a full row), a `patch` the wire-version-3
+//! rules (a sparse row: column-level conflicts with `conflictColumns`),
+//! whatever else the commit holds.
 //! Output: the commit's result as JSON,
 //! `{"clientId", "clientCommitId", "status": "applied"|"cached"|"rejected",
 //!   "commitSeq"?, "results": [{"opIndex", "status": "applied"} |
@@ -25,7 +26,6 @@ use serde_json::{json, Map, Value};
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::{Operation, PushCommit};
 use syncular_protocol::response::{OpResult, PushStatus};
-use syncular_protocol::constants::WIRE_VERSION_3;
 use syncular_protocol::row_codec::{decode_row, encode_row, render_row, row_from_json};
 use syncular_protocol::sparse_row::{encode_sparse_row, SparseRow, SparseSlot};
 use syncular_protocol::{ErrorCode, ProtocolError};
@@ -38,8 +38,7 @@ use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, partition, push};
 use crate::store::commits;
 
-/// Wire version recorded for a SQL producer's client record (and whose
-/// rules a commit without `patch` follows).
+/// Wire version recorded for a SQL producer's client record.
 const SQL_PRODUCER_WIRE_VERSION: u16 = 2;
 
 fn invalid(message: impl Into<String>) -> EngineError {
@@ -57,13 +56,13 @@ fn str_field<'v>(op: &'v Map<String, Value>, key: &str, i: usize) -> EngineResul
 }
 
 /// Parses the JSON operations into push operations (payloads encoded with
-/// the registered row codec: full rows, or sparse rows in a commit with a
-/// `patch`) and the payload form they take. Errors: `sync.invalid_request`
+/// the registered row codec: a full row for an `upsert`, a sparse row for a
+/// `patch`) and the payload form of each. Errors: `sync.invalid_request`
 /// naming the operation; `sync.empty_commit` for an empty array.
 pub fn parse_operations(
     schema: &RegisteredSchema,
     operations: &Value,
-) -> EngineResult<(Vec<Operation>, PayloadForm)> {
+) -> EngineResult<(Vec<Operation>, Vec<PayloadForm>)> {
     let items = operations
         .as_array()
         .ok_or_else(|| invalid(format!("operations must be a JSON array, got {operations}")))?;
@@ -73,12 +72,8 @@ pub fn parse_operations(
             "a commit needs at least one operation (§6.1)",
         ));
     }
-    let form = if items.iter().any(|item| item.get("op").and_then(Value::as_str) == Some("patch")) {
-        PayloadForm::Sparse
-    } else {
-        PayloadForm::Full
-    };
     let mut out = Vec::with_capacity(items.len());
+    let mut forms = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let op = item
             .as_object()
@@ -92,7 +87,9 @@ pub fn parse_operations(
             })?),
         };
         let row_id = str_field(op, "rowId", i)?;
-        match str_field(op, "op", i)?.unwrap_or("upsert") {
+        let kind = str_field(op, "op", i)?.unwrap_or("upsert");
+        forms.push(if kind == "patch" { PayloadForm::Sparse } else { PayloadForm::Full });
+        match kind {
             "delete" => out.push(Operation {
                 table: table.to_owned(),
                 row_id: row_id
@@ -102,7 +99,7 @@ pub fn parse_operations(
                 base_version,
                 payload: None,
             }),
-            kind @ ("upsert" | "patch") => {
+            "upsert" | "patch" => {
                 let row_json = op
                     .get("row")
                     .ok_or_else(|| invalid(format!("operations[{i}]: an upsert needs row")))?;
@@ -130,26 +127,23 @@ pub fn parse_operations(
                         )))
                     }
                 };
-                let payload = match form {
-                    PayloadForm::Full => encode_row(t.layout(), &row),
-                    PayloadForm::Sparse => {
-                        // A patch carries the columns it names; an upsert every column.
-                        let names = row_json.as_object();
-                        let slots: SparseRow = t
-                            .layout()
-                            .columns
-                            .iter()
-                            .zip(row)
-                            .map(|(col, value)| match value {
-                                Some(v) => SparseSlot::Value(v),
-                                None if kind == "upsert" || names.is_some_and(|m| m.contains_key(&col.name)) => {
-                                    SparseSlot::Null
-                                }
-                                None => SparseSlot::Absent,
-                            })
-                            .collect();
-                        encode_sparse_row(t.layout(), t.primary_key_index, &slots)
-                    }
+                let payload = if kind == "upsert" {
+                    encode_row(t.layout(), &row)
+                } else {
+                    // A patch carries the columns it names (a named null is a present NULL).
+                    let names = row_json.as_object();
+                    let slots: SparseRow = t
+                        .layout()
+                        .columns
+                        .iter()
+                        .zip(row)
+                        .map(|(col, value)| match value {
+                            Some(v) => SparseSlot::Value(v),
+                            None if names.is_some_and(|m| m.contains_key(&col.name)) => SparseSlot::Null,
+                            None => SparseSlot::Absent,
+                        })
+                        .collect();
+                    encode_sparse_row(t.layout(), t.primary_key_index, &slots)
                 }
                 .map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
                 out.push(Operation {
@@ -167,7 +161,7 @@ pub fn parse_operations(
             }
         }
     }
-    Ok((out, form))
+    Ok((out, forms))
 }
 
 fn result_json(schema: &RegisteredSchema, ops: &[Operation], r: &OpResult) -> Value {
@@ -245,12 +239,8 @@ pub fn run(
         Some(id) => id.to_owned(),
         None => commits::generate_commit_id()?,
     };
-    let (ops, form) = parse_operations(schema, operations)?;
-    let wire_version = match form {
-        PayloadForm::Full => SQL_PRODUCER_WIRE_VERSION,
-        PayloadForm::Sparse => WIRE_VERSION_3,
-    };
-    bind_client_id(caller.partition, &client_id, caller.actor_id, wire_version, now_ms)?;
+    let (ops, forms) = parse_operations(schema, operations)?;
+    bind_client_id(caller.partition, &client_id, caller.actor_id, SQL_PRODUCER_WIRE_VERSION, now_ms)?;
     let max_operations = crate::settings::max_operations();
     if ops.len() > max_operations {
         return Err(EngineError::protocol(
@@ -266,7 +256,7 @@ pub fn run(
         partition: caller.partition.to_owned(),
         actor_id: caller.actor_id.to_owned(),
         client_id: client_id.clone(),
-        wire_version,
+        wire_version: SQL_PRODUCER_WIRE_VERSION,
         schema,
         allowed,
         log_epoch: registry.log_epoch,
@@ -279,7 +269,7 @@ pub fn run(
         client_commit_id: client_commit_id.clone(),
         operations: ops,
     };
-    let answer = push::run(&ctx, std::slice::from_ref(&commit))?
+    let answer = push::run(&ctx, std::slice::from_ref(&commit), Some(&[forms]))?
         .pop()
         .ok_or_else(|| EngineError::internal("push answered no result"))?;
     let status = match answer.result.status {

@@ -2,7 +2,8 @@
 //! clients (SPEC §1.5 of that generation; `crates/protocol/WIRE_V3.md`), per
 //! client and code — how many reports, and the server clock of the last one.
 //! Written only by a request that carries a report; read by operators
-//! (`syncular.round_failures`).
+//! (`syncular.round_failures`); deleted with their client record (pruning,
+//! an epoch rotation) and with the partition.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
@@ -90,4 +91,22 @@ pub fn list(partition: &str) -> StoreResult<Vec<RoundFailureRow>> {
         }
         Ok(out)
     })
+}
+
+/// Deletes at most `max_rows` reports of `partition` whose client has no
+/// record any more (pruned); returns how many. Errors: SPI failures.
+pub fn delete_orphans(partition: &str, max_rows: i32) -> StoreResult<i64> {
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+        let table = client.update(
+            "DELETE FROM syncular.sync_round_failures WHERE partition = $1 AND ctid = ANY(ARRAY( \
+               SELECT f.ctid FROM syncular.sync_round_failures f \
+                WHERE f.partition = $1 AND NOT EXISTS (SELECT 1 FROM syncular.sync_clients c \
+                                                        WHERE c.partition = $1 AND c.client_id = f.client_id) \
+                LIMIT $2))",
+            None,
+            &[DatumWithOid::from(partition), DatumWithOid::from(i64::from(max_rows))],
+        )?;
+        Ok(table.len() as i64)
+    })
+    .map_err(StoreError::spi("delete_orphan_round_failures"))
 }

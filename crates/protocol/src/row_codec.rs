@@ -168,6 +168,17 @@ pub enum RowValue {
 pub type Row = Vec<Option<RowValue>>;
 
 impl RowValue {
+    /// Whether `self` and `other` encode to the same row-codec bytes: `==`,
+    /// except that floats compare by their bits (a NaN is identical to the
+    /// same NaN; `0.0` and `-0.0` differ) — what "the value changed" means
+    /// for the per-column versions of a write.
+    pub fn identical(&self, other: &RowValue) -> bool {
+        match (self, other) {
+            (RowValue::Float(a), RowValue::Float(b)) => a.to_bits() == b.to_bits(),
+            (a, b) => a == b,
+        }
+    }
+
     /// The column type this value encodes as.
     pub fn column_type(&self) -> ColumnType {
         match self {
@@ -469,6 +480,15 @@ pub fn skip_row(r: &mut Reader<'_>, layout: &TableLayout) -> Result<()> {
     Ok(())
 }
 
+/// [`RowValue::identical`] over nullable slots (NULL is identical to NULL only).
+pub fn identical(a: &Option<RowValue>, b: &Option<RowValue>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.identical(b),
+        _ => false,
+    }
+}
+
 /// Decodes a whole row payload (a `COMMIT` change `row`, a push `payload`, a
 /// conflict `serverRow`): the row must consume every byte.
 /// Errors: `sync.invalid_request` (§2.4).
@@ -754,4 +774,19 @@ pub fn row_from_json(layout: &TableLayout, obj: &Value) -> Result<Row> {
             Some(v) => RowValue::from_json(col.ty, v, &col.name).map(Some),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod identical_tests {
+    use super::*;
+
+    #[test]
+    fn identical_compares_floats_by_bits() {
+        let nan = Some(RowValue::Float(f64::NAN));
+        assert!(identical(&nan, &nan.clone()), "a NaN is the same NaN");
+        assert!(!identical(&Some(RowValue::Float(0.0)), &Some(RowValue::Float(-0.0))), "0.0 and -0.0 encode differently");
+        assert!(identical(&Some(RowValue::String("a".into())), &Some(RowValue::String("a".into()))));
+        assert!(!identical(&None, &Some(RowValue::Integer(0))));
+        assert!(identical(&None, &None));
+    }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use syncular_protocol::row_codec::{decode_row, encode_row, ColumnType, Row, RowValue};
+use syncular_protocol::row_codec::{decode_row, encode_row, identical, ColumnType, Row, RowValue};
 use syncular_protocol::ErrorCode;
 
 use super::CaptureTable;
@@ -221,7 +221,7 @@ pub fn update_row(
     }
     // Which values the statement changed, from the typed columns before the payload-only
     // values are restored below (NULL in both = kept, not changed).
-    let moved: Vec<bool> = old.iter().zip(&new).map(|(o, n)| o != n).collect();
+    let moved: Vec<bool> = old.iter().zip(&new).map(|(o, n)| !identical(o, n)).collect();
     if let Some(bytes) = old_payload {
         let before = decode_row(table.layout(), bytes)
             .map_err(|e| EngineError::internal(format!("stored payload of a row of {tbl:?} does not decode: {}", e.message)))?;
@@ -244,8 +244,11 @@ pub fn update_row(
     let version = stored_version.checked_add(1).ok_or_else(|| invalid_row(format!("row version overflow in {tbl:?}")))?;
     // The columns whose value the statement changed move to the new version; the others
     // keep theirs.
-    let versions = ColumnVersions::read(stored.column_versions.as_deref(), stored_version)
-        .map_err(|e| EngineError::internal(format!("stored column versions of a row of {tbl:?}: {e}")))?;
+    let versions = ColumnVersions::read_or_reset(
+        stored.column_versions.as_deref(),
+        stored_version,
+        format_args!("a row of {tbl:?}"),
+    );
     let column_versions = versions.next(columns.len(), table.primary_key_index, version, |i| moved.get(i).copied().unwrap_or(false));
     Ok(Updated { version, payload, column_versions, row: new, merged })
 }

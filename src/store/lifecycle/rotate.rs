@@ -54,6 +54,12 @@ pub fn rotate(partition: Option<&str>, now_ms: i64) -> StoreResult<Vec<Rotated>>
                     &[DatumWithOid::from(p.as_str())],
                 )?
                 .len() as i64;
+            // Their ROUND_FAILURE reports go with them: a client id bound anew starts clean.
+            client.update(
+                "DELETE FROM syncular.sync_round_failures WHERE partition = $1",
+                None,
+                &[DatumWithOid::from(p.as_str())],
+            )?;
             out.push(Rotated { partition: p, log_epoch, clients_deleted });
         }
         Ok(out)

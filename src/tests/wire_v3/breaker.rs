@@ -6,9 +6,9 @@
 //! replay of a v3 outcome, a hand-corrupted `_sync_column_versions`, and the
 //! lifetime of `ROUND_FAILURE` reports.
 //!
-//! Tests named `bug_…` fail on the code as it landed (each names the fault
-//! in its doc comment); the others are attacks that held, kept as
-//! regression tests.
+//! The first four were bugs of the code as it first landed (each doc
+//! comment names the fault and its fix); the others are attacks that held,
+//! all kept as regression tests.
 
 #[pgrx::pg_schema]
 mod tests {
@@ -19,7 +19,7 @@ mod tests {
     use syncular_protocol::row_codec::RowValue;
     use syncular_protocol::sparse_row::{encode_sparse_row, SparseSlot};
 
-    use crate::tests::capture::support::{set_partition, write, write_ok};
+    use crate::tests::capture::support::{set_partition, write_ok};
     use crate::tests::lifecycle::support::{prune_all, set_now, DAY, T0};
     use crate::tests::support::{expect_error, int8, run, text};
     use crate::tests::sync_support::*;
@@ -56,16 +56,17 @@ mod tests {
         serde_json::from_str(&text(&sql).expect("commit result")).expect("json")
     }
 
-    // ---------------------------------------------------------------- bugs
+    // ------------------------------------------------- bugs found, then fixed
 
-    /// BUG: `ROUND_FAILURE` reports outlive their client. `sync_round_failures`
+    /// Was a bug (fixed: a pruning batch deletes the reports of pruned
+    /// clients, `store::round_failures::delete_orphans`): `ROUND_FAILURE` reports outlive their client. `sync_round_failures`
     /// is deleted only with the partition (`src/store/lifecycle/drop.rs`):
     /// pruning deletes expired client records
     /// (`src/store/lifecycle/prune.rs` `delete_expired_clients`) but leaves
     /// their reports, so a client that reported and went away — or one
     /// actor inventing client ids, 17 rows each — grows the table for ever.
     #[pg_test]
-    fn bug_round_failure_reports_are_pruned_with_their_client() {
+    fn round_failure_reports_are_pruned_with_their_client() {
         setup_tasks();
         set_now(T0);
         let epoch = acquire_epoch(P, "alice", "c0");
@@ -88,13 +89,14 @@ mod tests {
         );
     }
 
-    /// BUG: an epoch rotation deletes every client record of the partition
+    /// Was a bug (fixed: the rotation deletes the partition's reports with its
+    /// client records): an epoch rotation deletes every client record of the partition
     /// (`src/store/lifecycle/rotate.rs`, `DELETE FROM syncular.sync_clients`)
     /// but keeps their `ROUND_FAILURE` reports: a client id bound afresh
     /// after the rotation — by another actor, even — inherits the old
     /// client's counts.
     #[pg_test]
-    fn bug_round_failure_reports_do_not_survive_an_epoch_rotation() {
+    fn round_failure_reports_do_not_survive_an_epoch_rotation() {
         setup_tasks();
         let epoch = acquire_epoch(P, "alice", "c1");
         sync(P, "alice", &request3("c1", Some(&epoch), None, vec![], Some(empty_pull())), None);
@@ -111,7 +113,8 @@ mod tests {
         );
     }
 
-    /// BUG: a `float` column holding NaN "changes" on every write that leaves
+    /// Was a bug (fixed: writers compare with `row_codec::identical`, floats by
+    /// their bits): a `float` column holding NaN "changes" on every write that leaves
     /// it alone. The writers decide which columns moved by comparing values
     /// with `RowValue`'s derived `PartialEq` (`f64`: NaN ≠ NaN):
     /// `src/engine/push_apply.rs` `update` (`|i| row[i] != stored_row[i]`
@@ -120,7 +123,7 @@ mod tests {
     /// so a v3 client editing it from any earlier base conflicts although
     /// nobody touched it. (The same comparison misses a 0.0 → -0.0 edit.)
     #[pg_test]
-    fn bug_a_nan_float_does_not_move_when_a_write_leaves_it() {
+    fn a_nan_float_does_not_move_when_a_write_leaves_it() {
         setup_tasks();
         let epoch = acquire_epoch(P, "alice", "a");
         let r = push3(P, "a", &epoch, vec![commit("seed", vec![upsert3(&nan_row("t1", "first"), Some(0))])]);
@@ -141,7 +144,8 @@ mod tests {
         assert_eq!(r[0].status, PushStatus::Applied, "a spurious conflict on an untouched column: {r:?}");
     }
 
-    /// BUG (README vs code): README "Per-column versions" says a
+    /// Was a bug (fixed: each `syncular.commit` operation has its own payload
+    /// form, `push::run`'s `forms`): README "Per-column versions" says a
     /// `syncular.commit` `upsert` moves only the columns whose value changed,
     /// but `src/engine/server_commit.rs` `parse_operations` switches every
     /// upsert of a commit that also has a `patch` to a sparse row with every
@@ -152,7 +156,7 @@ mod tests {
     /// untouched column then conflicts; the upsert would also refuse a scope
     /// change instead of stripping it, and obey the tombstone rule).
     #[pg_test]
-    fn bug_an_upsert_beside_a_patch_moves_only_changed_columns() {
+    fn an_upsert_beside_a_patch_moves_only_changed_columns() {
         setup_tasks();
         let r = server_commit(json!([
             {"table": "tasks", "op": "upsert", "row": {"id": "t1", "project_id": "p1", "title": "a", "done": false, "n": 1}},
@@ -433,52 +437,51 @@ mod tests {
     }
 
     /// A hand-corrupted `_sync_column_versions` (garbage bytes, written with
-    /// the capture triggers off): a push of that row fails its request
-    /// cleanly with `syncular.internal` naming the row (nothing applied, no
-    /// crash); other rows keep syncing; plain SQL still reads the table and
-    /// can delete the row; a full-row push or an UPDATE of it fails as cleanly
-    /// (or succeeds).
+    /// the capture triggers off) reads as NULL — every column at the row's
+    /// version, so a stale base conflicts rather than merges — and the next
+    /// write of the row (a v3 push, a v2 push, a plain SQL UPDATE) stores a
+    /// well-formed value again; other rows keep syncing; DELETE works.
+    /// (As first landed, every write of such a row failed its whole request.)
     #[pg_test]
-    fn a_corrupt_column_versions_value_fails_cleanly() {
+    fn a_corrupt_column_versions_value_is_read_as_null_and_healed() {
         let epoch = seeded("c1");
         push3(P, "c1", &epoch, vec![commit("t2", vec![upsert3(&full("t2", "p1", "two"), Some(0))])]);
-        run("SET LOCAL session_replication_role = replica");
-        run(&format!("UPDATE public.tasks SET _sync_column_versions = '\\xff' WHERE _sync_partition = '{P}' AND _sync_row_id = 't1'"));
-        run("SET LOCAL session_replication_role = origin");
+        let corrupt = |id: &str| {
+            run("SET LOCAL session_replication_role = replica");
+            run(&format!("UPDATE public.tasks SET _sync_column_versions = '\\xff' WHERE _sync_partition = '{P}' AND _sync_row_id = '{id}'"));
+            run("SET LOCAL session_replication_role = origin");
+        };
+        // `stored` decodes the column versions and panics on a malformed value.
+        let readable = |id: &str| stored(P, id).0 > 0;
+        corrupt("t1");
+        // A malformed value reads as NULL (every column at the row's version — a stale base
+        // conflicts on every column it carries, never merges), with a WARNING; the write
+        // stores a well-formed value again.
+        let stale = request3("c1", Some(&epoch), None, vec![commit("k0", vec![upsert3(&sparse("t1", &[("title", s("x"))]), Some(0))])], None);
+        let r = push_results(&sync(P, "alice", &stale, Some(&allowed_p1_p2())));
+        assert_eq!(marked(&conflict(&r[0]).2), vec!["title".to_owned()], "read as NULL: the carried column conflicts");
         let v3 = request3("c1", Some(&epoch), None, vec![commit("k1", vec![upsert3(&sparse("t1", &[("title", s("x"))]), Some(1))])], None);
-        let e = call("sync", P, "alice", &v3, Some(&allowed_p1_p2()));
-        expect_error(e, "XX000", "syncular.internal", "\"t1\"");
-        assert_eq!(value(&stored_payload_row("t1"), "title"), s("first"), "nothing applied");
-        // A full-row (v2) write needs no column versions to decide; today it fails the same
-        // clean way (the whole request: a poison row for that client) — either is acceptable,
-        // a crash or a half-applied write is not.
+        let r = push_results(&sync(P, "alice", &v3, Some(&allowed_p1_p2())));
+        assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");
+        assert!(readable("t1"), "the push healed the value");
+        assert_eq!((version_of(&stored(P, "t1"), "title"), version_of(&stored(P, "t1"), "done")), (2, 1));
+        // A full-row (v2) write and a plain SQL UPDATE heal it alike.
+        corrupt("t1");
         let v2 = request(2, "old", 1, Some(&epoch), vec![commit("o1", vec![upsert(&task("t1", "p1", "v2", None), None)])], None);
-        if let Err(e) = call("sync", P, "alice", &v2, Some(&allowed_p1_p2())) {
-            assert_eq!(e.sqlstate, "XX000", "{}", e.message);
-            assert!(e.message.starts_with("syncular.internal: ") && e.message.contains("_sync_column_versions"), "{}", e.message);
-            assert_eq!(value(&stored_payload_row("t1"), "title"), s("first"), "nothing applied");
-        }
-        // Other rows keep syncing.
+        let r = push_results(&sync(P, "alice", &v2, Some(&allowed_p1_p2())));
+        assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");
+        assert!(readable("t1"));
+        corrupt("t1");
+        set_partition(P);
+        write_ok("UPDATE public.tasks SET title = 'sql' WHERE id = 't1'");
+        assert!(readable("t1"));
+        assert_eq!(text("SELECT title FROM public.tasks WHERE id = 't1'"), Some("sql".into()));
+        // Other rows keep syncing; a DELETE works.
         let r = push3(P, "c1", &epoch, vec![commit("k2", vec![upsert3(&sparse("t2", &[("title", s("still"))]), Some(1))])]);
         assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");
-        // Plain SQL reads; an UPDATE fails with a clear error; a DELETE works.
-        assert_eq!(text("SELECT title FROM public.tasks WHERE id = 't1'"), Some("first".into()));
-        set_partition(P);
-        // An UPDATE either repairs the row or fails with a clear error (today: the latter, and the
-        // computed column cannot be written by hand, so DELETE is the only SQL repair).
-        if let Err(e) = write("UPDATE public.tasks SET title = 'sql' WHERE id = 't1'") {
-            assert_eq!(e.sqlstate, "XX000", "{}", e.message);
-            assert!(e.message.starts_with("syncular.internal: ") && e.message.contains("_sync_column_versions"), "{}", e.message);
-        }
+        corrupt("t1");
         write_ok("DELETE FROM public.tasks WHERE id = 't1'");
         assert_eq!(rows_named("t1"), 0);
-    }
-
-    fn stored_payload_row(id: &str) -> syncular_protocol::row_codec::Row {
-        let payload = crate::tests::support::bytea(&format!(
-            "SELECT _sync_payload FROM public.tasks WHERE _sync_partition = '{P}' AND _sync_row_id = '{id}'"
-        ));
-        syncular_protocol::row_codec::decode_row(&tasks_layout(), &payload).unwrap()
     }
 
     use syncular_protocol::request::Operation;
