@@ -26,8 +26,8 @@ use serde_json::{json, Map, Value};
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::{Operation, PushCommit};
 use syncular_protocol::response::{OpResult, PushStatus};
-use syncular_protocol::row_codec::{decode_row, encode_row, render_row, row_from_json};
-use syncular_protocol::sparse_row::{encode_sparse_row, SparseRow, SparseSlot};
+use syncular_protocol::row_codec::{decode_row, encode_row, render_row, row_from_json, Row};
+use syncular_protocol::sparse_row::{encode_sparse_row, sparse_row_from_json, SparseSlot};
 use syncular_protocol::{ErrorCode, ProtocolError};
 
 use crate::engine::context::SyncContext;
@@ -115,10 +115,19 @@ pub fn parse_operations(
                     continue;
                 };
                 let t = table_schema(registered);
-                let row = row_from_json(t.layout(), row_json)
-                    .map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
-                let rendered = t.row_id(&row);
-                let row_id = match (row_id, rendered) {
+                let bad_row = |e: ProtocolError| invalid(format!("operations[{i}].row: {}", e.message));
+                // An upsert is the whole row (a missing column is NULL); a patch the columns it
+                // names (a named null is a present NULL).
+                let (row, payload) = if kind == "upsert" {
+                    let row = row_from_json(t.layout(), row_json).map_err(bad_row)?;
+                    let payload = encode_row(t.layout(), &row).map_err(bad_row)?;
+                    (row, payload)
+                } else {
+                    let slots = sparse_row_from_json(t.layout(), row_json).map_err(bad_row)?;
+                    let payload = encode_sparse_row(t.layout(), t.primary_key_index, &slots).map_err(bad_row)?;
+                    (slots.into_iter().map(SparseSlot::into_value).collect::<Row>(), payload)
+                };
+                let row_id = match (row_id, t.row_id(&row)) {
                     (Some(given), _) => given.to_owned(),
                     (None, Some(pk)) => pk,
                     (None, None) => {
@@ -127,25 +136,6 @@ pub fn parse_operations(
                         )))
                     }
                 };
-                let payload = if kind == "upsert" {
-                    encode_row(t.layout(), &row)
-                } else {
-                    // A patch carries the columns it names (a named null is a present NULL).
-                    let names = row_json.as_object();
-                    let slots: SparseRow = t
-                        .layout()
-                        .columns
-                        .iter()
-                        .zip(row)
-                        .map(|(col, value)| match value {
-                            Some(v) => SparseSlot::Value(v),
-                            None if names.is_some_and(|m| m.contains_key(&col.name)) => SparseSlot::Null,
-                            None => SparseSlot::Absent,
-                        })
-                        .collect();
-                    encode_sparse_row(t.layout(), t.primary_key_index, &slots)
-                }
-                .map_err(|e| invalid(format!("operations[{i}].row: {}", e.message)))?;
                 out.push(Operation {
                     table: table.to_owned(),
                     row_id,

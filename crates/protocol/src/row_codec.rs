@@ -760,20 +760,7 @@ pub fn render_row(layout: &TableLayout, row: &[Option<RowValue>]) -> Value {
 /// [`render_row`]); a missing key or JSON `null` is NULL, unknown keys are
 /// rejected. Errors: `sync.invalid_request` naming the column.
 pub fn row_from_json(layout: &TableLayout, obj: &Value) -> Result<Row> {
-    let map = obj
-        .as_object()
-        .ok_or_else(|| ProtocolError::invalid("row values must be a JSON object"))?;
-    if let Some(k) = map.keys().find(|k| layout.index_of(k).is_none()) {
-        return Err(ProtocolError::invalid(format!("unknown column {k:?}")));
-    }
-    layout
-        .columns
-        .iter()
-        .map(|col| match map.get(&col.name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => RowValue::from_json(col.ty, v, &col.name).map(Some),
-        })
-        .collect()
+    Ok(crate::sparse_row::sparse_row_from_json(layout, obj)?.into_iter().map(crate::sparse_row::SparseSlot::into_value).collect())
 }
 
 #[cfg(test)]

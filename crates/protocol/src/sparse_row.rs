@@ -43,6 +43,14 @@ impl SparseSlot {
     pub fn is_present(&self) -> bool {
         !matches!(self, SparseSlot::Absent)
     }
+
+    /// The slot as a full-row value: absent and NULL both `None`.
+    pub fn into_value(self) -> Option<RowValue> {
+        match self {
+            SparseSlot::Value(v) => Some(v),
+            SparseSlot::Absent | SparseSlot::Null => None,
+        }
+    }
 }
 
 /// A decoded sparse row: one slot per layout column, in declaration order.
