@@ -320,7 +320,12 @@ fn breaker_an_unversioned_v3_upsert_racing_a_plain_sql_delete_does_not_resurrect
     let mut host = connect();
     host.execute("SELECT set_config('syncular.partition', $1, false)", &[&partition]).unwrap();
     let mut tx = host.transaction().unwrap();
-    assert_eq!(tx.execute("DELETE FROM public.tasks WHERE id = 'r'", &[]).unwrap(), 1);
+    // This partition's row only (other tests' partitions hold rows with the same id).
+    assert_eq!(
+        tx.execute("DELETE FROM public.tasks WHERE _sync_partition = current_setting('syncular.partition') AND id = 'r'", &[])
+            .unwrap(),
+        1
+    );
     let p = partition.clone();
     let e = epoch.clone();
     let pusher = thread::spawn(move || {
