@@ -21,21 +21,29 @@ pub const OTHER_CODES: &str = "syncular.other_codes";
 
 /// Counts one report of `code` by `client_id` in `partition` at `now_ms`
 /// (inserted with `reports = 1`, or incremented); once the client has
-/// [`MAX_CODES_PER_CLIENT`] codes, a new one counts as [`OTHER_CODES`].
-/// Errors: SPI failures.
+/// [`MAX_CODES_PER_CLIENT`] codes, a new one counts as [`OTHER_CODES`]. Two
+/// plain statements (a read of the client's codes, an upsert), each naming
+/// the partition: router-shaped under Citus, and a request carrying a report
+/// is rare. Errors: SPI failures.
 pub fn record(partition: &str, client_id: &str, code: &str, now_ms: i64) -> StoreResult<()> {
     Spi::connect_mut(|client| {
+        let (known, codes) = {
+            let t = plan_cache::execute(
+                client,
+                "SELECT bool_or(code = $3), count(*) FROM syncular.sync_round_failures \
+                  WHERE partition = $1 AND client_id = $2",
+                Some(1),
+                &[DatumWithOid::from(partition), DatumWithOid::from(client_id), DatumWithOid::from(code)],
+            )?;
+            let row = t.first();
+            (row.get::<bool>(1)?.unwrap_or(false), row.get::<i64>(2)?.unwrap_or(0))
+        };
+        let kept = if known || codes < MAX_CODES_PER_CLIENT { code } else { OTHER_CODES };
         plan_cache::execute(
             client,
             "INSERT INTO syncular.sync_round_failures AS f \
                (partition, client_id, code, reports, last_reported_at_ms) \
-             VALUES ($1, $2, \
-                     CASE WHEN EXISTS (SELECT 1 FROM syncular.sync_round_failures k \
-                                        WHERE k.partition = $1 AND k.client_id = $2 AND k.code = $3) \
-                            OR (SELECT count(*) FROM syncular.sync_round_failures k \
-                                 WHERE k.partition = $1 AND k.client_id = $2) < $5 \
-                          THEN $3 ELSE $6 END, \
-                     1, $4) \
+             VALUES ($1, $2, $3, 1, $4) \
              ON CONFLICT (partition, client_id, code) DO UPDATE \
                SET reports = f.reports + 1, \
                    last_reported_at_ms = GREATEST(f.last_reported_at_ms, EXCLUDED.last_reported_at_ms)",
@@ -43,10 +51,8 @@ pub fn record(partition: &str, client_id: &str, code: &str, now_ms: i64) -> Stor
             &[
                 DatumWithOid::from(partition),
                 DatumWithOid::from(client_id),
-                DatumWithOid::from(code),
+                DatumWithOid::from(kept),
                 DatumWithOid::from(now_ms),
-                DatumWithOid::from(MAX_CODES_PER_CLIENT),
-                DatumWithOid::from(OTHER_CODES),
             ],
         )
         .map(|_| ())
