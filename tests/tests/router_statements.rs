@@ -5,7 +5,8 @@
 //! With `syncular.router_statements = on` on every connection, after the sample schema is
 //! registered and `pg_stat_statements` reset, it runs a representative set of sync rounds:
 //! pushes (insert, update, delete, a rejected commit, a replay, several commits in one
-//! request), a bootstrap pull of several pages, an incremental pull, `realtime_open` /
+//! request; wire version 3: a sparse insert, a patch, a column-level conflict, a `ROUND_FAILURE`
+//! report), a bootstrap pull of several pages, an incremental pull, `realtime_open` /
 //! `realtime_deltas` / `realtime_ack`, `syncular.commit` (1,005 times), `advance_horizon` and one
 //! `prune_batch`; auth leases on for the sessions (issue, refresh, a round on a lease, revoke,
 //! list, clear). Not plain SQL writes: the capture triggers are not available on Citus. Then every recorded text
@@ -28,6 +29,8 @@ use syncular_integration_tests::router_check::report::{
     catalog_use, check_all, format_verdicts, format_violations, one_line, Checked, HARNESS_TAG,
 };
 use syncular_integration_tests::statement_log::{self, router_connection};
+use syncular_integration_tests::bench_wire::requests::{push_request, summary, task_slots, Slot, Upsert};
+use syncular_integration_tests::bench_wire::Wire;
 use syncular_integration_tests::wire::{commit, delete, delivered, pull_header, subscription, upsert, RawSession, Task};
 
 const TABLE: &str = "tasks";
@@ -60,6 +63,32 @@ fn statuses(out: &[syncular_integration_tests::wire::PushOutcome]) -> Vec<PushSt
     out.iter().map(|o| o.status).collect()
 }
 
+/// Wire version 3 (syncular-client 0.49; requests by the 0.49.2 reference codec): an unversioned
+/// sparse insert (its tombstone probe), a one-column patch (the masked UPDATE), a stale patch (a
+/// column-level conflict) and a request carrying a `ROUND_FAILURE` report.
+fn v3_rounds(p: &str) {
+    let mut s = session(p, "alice", "router-v3");
+    let epoch = s.log_epoch.clone().expect("epoch");
+    let push = |s: &mut RawSession, id: &str, base: Option<i64>, slots: Vec<Slot>| {
+        let bytes = push_request(Wire::V3, "router-v3", &epoch, id, &[Upsert { table: TABLE, row_id: "v3a", base_version: base, slots }]);
+        summary(Wire::V3, &s.send_bytes(&bytes).expect("v3 push")).expect("v3 response").0
+    };
+    assert_eq!(push(&mut s, "v3-insert", None, task_slots("v3a", "p1", "from v3")), ["Applied"]);
+    let title = |t: &str| vec![Some(Some("v3a".to_owned())), None, Some(Some(t.to_owned())), None, None];
+    assert_eq!(push(&mut s, "v3-patch", Some(1), title("patched")), ["Applied"]);
+    assert_eq!(push(&mut s, "v3-stale", Some(1), title("stale")), ["Rejected"]);
+    let report = ssp2_v3::encode_message(&ssp2_v3::Message {
+        wire_version: 3,
+        msg_kind: ssp2_v3::MsgKind::Request,
+        frames: vec![
+            ssp2_v3::Frame::ReqHeader { client_id: "router-v3".into(), schema_version: 1, log_epoch: Some(epoch.clone()) },
+            ssp2_v3::Frame::RoundFailure { code: "transport.timeout".into() },
+            ssp2_v3::Frame::PullHeader { limit_commits: 0, limit_snapshot_rows: 0, max_snapshot_pages: 0, accept: 0b0011 },
+        ],
+    });
+    s.send_bytes(&report).expect("a round carrying a report");
+}
+
 /// Pushes of every kind, a paged bootstrap, an incremental pull, the realtime calls and a
 /// server-authored commit, all in `p`.
 fn sync_rounds(p: &str) {
@@ -79,6 +108,8 @@ fn sync_rounds(p: &str) {
     let out = w.push(several).expect("three commits in one request");
     assert_eq!(statuses(&out), [PushStatus::Applied, PushStatus::Rejected, PushStatus::Applied], "{out:?}");
     assert_eq!(statuses(&w.push(vec![c1]).expect("replay")), [PushStatus::Cached]);
+
+    v3_rounds(p);
 
     // Bootstrap, 2 rows a page, 2 pages a response, resumed until done.
     let mut r = session(p, "bob", "router-reader");
