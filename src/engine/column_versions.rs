@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use syncular_protocol::column_versions::{decode_column_versions, encode_column_versions};
+use syncular_protocol::column_versions::{column_version, decode_column_versions, encode_column_versions};
 
 /// The column versions of one stored row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,36 +31,29 @@ pub struct ColumnVersions {
 }
 
 impl ColumnVersions {
-    /// Reads the stored `_sync_column_versions` of a row at `row_version`.
-    /// Errors: the decoder's message for a malformed value.
-    pub fn read(stored: Option<&[u8]>, row_version: i64) -> Result<Self, String> {
-        let explicit = match stored {
-            None => None,
-            Some(bytes) => Some(decode_column_versions(Some(bytes)).map_err(|e| e.message)?),
-        };
-        Ok(ColumnVersions { explicit, row_version })
-    }
-
-    /// [`ColumnVersions::read`], reading a malformed stored value (written by
-    /// hand: the column is computed) as NULL — every column at the row's
-    /// version, the highest any can be, so a stale `baseVersion` conflicts on
-    /// every column it carries instead of merging — with a WARNING naming
-    /// `what`; the write that follows stores a well-formed value again.
+    /// Reads the stored `_sync_column_versions` of a row at `row_version`. A
+    /// malformed value (written by hand: the column is computed) reads as
+    /// NULL — every column at the row's version, the highest any can be, so a
+    /// stale `baseVersion` conflicts on every column it carries instead of
+    /// merging — with a WARNING naming `what`; the write that follows stores a
+    /// well-formed value again.
     pub fn read_or_reset(stored: Option<&[u8]>, row_version: i64, what: impl std::fmt::Display) -> Self {
-        ColumnVersions::read(stored, row_version).unwrap_or_else(|e| {
-            pgrx::warning!(
-                "syncular: _sync_column_versions of {what} is unreadable ({e}); read as every column at version {row_version}, rewritten by this write"
-            );
-            ColumnVersions { explicit: None, row_version }
-        })
+        let explicit = stored.and_then(|bytes| {
+            decode_column_versions(Some(bytes))
+                .map_err(|e| {
+                    pgrx::warning!(
+                        "syncular: _sync_column_versions of {what} is unreadable ({}); read as every column at version {row_version}, rewritten by this write",
+                        e.message
+                    )
+                })
+                .ok()
+        });
+        ColumnVersions { explicit, row_version }
     }
 
     /// The version at which column `index` (layout position) last changed.
     pub fn of(&self, index: usize) -> i64 {
-        match &self.explicit {
-            None => self.row_version,
-            Some(map) => map.get(&index).copied().unwrap_or(1),
-        }
+        column_version(self.explicit.as_ref(), self.row_version, index)
     }
 
     /// The stored form after a write at `new_version` that moved the columns

@@ -203,11 +203,17 @@ fn extract_scopes(table: &TableSchema, row: &Row) -> Result<BTreeMap<String, Str
     Ok(out)
 }
 
-/// §5.10.3 rule 2: every non-NULL `crdt` value of `row` becomes
-/// `merge(stored, incoming)` ([`crdt::merge_row`]); a failure is a
-/// `sync.crdt_merge_failed` record. Returns whether `row` changed.
-fn merge_crdt(table: &TableSchema, row: &mut Row, stored: Option<&Row>, op_index: i32) -> Result<bool, Stop> {
-    crdt::merge_row(table, row, stored, &|_| false).map(|changed| !changed.is_empty()).map_err(|f| {
+/// §5.10.3 rule 2: every non-NULL `crdt` value of `row` that `skip` does not
+/// exclude becomes `merge(stored, incoming)` ([`crdt::merge_row`]); a failure
+/// is a `sync.crdt_merge_failed` record. Returns whether `row` changed.
+fn merge_crdt(
+    table: &TableSchema,
+    row: &mut Row,
+    stored: Option<&Row>,
+    skip: &dyn Fn(usize) -> bool,
+    op_index: i32,
+) -> Result<bool, Stop> {
+    crdt::merge_row(table, row, stored, skip).map(|changed| !changed.is_empty()).map_err(|f| {
         Stop::from(StoredOpResult::error(op_index, ErrorCode::CrdtMergeFailed, f.describe(&table.name)))
     })
 }
@@ -426,7 +432,7 @@ impl Target<'_> {
     /// The version check of an update: SPEC 0.15.48 §6.2 for a full row
     /// (`baseVersion` 0 or ≠ stored ⇒ conflict), the column-level rule for a
     /// sparse one (module docs). `Err` terminates the commit.
-    fn check_versions(&self, stored: &StoredRow, decoded: &Decoded) -> Result<(), Stop> {
+    fn check_versions(&self, stored: &StoredRow, versions: &ColumnVersions, decoded: &Decoded) -> Result<(), Stop> {
         let Some(base) = self.op.base_version else { return Ok(()) };
         match self.form {
             PayloadForm::Full => {
@@ -442,7 +448,6 @@ impl Target<'_> {
                         format!("baseVersion {base} exceeds the stored server version {} (§6.2)", stored.version),
                     ));
                 }
-                let versions = self.column_versions(stored);
                 let pk = self.table.primary_key_index;
                 let layout = self.table.layout();
                 let comparable =
@@ -477,11 +482,12 @@ impl Target<'_> {
         let scopes = parse_stored_scopes(&stored.scopes_json);
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
         let stored_row = self.decode_stored(&stored)?;
+        let versions = self.column_versions(&stored);
         let mut row = decoded.row.clone();
         let mut reencode = false;
         match self.form {
             PayloadForm::Full => {
-                self.check_versions(&stored, &decoded)?;
+                self.check_versions(&stored, &versions, &decoded)?;
                 // §3.4 rule 5: scope columns keep their stored values.
                 for s in &self.table.scopes {
                     if !identical(&row[s.column_index], &stored_row[s.column_index]) {
@@ -505,7 +511,7 @@ impl Target<'_> {
                         ),
                     ));
                 }
-                self.check_versions(&stored, &decoded)?;
+                self.check_versions(&stored, &versions, &decoded)?;
                 // Absent columns keep their stored values; what is logged is the merged row.
                 for (i, slot) in row.iter_mut().enumerate() {
                     if !decoded.present(i) {
@@ -516,10 +522,7 @@ impl Target<'_> {
             }
         }
         // §5.10.3: only the crdt values the payload carries are merged.
-        let merged = crdt::merge_row(self.table, &mut row, Some(&stored_row), &|i| !decoded.present(i)).map_err(|f| {
-            Stop::from(StoredOpResult::error(self.op_index, ErrorCode::CrdtMergeFailed, f.describe(&self.table.name)))
-        })?;
-        reencode |= !merged.is_empty();
+        reencode |= merge_crdt(self.table, &mut row, Some(&stored_row), &|i| !decoded.present(i), self.op_index)?;
         let blob_ids = row_blob_ids(self.table.layout(), &row);
         self.check_blobs(&blob_ids)?;
         let new_payload = if reencode {
@@ -534,8 +537,8 @@ impl Target<'_> {
         let pk = self.table.primary_key_index;
         let column_versions = match self.form {
             // A full row names every column: the values tell what changed.
-            PayloadForm::Full => self.column_versions(&stored).next(row.len(), pk, version, |i| !identical(&row[i], &stored_row[i])),
-            PayloadForm::Sparse => self.column_versions(&stored).next(row.len(), pk, version, |i| decoded.present(i)),
+            PayloadForm::Full => versions.next(row.len(), pk, version, |i| !identical(&row[i], &stored_row[i])),
+            PayloadForm::Sparse => versions.next(row.len(), pk, version, |i| decoded.present(i)),
         };
         let scopes_text = scopes_json(&scopes);
         let present = decoded.present.as_deref();
@@ -641,7 +644,7 @@ impl Target<'_> {
                 "upsert with a non-zero baseVersion targets an absent row (§6.2)",
             ));
         }
-        let merged = merge_crdt(self.table, &mut row, None, self.op_index)?;
+        let merged = merge_crdt(self.table, &mut row, None, &|_| false, self.op_index)?;
         // A sparse payload is stored as the full row it carries (every column present).
         let payload = if merged || self.form == PayloadForm::Sparse {
             encode_row(self.table.layout(), &row).map_err(|e| {

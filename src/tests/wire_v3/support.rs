@@ -14,7 +14,6 @@ use syncular_protocol::response::{OpResult, PushResult};
 use syncular_protocol::row_codec::{decode_row, Row, RowValue};
 use syncular_protocol::sparse_row::{encode_sparse_row, SparseRow, SparseSlot};
 
-use crate::tests::support;
 use crate::tests::sync_support::{allowed_p1_p2, push_results, sync, tasks_layout, task};
 
 /// A string value.
@@ -86,23 +85,14 @@ pub fn push3(partition: &str, client_id: &str, epoch: &str, commits: Vec<PushCom
 /// The stored state of `tasks/id` in `partition`: version, decoded row and
 /// column versions (`None` = NULL).
 pub fn stored(partition: &str, id: &str) -> (i64, Row, Option<BTreeMap<usize, i64>>) {
-    let version = support::int8(&format!(
-        "SELECT _sync_version FROM public.tasks WHERE _sync_partition = '{partition}' AND _sync_row_id = '{id}'"
+    let (version, payload, versions) = pgrx::Spi::get_three::<i64, Vec<u8>, Vec<u8>>(&format!(
+        "SELECT _sync_version, _sync_payload, _sync_column_versions FROM public.tasks \
+          WHERE _sync_partition = '{partition}' AND _sync_row_id = '{id}'"
     ))
-    .unwrap_or_else(|| panic!("no row {id}"));
-    let payload = support::bytea(&format!(
-        "SELECT _sync_payload FROM public.tasks WHERE _sync_partition = '{partition}' AND _sync_row_id = '{id}'"
-    ));
-    let row = decode_row(&tasks_layout(), &payload).expect("stored payload decodes");
-    let present = support::int8(&format!(
-        "SELECT count(*) FROM public.tasks WHERE _sync_partition = '{partition}' AND _sync_row_id = '{id}' AND _sync_column_versions IS NOT NULL"
-    )) == Some(1);
-    let versions = present.then(|| {
-        let blob = support::bytea(&format!(
-            "SELECT _sync_column_versions FROM public.tasks WHERE _sync_partition = '{partition}' AND _sync_row_id = '{id}'"
-        ));
-        decode_column_versions(Some(&blob)).expect("stored column versions decode")
-    });
+    .unwrap_or_else(|e| panic!("no row {id}: {e}"));
+    let version = version.unwrap_or_else(|| panic!("no row {id}"));
+    let row = decode_row(&tasks_layout(), &payload.expect("payload")).expect("stored payload decodes");
+    let versions = versions.map(|blob| decode_column_versions(Some(&blob)).expect("stored column versions decode"));
     (version, row, versions)
 }
 

@@ -391,3 +391,56 @@ pub fn message(versions: RangeInclusive<u16>) -> impl Strategy<Value = Message> 
     ]
 }
 
+
+// ---------------------------------------------------------------------------
+// Byte mutations of encoded messages (accepted or rejected alike by both codecs)
+// ---------------------------------------------------------------------------
+
+/// One random edit of an encoded message.
+#[derive(Debug, Clone)]
+pub enum Mutation {
+    Flip(prop::sample::Index, u8),
+    Set(prop::sample::Index, u8),
+    Insert(prop::sample::Index, u8),
+    Delete(prop::sample::Index),
+    Truncate(prop::sample::Index),
+    SetU32(prop::sample::Index, u32),
+}
+
+/// A random [`Mutation`]; a `Set` writes one of `set_bytes` (frame types,
+/// flags, …) or any byte.
+pub fn mutation(set_bytes: &'static [u8]) -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        4 => (any::<prop::sample::Index>(), 1u8..=255).prop_map(|(i, b)| Mutation::Flip(i, b)),
+        4 => (any::<prop::sample::Index>(), prop_oneof![prop::sample::select(set_bytes), any::<u8>()]).prop_map(|(i, b)| Mutation::Set(i, b)),
+        1 => (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, b)| Mutation::Insert(i, b)),
+        1 => any::<prop::sample::Index>().prop_map(Mutation::Delete),
+        1 => any::<prop::sample::Index>().prop_map(Mutation::Truncate),
+        1 => (any::<prop::sample::Index>(), prop_oneof![Just(0u32), Just(1), any::<u32>()]).prop_map(|(i, v)| Mutation::SetU32(i, v)),
+    ]
+}
+
+/// Applies `m` to `bytes` (nothing on an empty message).
+pub fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
+    if bytes.is_empty() {
+        return;
+    }
+    let n = bytes.len();
+    match m {
+        Mutation::Flip(i, b) => bytes[i.index(n)] ^= b,
+        Mutation::Set(i, b) => bytes[i.index(n)] = *b,
+        Mutation::Insert(i, b) => bytes.insert(i.index(n + 1), *b),
+        Mutation::Delete(i) => {
+            bytes.remove(i.index(n));
+        }
+        Mutation::Truncate(i) => bytes.truncate(i.index(n)),
+        Mutation::SetU32(i, v) => {
+            let at = i.index(n);
+            for (k, b) in v.to_le_bytes().iter().enumerate() {
+                if let Some(slot) = bytes.get_mut(at + k) {
+                    *slot = *b;
+                }
+            }
+        }
+    }
+}
