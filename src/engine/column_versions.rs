@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 
+use syncular_protocol::bitmap;
 use syncular_protocol::column_versions::{column_version, decode_column_versions, encode_column_versions};
 
 /// The column versions of one stored row.
@@ -94,10 +95,6 @@ impl ColumnVersions {
         if base != 0 && marked.is_empty() {
             return None;
         }
-        let mut bitmap = vec![0u8; columns.div_ceil(8)];
-        for i in marked {
-            bitmap[i / 8] |= 1 << (i % 8);
-        }
-        Some(bitmap)
+        Some(bitmap::from_bits(columns, marked))
     }
 }

@@ -616,10 +616,11 @@ impl Target<'_> {
         // itself (a tombstoned row rejects the commit, which rolls the insert back), or first
         // under router statements (Citus).
         let probe = self.form == PayloadForm::Sparse && self.op.base_version.is_none();
-        if probe && crate::settings::router_statements() && crate::store::tombstones::exists(&self.ctx.partition, &self.table.name, &self.op.row_id)? {
+        let router = crate::settings::router_statements();
+        if probe && router && crate::store::tombstones::exists(&self.ctx.partition, &self.table.name, &self.op.row_id)? {
             return Err(self.row_deleted());
         }
-        let probe_in_insert = probe && !crate::settings::router_statements();
+        let probe_in_insert = probe && !router;
         let mut row = decoded.row;
         let partition = self.ctx.partition.as_str();
         let scopes = extract_scopes(self.table, &row).map_err(|variable| {
@@ -690,14 +691,8 @@ impl Target<'_> {
             PayloadForm::Full => decode_row(layout, payload).map(|row| Decoded { row, present: None }),
             PayloadForm::Sparse => {
                 decode_sparse_row(layout, self.table.primary_key_index, payload).map(|slots| {
-                    let present = slots.iter().map(|s| !matches!(s, SparseSlot::Absent)).collect();
-                    let row = slots
-                        .into_iter()
-                        .map(|s| match s {
-                            SparseSlot::Value(v) => Some(v),
-                            SparseSlot::Absent | SparseSlot::Null => None,
-                        })
-                        .collect();
+                    let present = slots.iter().map(SparseSlot::is_present).collect();
+                    let row = slots.into_iter().map(SparseSlot::into_value).collect();
                     Decoded { row, present: Some(present) }
                 })
             }

@@ -23,6 +23,7 @@
 //!   {"opIndex", "status": "error", "code", "message", "retryable"}]}`.
 
 use serde_json::{json, Map, Value};
+use syncular_protocol::bitmap;
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::{Operation, PushCommit};
 use syncular_protocol::response::{OpResult, PushStatus};
@@ -184,13 +185,8 @@ fn result_json(schema: &RegisteredSchema, ops: &[Operation], r: &OpResult) -> Va
             let mut out = json!({"opIndex": op_index, "status": "conflict", "code": code, "message": message,
                    "serverVersion": server_version, "serverRow": rendered});
             if let Some(layout) = layout.filter(|_| !conflict_columns.is_empty()) {
-                let names: Vec<&str> = layout
-                    .columns
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| conflict_columns.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
-                    .map(|(_, c)| c.name.as_str())
-                    .collect();
+                let names: Vec<&str> =
+                    bitmap::set_bits(conflict_columns, layout.len()).map(|i| layout.columns[i].name.as_str()).collect();
                 out["conflictColumns"] = json!(names);
             }
             out

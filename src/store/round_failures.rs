@@ -76,27 +76,25 @@ pub struct RoundFailureRow {
 /// Every report of `partition`, newest first (then client, code).
 /// Errors: SPI failures.
 pub fn list(partition: &str) -> StoreResult<Vec<RoundFailureRow>> {
-    const STATEMENT: &str = "list_round_failures";
     Spi::connect_mut(|client| {
-        let rows = client
-            .update(
-                "SELECT client_id, code, reports, last_reported_at_ms FROM syncular.sync_round_failures \
-                  WHERE partition = $1 ORDER BY last_reported_at_ms DESC, client_id, code",
-                None,
-                &[DatumWithOid::from(partition)],
-            )
-            .map_err(StoreError::spi(STATEMENT))?;
+        let rows = client.update(
+            "SELECT client_id, code, reports, last_reported_at_ms FROM syncular.sync_round_failures \
+              WHERE partition = $1 ORDER BY last_reported_at_ms DESC, client_id, code",
+            None,
+            &[DatumWithOid::from(partition)],
+        )?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             out.push(RoundFailureRow {
-                client_id: row.get::<String>(1).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default(),
-                code: row.get::<String>(2).map_err(StoreError::spi(STATEMENT))?.unwrap_or_default(),
-                reports: row.get::<i64>(3).map_err(StoreError::spi(STATEMENT))?.unwrap_or(0),
-                last_reported_at_ms: row.get::<i64>(4).map_err(StoreError::spi(STATEMENT))?.unwrap_or(0),
+                client_id: row.get::<String>(1)?.unwrap_or_default(),
+                code: row.get::<String>(2)?.unwrap_or_default(),
+                reports: row.get::<i64>(3)?.unwrap_or(0),
+                last_reported_at_ms: row.get::<i64>(4)?.unwrap_or(0),
             });
         }
         Ok(out)
     })
+    .map_err(StoreError::spi("list_round_failures"))
 }
 
 /// Deletes at most `max_rows` reports of `partition` whose client has no

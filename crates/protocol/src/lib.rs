@@ -14,6 +14,7 @@ pub mod notification;
 pub mod primitives;
 
 pub use errors::{Category, ErrorCode, ProtocolError, RecommendedAction, Result};
+pub mod bitmap;
 pub mod row_codec;
 pub mod sparse_row;
 pub mod column_versions;

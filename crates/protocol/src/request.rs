@@ -400,6 +400,10 @@ pub fn is_round_failure_code(code: &str) -> bool {
         && code.split('.').all(segment_ok)
 }
 
+fn not_a_round_failure_code(code: &str) -> String {
+    format!("ROUND_FAILURE.code {code:?} is not a lowercase dotted code of at most {ROUND_FAILURE_CODE_MAX_BYTES} bytes")
+}
+
 /// Decodes a `ROUND_FAILURE` payload (§1.5, wire version 3): one `str`
 /// `code` satisfying [`is_round_failure_code`], nothing after it.
 /// Errors: `sync.invalid_request`.
@@ -407,9 +411,7 @@ pub fn decode_round_failure(payload: &[u8]) -> Result<String> {
     parse_payload(payload, "ROUND_FAILURE", |r| {
         let code = read_string(r, "ROUND_FAILURE.code")?;
         if !is_round_failure_code(&code) {
-            return Err(ProtocolError::invalid(format!(
-                "ROUND_FAILURE.code {code:?} is not a lowercase dotted code of at most {ROUND_FAILURE_CODE_MAX_BYTES} bytes"
-            )));
+            return Err(ProtocolError::invalid(not_a_round_failure_code(&code)));
         }
         Ok(code)
     })
@@ -418,9 +420,7 @@ pub fn decode_round_failure(payload: &[u8]) -> Result<String> {
 /// Writes a `ROUND_FAILURE` payload; a code outside
 /// [`is_round_failure_code`] is an encoder error.
 pub fn encode_round_failure(w: &mut Writer, code: &str) -> Result<()> {
-    encoder_check(is_round_failure_code(code), || {
-        format!("ROUND_FAILURE.code {code:?} is not a lowercase dotted code of at most {ROUND_FAILURE_CODE_MAX_BYTES} bytes")
-    })?;
+    encoder_check(is_round_failure_code(code), || not_a_round_failure_code(code))?;
     w.str(code, "ROUND_FAILURE.code")
 }
 

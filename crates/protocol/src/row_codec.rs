@@ -14,6 +14,7 @@
 //! §5.9.1 shape, trailing bytes — is `sync.invalid_request` (the "row-codec
 //! violations" of §5.2's closed list). Decoders never panic on any input.
 
+use crate::bitmap;
 use crate::errors::{ErrorCode, ProtocolError, Result};
 use crate::json_text::is_json_document;
 use crate::primitives::{validate_json, Reader, Writer, MAX_SAFE_INTEGER};
@@ -382,20 +383,17 @@ fn json_str<'a>(r: &mut Reader<'a>, what: &str) -> Result<&'a str> {
 fn read_bitmap<'a>(r: &mut Reader<'a>, layout: &TableLayout) -> Result<&'a [u8]> {
     let n = layout.columns.len();
     let bitmap = r.take(layout.bitmap_len(), "row null bitmap")?;
-    if n & 7 != 0 {
-        let last = bitmap[bitmap.len() - 1];
-        if last >> (n % 8) != 0 {
-            return Err(ProtocolError::invalid(
-                "row null bitmap has a set padding bit (§2.4)",
-            ));
-        }
+    if bitmap::padding_set(bitmap, n) {
+        return Err(ProtocolError::invalid(
+            "row null bitmap has a set padding bit (§2.4)",
+        ));
     }
     Ok(bitmap)
 }
 
 #[inline]
 fn is_null(bitmap: &[u8], i: usize, col: &ColumnLayout) -> Result<bool> {
-    if bitmap[i / 8] & (1 << (i % 8)) == 0 {
+    if !bitmap::bit(bitmap, i) {
         return Ok(false);
     }
     if !col.nullable {
@@ -612,7 +610,7 @@ fn write_values(
             if !col.nullable {
                 return Err(ProtocolError::invalid(format!("NULL for non-nullable column {what:?}")));
             }
-            w.as_mut_slice()[bitmap_at + i / 8] |= 1 << (i % 8);
+            bitmap::set_bit(&mut w.as_mut_slice()[bitmap_at..], i);
             continue;
         };
         write_value(w, col, v, texts)?;
@@ -728,7 +726,7 @@ pub fn append_null_columns(old: &TableLayout, new: &TableLayout, payload: &[u8])
     let mut out = vec![0u8; new.bitmap_len()];
     out[..old_bitmap.len()].copy_from_slice(old_bitmap);
     for i in n_old..new.columns.len() {
-        out[i / 8] |= 1 << (i % 8);
+        bitmap::set_bit(&mut out, i);
     }
     out.extend_from_slice(values);
     Ok(out)

@@ -23,6 +23,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::bitmap::{bit, padding_set, set_bit};
 use crate::errors::{ProtocolError, Result};
 use crate::primitives::{Reader, Writer};
 use crate::row_codec::{read_value, render_column_table, write_value, RowValue, TableLayout, TextCheck};
@@ -55,16 +56,6 @@ impl SparseSlot {
 
 /// A decoded sparse row: one slot per layout column, in declaration order.
 pub type SparseRow = Vec<SparseSlot>;
-
-#[inline]
-fn bit(bitmap: &[u8], i: usize) -> bool {
-    bitmap[i / 8] & (1 << (i % 8)) != 0
-}
-
-/// True when a bit at or past `used` is set in `bitmap` (its padding).
-fn padding_set(bitmap: &[u8], used: usize) -> bool {
-    used & 7 != 0 && bitmap.last().is_some_and(|last| last >> (used & 7) != 0)
-}
 
 fn missing_pk(layout: &TableLayout, primary_key_index: usize) -> ProtocolError {
     let which = layout
@@ -170,10 +161,10 @@ fn encode_unchecked(layout: &TableLayout, primary_key_index: usize, row: &[Spars
                     col.name
                 )))
             }
-            SparseSlot::Null => w.as_mut_slice()[plen + k / 8] |= 1 << (k % 8),
+            SparseSlot::Null => set_bit(&mut w.as_mut_slice()[plen..], k),
             SparseSlot::Value(v) => write_value(&mut w, col, v, TextCheck::Full)?,
         }
-        w.as_mut_slice()[i / 8] |= 1 << (i % 8);
+        set_bit(w.as_mut_slice(), i);
         k += 1;
     }
     Ok(w.into_vec())

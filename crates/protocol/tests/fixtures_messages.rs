@@ -15,6 +15,10 @@ use syncular_protocol::row_codec::{ColumnLayout, ColumnType, RowValue, TableLayo
 use syncular_protocol::segment::{encode_rows_segment, RowsSegment, SegmentHeader, SegmentRow};
 use syncular_protocol::ErrorCode;
 
+#[path = "common/bytes.rs"]
+mod bytes;
+use bytes::{frame, message, payload};
+
 // ---- byte builders ----------------------------------------------------------
 
 fn s(w: &mut Writer, v: &str) {
@@ -25,37 +29,12 @@ fn i64w(w: &mut Writer, v: i64) {
     w.raw(&v.to_le_bytes());
 }
 
-fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![ty];
-    v.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    v.extend_from_slice(payload);
-    v
-}
-
-fn message(version: u16, kind: u8, frames: &[Vec<u8>]) -> Vec<u8> {
-    let mut v = MAGIC.to_vec();
-    v.extend_from_slice(&version.to_le_bytes());
-    v.push(kind);
-    v.push(0);
-    for f in frames {
-        v.extend_from_slice(f);
-    }
-    v.extend_from_slice(&[0, 0, 0, 0, 0]);
-    v
-}
-
 fn req(frames: &[Vec<u8>]) -> Vec<u8> {
     message(1, MSG_KIND_REQUEST, frames)
 }
 
 fn resp(frames: &[Vec<u8>]) -> Vec<u8> {
     message(1, MSG_KIND_RESPONSE, frames)
-}
-
-fn payload(f: impl FnOnce(&mut Writer)) -> Vec<u8> {
-    let mut w = Writer::new();
-    f(&mut w);
-    w.into_vec()
 }
 
 fn req_header_v1(client_id: &str, schema_version: i32) -> Vec<u8> {

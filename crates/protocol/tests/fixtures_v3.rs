@@ -6,7 +6,6 @@
 use syncular_protocol::constants::*;
 use syncular_protocol::envelope::UnknownFrame;
 use syncular_protocol::message::{decode_message, encode_message, Message};
-use syncular_protocol::primitives::Writer;
 use syncular_protocol::render::render_message;
 use syncular_protocol::request::*;
 use syncular_protocol::response::*;
@@ -14,32 +13,14 @@ use syncular_protocol::row_codec::{ColumnLayout, ColumnType, RowValue, TableLayo
 use syncular_protocol::sparse_row::{decode_sparse_row, encode_sparse_row, SparseSlot};
 use syncular_protocol::{ErrorCode, ProtocolError};
 
-// ---- byte builders ----------------------------------------------------------
+#[path = "common/bytes.rs"]
+mod bytes;
+use bytes::{frame, message, payload};
 
-fn payload(f: impl FnOnce(&mut Writer)) -> Vec<u8> {
-    let mut w = Writer::new();
-    f(&mut w);
-    w.into_vec()
-}
+// ---- byte builders ----------------------------------------------------------
 
 fn str_payload(v: &str) -> Vec<u8> {
     payload(|w| w.str(v, "t").unwrap())
-}
-
-fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
-    let mut v = vec![ty];
-    v.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    v.extend_from_slice(payload);
-    v
-}
-
-fn message(version: u16, kind: u8, frames: &[Vec<u8>]) -> Vec<u8> {
-    let mut v = MAGIC.to_vec();
-    v.extend_from_slice(&version.to_le_bytes());
-    v.extend([kind, 0]);
-    frames.iter().for_each(|f| v.extend_from_slice(f));
-    v.extend_from_slice(&[0, 0, 0, 0, 0]);
-    v
 }
 
 /// `REQ_HEADER` for wire version `v` (versions 2 and 3 carry `logEpoch`).

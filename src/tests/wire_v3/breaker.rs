@@ -27,14 +27,6 @@ mod tests {
 
     const P: &str = "v3-breaker";
 
-    fn seeded(client: &str) -> String {
-        setup_tasks();
-        let epoch = acquire_epoch(P, "alice", client);
-        let r = push3(P, client, &epoch, vec![commit("seed", vec![upsert3(&full("t1", "p1", "first"), Some(0))])]);
-        assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");
-        epoch
-    }
-
     fn rows_named(id: &str) -> i64 {
         count(&format!("SELECT count(*) FROM public.tasks WHERE _sync_partition = '{P}' AND _sync_row_id = '{id}'"))
     }
@@ -189,7 +181,7 @@ mod tests {
     /// one is stored.
     #[pg_test]
     fn malformed_sparse_values_reject_their_commit_and_nothing_else() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let good = upsert3(&full("ok", "p1", "ok"), None);
         let mut cases: Vec<(&str, Operation, &str)> = Vec::new();
         // done = true, its byte changed to 2.
@@ -251,7 +243,7 @@ mod tests {
     /// not run the push half); the backend keeps serving.
     #[pg_test]
     fn every_entry_point_refuses_malformed_v3_requests_and_keeps_serving() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let bad_payload = || {
             request3(
                 "c1",
@@ -308,7 +300,7 @@ mod tests {
     /// `sync.forbidden` before `sync.row_missing`.
     #[pg_test]
     fn sparse_payloads_cannot_reach_another_scope() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         set_partition(P);
         write_ok("INSERT INTO public.tasks (id, project_id, title, done) VALUES ('x9', 'p9', 'secret', false)");
         let attempts = [
@@ -339,7 +331,7 @@ mod tests {
     /// replay of the conflicting commit answers the identical record.
     #[pg_test]
     fn conflict_bitmaps_span_bytes_and_replay_identically() {
-        let epoch = seeded("a");
+        let epoch = seeded(P, "a");
         let r = push3(P, "a", &epoch, vec![commit("a1", vec![upsert3(&sparse("t1", &[("code", s("A"))]), Some(1))])]);
         assert_eq!(r[0].status, PushStatus::Applied);
         let stale = || vec![commit("b1", vec![upsert3(&sparse("t1", &[("code", s("B")), ("title", s("b"))]), Some(1))])];
@@ -364,7 +356,7 @@ mod tests {
     /// and a plain SQL update each keep exact column versions.
     #[pg_test]
     fn column_versions_stay_exact_across_writers() {
-        let epoch = seeded("a");
+        let epoch = seeded(P, "a");
         let doc = syncular_crdt::text::insert(&[], 7, "t", 0, "hi").expect("a yjs update");
         let r = push3(P, "a", &epoch, vec![commit("d1", vec![upsert3(&sparse("t1", &[("doc", Some(RowValue::Crdt(doc.clone()))), ("title", None)]), Some(1))])]);
         assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");
@@ -396,7 +388,7 @@ mod tests {
     /// version on a NULL one, and v3 patches of it follow the rule.
     #[pg_test]
     fn a_schema_bump_appending_a_column_keeps_column_versions() {
-        let epoch = seeded("a");
+        let epoch = seeded(P, "a");
         push3(P, "a", &epoch, vec![commit("a1", vec![upsert3(&sparse("t1", &[("title", s("two"))]), Some(1))])]);
         let mut ir = crate::tests::support::tasks_ir(2);
         ir["tables"][0]["columns"].as_array_mut().unwrap().push(json!({"name": "extra", "type": "string", "nullable": true}));
@@ -444,7 +436,7 @@ mod tests {
     /// (As first landed, every write of such a row failed its whole request.)
     #[pg_test]
     fn a_corrupt_column_versions_value_is_read_as_null_and_healed() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         push3(P, "c1", &epoch, vec![commit("t2", vec![upsert3(&full("t2", "p1", "two"), Some(0))])]);
         let corrupt = |id: &str| {
             run("SET LOCAL session_replication_role = replica");

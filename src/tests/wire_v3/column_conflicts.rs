@@ -17,17 +17,9 @@ mod tests {
 
     const P: &str = "v3-conflicts";
 
-    fn seeded() -> String {
-        setup_tasks();
-        let epoch = acquire_epoch(P, "alice", "a");
-        let r = push3(P, "a", &epoch, vec![commit("seed", vec![upsert3(&full("t1", "p1", "first"), Some(0))])]);
-        assert_eq!(r[0].status, PushStatus::Applied);
-        epoch
-    }
-
     #[pg_test]
     fn different_columns_from_one_base_both_apply_the_same_column_conflicts() {
-        let epoch = seeded();
+        let epoch = seeded(P, "a");
         // A and B both hold version 1.
         let a = push3(P, "a", &epoch, vec![commit("a1", vec![upsert3(&sparse("t1", &[("title", s("by a"))]), Some(1))])]);
         assert_eq!(a[0].status, PushStatus::Applied, "{a:?}");
@@ -57,7 +49,7 @@ mod tests {
 
     #[pg_test]
     fn base_zero_on_an_existing_row_marks_every_present_comparable_column() {
-        let epoch = seeded();
+        let epoch = seeded(P, "a");
         let row = sparse("t1", &[("project_id", s("p1")), ("title", s("x")), ("doc", None)]);
         let r = push3(P, "b", &epoch, vec![commit("z", vec![upsert3(&row, Some(0))])]);
         let (_, _, columns) = conflict(&r[0]);
@@ -71,7 +63,7 @@ mod tests {
 
     #[pg_test]
     fn a_conflict_replays_with_its_columns() {
-        let epoch = seeded();
+        let epoch = seeded(P, "a");
         push3(P, "a", &epoch, vec![commit("a1", vec![upsert3(&sparse("t1", &[("title", s("a"))]), Some(1))])]);
         let commits = || vec![commit("b1", vec![upsert3(&sparse("t1", &[("title", s("b"))]), Some(1))])];
         let first = push3(P, "b", &epoch, commits());
@@ -85,7 +77,7 @@ mod tests {
 
     #[pg_test]
     fn a_primary_key_only_update_does_not_make_every_column_new() {
-        let epoch = seeded();
+        let epoch = seeded(P, "a");
         let r = push3(P, "a", &epoch, vec![commit("pk", vec![upsert3(&sparse("t1", &[]), None)])]);
         assert_eq!(r[0].status, PushStatus::Applied);
         let state = stored(P, "t1");
@@ -98,7 +90,7 @@ mod tests {
 
     #[pg_test]
     fn full_row_pushes_keep_the_row_level_rule_and_move_changed_columns_only() {
-        let epoch = seeded();
+        let epoch = seeded(P, "a");
         // A v3 client edits the title (version 2).
         push3(P, "a", &epoch, vec![commit("a1", vec![upsert3(&sparse("t1", &[("title", s("v3 edit"))]), Some(1))])]);
         // A v2 client that still holds version 1 pushes its whole row: row-level conflict, no loss.

@@ -17,17 +17,9 @@ mod tests {
 
     const P: &str = "v3-sparse";
 
-    fn seeded(client: &str) -> String {
-        setup_tasks();
-        let epoch = acquire_epoch(P, "alice", client);
-        let r = push3(P, client, &epoch, vec![commit("seed", vec![upsert3(&full("t1", "p1", "first"), Some(0))])]);
-        assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");
-        epoch
-    }
-
     #[pg_test]
     fn a_v3_request_is_answered_in_v3_and_recorded_as_such() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let resp = sync(P, "alice", &request3("c1", Some(&epoch), None, vec![], Some(empty_pull())), Some(&allowed_p1_p2()));
         assert_eq!(resp.wire_version, 3);
         let header = resp.header.epoch.expect("a v3 header carries the epoch");
@@ -40,7 +32,7 @@ mod tests {
 
     #[pg_test]
     fn a_patch_changes_only_its_columns_and_logs_the_merged_row() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let before = stored(P, "t1");
         assert_eq!(before.0, 1);
         assert!(before.2.is_none(), "an insert stores NULL column versions (all at the row version)");
@@ -69,7 +61,7 @@ mod tests {
 
     #[pg_test]
     fn pulled_changes_of_a_patch_are_full_rows() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         push3(P, "c1", &epoch, vec![commit("k1", vec![upsert3(&sparse("t1", &[("title", s("second"))]), None)])]);
         let pull = syncular_protocol::request::PullRequest {
             header: crate::tests::sync_pull_support::header(0, 0, 0, syncular_protocol::constants::ACCEPT_INLINE_ROWS),
@@ -92,7 +84,7 @@ mod tests {
 
     #[pg_test]
     fn a_partial_payload_of_an_absent_row_is_row_missing() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         for (commit_id, row, base) in [
             ("m1", sparse("ghost", &[("title", s("x"))]), None),
             ("m2", sparse("ghost", &[("title", s("x"))]), Some(0)),
@@ -112,7 +104,7 @@ mod tests {
 
     #[pg_test]
     fn an_unversioned_upsert_does_not_recreate_a_deleted_row() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let r = push3(P, "c1", &epoch, vec![commit("d1", vec![delete("t1")])]);
         assert_eq!(r[0].status, PushStatus::Applied);
         let r = push3(P, "c1", &epoch, vec![commit("u1", vec![upsert3(&full("t1", "p1", "again"), None)])]);
@@ -136,7 +128,7 @@ mod tests {
 
     #[pg_test]
     fn scope_columns_are_immutable_and_base_above_the_row_is_invalid() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let r = push3(P, "c1", &epoch, vec![commit("s1", vec![upsert3(&sparse("t1", &[("project_id", s("p2"))]), None)])]);
         let (_, code, _) = rejection(&r[0]);
         assert_eq!(code, "sync.invalid_request");
@@ -151,7 +143,7 @@ mod tests {
 
     #[pg_test]
     fn malformed_sparse_payloads_reject_their_commit_only() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let good = upsert3(&full("t2", "p1", "ok"), None);
         let layout = tasks_layout();
         let mut no_pk = syncular_protocol::sparse_row::encode_sparse_row(&layout, 0, &full("t3", "p1", "x")).unwrap();
@@ -177,7 +169,7 @@ mod tests {
 
     #[pg_test]
     fn crdt_columns_merge_only_when_present() {
-        let epoch = seeded("c1");
+        let epoch = seeded(P, "c1");
         let doc = syncular_crdt::text::insert(&[], 7, "t", 0, "hello").expect("a yjs update");
         let r = push3(P, "c1", &epoch, vec![commit("c1", vec![upsert3(&sparse("t1", &[("doc", Some(RowValue::Crdt(doc.clone())))]), None)])]);
         assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");

@@ -6,15 +6,16 @@
 
 use std::collections::BTreeMap;
 
+use syncular_protocol::bitmap;
 use syncular_protocol::column_versions::decode_column_versions;
 use syncular_protocol::constants::WIRE_VERSION_3;
 use syncular_protocol::frame_fields::Op;
 use syncular_protocol::request::{encode_request, Operation, PullRequest, PushCommit, ReqHeader, Request};
-use syncular_protocol::response::{OpResult, PushResult};
+use syncular_protocol::response::{OpResult, PushResult, PushStatus};
 use syncular_protocol::row_codec::{decode_row, Row, RowValue};
 use syncular_protocol::sparse_row::{encode_sparse_row, SparseRow, SparseSlot};
 
-use crate::tests::sync_support::{allowed_p1_p2, push_results, sync, tasks_layout, task};
+use crate::tests::sync_support::{acquire_epoch, allowed_p1_p2, commit, push_results, setup_tasks, sync, task, tasks_layout};
 
 /// A string value.
 pub fn s(v: &str) -> Option<RowValue> {
@@ -82,6 +83,17 @@ pub fn push3(partition: &str, client_id: &str, epoch: &str, commits: Vec<PushCom
     push_results(&resp)
 }
 
+/// Registers `tasks`, binds client `client_id` of `alice` in `partition`
+/// and seeds `t1` (project p1, title "first") at version 1 with a v3
+/// insert: the request's log epoch.
+pub fn seeded(partition: &str, client_id: &str) -> String {
+    setup_tasks();
+    let epoch = acquire_epoch(partition, "alice", client_id);
+    let r = push3(partition, client_id, &epoch, vec![commit("seed", vec![upsert3(&full("t1", "p1", "first"), Some(0))])]);
+    assert_eq!(r[0].status, PushStatus::Applied, "{r:?}");
+    epoch
+}
+
 /// The stored state of `tasks/id` in `partition`: version, decoded row and
 /// column versions (`None` = NULL).
 pub fn stored(partition: &str, id: &str) -> (i64, Row, Option<BTreeMap<usize, i64>>) {
@@ -109,13 +121,8 @@ pub fn value(row: &Row, name: &str) -> Option<RowValue> {
 
 /// The names of the columns a `conflictColumns` bitmap marks.
 pub fn marked(bitmap: &[u8]) -> Vec<String> {
-    tasks_layout()
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| bitmap.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
-        .map(|(_, c)| c.name.clone())
-        .collect()
+    let layout = tasks_layout();
+    bitmap::set_bits(bitmap, layout.len()).map(|i| layout.columns[i].name.clone()).collect()
 }
 
 /// The single conflict record of a rejected result: `(serverVersion,
