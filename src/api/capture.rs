@@ -7,7 +7,7 @@
 //! [`crate::engine::capture`], which decides. SECURITY DEFINER with a pinned
 //! `search_path`: a role that may write the app table needs no privilege on
 //! the `sync_*` tables. While the engine itself writes an app table
-//! ([`crate::store::capture::guard`]) they do nothing. Errors (raised, the
+//! ([`crate::engine::commit::guard`]) they do nothing. Errors (raised, the
 //! statement fails and changes nothing): `syncular.partition_required`
 //! (55000), `syncular.write_refused` (0A000), `syncular.invalid_row` (22000),
 //! `sync.crdt_merge_failed` (XX000), `syncular.no_schema` (55000),
@@ -25,6 +25,7 @@ use pgrx::heap_tuple::PgHeapTuple;
 use pgrx::{pg_sys, AllocatedByPostgres, IntoDatum, JsonB, PgTupleDesc};
 
 use syncular_protocol::frame_fields::Op;
+use syncular_protocol::blob::row_blob_ids;
 use syncular_protocol::row_codec::{ColumnType, Row, RowValue};
 
 use crate::api::errors::{raise, OrRaise};
@@ -33,8 +34,8 @@ use crate::engine::error::EngineError;
 use crate::store::app_table_ddl::{
     COLUMN_VERSIONS_COLUMN, PARTITION_COLUMN, PAYLOAD_COLUMN, ROW_ID_COLUMN, SCOPES_COLUMN, VERSION_COLUMN,
 };
-use crate::store::capture::guard::engine_writing;
-use crate::store::capture::log::CapturedOp;
+use crate::engine::commit::guard::{self, Claim, Restamp, SideEffect};
+use crate::store::capture::transition::CapturedOp;
 use crate::store::capture::triggers::ROW_TRIGGER_NAME;
 
 type TriggerResult<'a> = Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, Infallible>;
@@ -267,6 +268,110 @@ fn unchanged<'a>(tuple: &Tuple) -> PgHeapTuple<'a, AllocatedByPostgres> {
     unsafe { PgHeapTuple::from_heap_tuple(PgTupleDesc::from_pg_unchecked(tuple.desc), tuple.ptr) }
 }
 
+/// `_sync_row_id` of `tuple`, when set (the engine's rows carry theirs; the
+/// attribute is found by name, cached per relation).
+fn stored_row_id(trigger: &PgTrigger<'_>, tuple: &Tuple) -> Option<String> {
+    thread_local! {
+        static ROW_ID_ATTNO: RefCell<HashMap<u32, NonZeroUsize>> = RefCell::new(HashMap::new());
+    }
+    // SAFETY: a live descriptor of the firing trigger's relation.
+    let desc = unsafe { PgTupleDesc::from_pg_unchecked(tuple.desc) };
+    let named = |attno: NonZeroUsize| desc.get(attno.get() - 1).is_some_and(|a| !a.is_dropped() && a.name() == ROW_ID_COLUMN);
+    let key = u32::from(relid(trigger));
+    let attno = match ROW_ID_ATTNO.with(|m| m.borrow().get(&key).copied()).filter(|a| named(*a)) {
+        Some(attno) => attno,
+        None => {
+            let i = desc.iter().position(|a| !a.is_dropped() && a.name() == ROW_ID_COLUMN)?;
+            let attno = NonZeroUsize::new(i + 1)?;
+            ROW_ID_ATTNO.with(|m| m.borrow_mut().insert(key, attno));
+            attno
+        }
+    };
+    tuple.get::<String>(attno)
+}
+
+/// Whether an enabled BEFORE ROW trigger of the firing event runs before the
+/// capture's row trigger (an app's own trigger, which may rewrite the row).
+fn user_before_row_trigger(trigger: &PgTrigger<'_>) -> bool {
+    const ROW: i16 = 1 << 0;
+    const BEFORE: i16 = 1 << 1;
+    const INSERT: i16 = 1 << 2;
+    const UPDATE: i16 = 1 << 4;
+    let event = if matches!(trigger.op(), Ok(PgTriggerOperation::Insert)) { INSERT } else { UPDATE };
+    let td = trigger.trigger_data();
+    // SAFETY: the firing trigger's relation and its relcache trigger descriptor.
+    unsafe {
+        let desc = (*td.tg_relation).trigdesc;
+        if desc.is_null() {
+            return false;
+        }
+        let n = usize::try_from((*desc).numtriggers).unwrap_or(0);
+        std::slice::from_raw_parts((*desc).triggers, n).iter().any(|t| {
+            let name = std::ffi::CStr::from_ptr(t.tgname).to_string_lossy();
+            t.tgenabled as u8 != b'D'
+                && t.tgtype & ROW != 0
+                && t.tgtype & BEFORE != 0
+                && t.tgtype & event != 0
+                && *name < *ROW_TRIGGER_NAME
+        })
+    }
+}
+
+/// A row the engine writes itself, after an app's BEFORE ROW trigger ran:
+/// when the trigger rewrote a typed column, the payload (and, for an
+/// insert, the scopes) become what the table holds and the engine logs
+/// that ([`guard::restamp`]; README "What your own triggers may do").
+fn engine_row<'a>(trigger: &PgTrigger<'_>, tbl: &str, new: &Tuple, update: bool) -> PgHeapTuple<'a, AllocatedByPostgres> {
+    let t = capture::context(relid(trigger), tbl).or_raise();
+    let a = attnos(trigger, &t);
+    let actual = read_row(new, &t, &a);
+    let written = new
+        .get::<Vec<u8>>(a.payload)
+        .unwrap_or_else(|| raise(EngineError::internal(format!("the engine wrote a row of {tbl:?} without its payload"))));
+    let Some((row, payload)) = capture::stored_truth(&t, &actual, &written, &same_projection).or_raise() else {
+        return unchanged(new);
+    };
+    let row_id = new.get::<String>(a.row_id).unwrap_or_default();
+    let scopes = capture::restamped_scopes(&t, &row, &row_id, &stored_scopes(new, &a), update).or_raise();
+    let scopes_json = serde_json::Value::Object(scopes.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect());
+    guard::restamp(Restamp { table: tbl.to_owned(), row_id, scopes, payload: payload.clone() });
+    replace(new, &[(a.payload, payload.into_datum()), (a.scopes, JsonB(scopes_json).into_datum())])
+}
+
+/// Whether payload value `v` projects to typed value `typed` (module docs of
+/// [`capture::stored_truth`]): `json` compares as `jsonb` text.
+fn same_projection(v: &RowValue, typed: &RowValue) -> bool {
+    match (v, typed) {
+        (RowValue::Json(text), RowValue::Json(stored)) => {
+            !crate::store::app_rows::projects_as_null(v) && jsonb_normalized(text).as_deref() == Some(stored.as_str())
+        }
+        _ => v.identical(typed),
+    }
+}
+
+/// `text` as `jsonb` stores and prints it ([`jsonb_text`]). Only for text
+/// `jsonb` accepts ([`crate::store::app_rows::projects_as_null`] is false).
+fn jsonb_normalized(text: &str) -> Option<String> {
+    let c = std::ffi::CString::new(text).ok()?;
+    // SAFETY: jsonb_in reads a NUL-terminated string and returns a palloc'd jsonb.
+    let datum = unsafe {
+        pgrx::fcinfo::direct_function_call_as_datum(|f| pg_sys::jsonb_in(f), &[Some(pg_sys::Datum::from(c.as_ptr()))])
+    }?;
+    Some(jsonb_text(datum))
+}
+
+/// `_sync_scopes` of a stored row as variable → value.
+fn stored_scopes(tuple: &Tuple, a: &Attnos) -> std::collections::BTreeMap<String, String> {
+    tuple.get::<JsonB>(a.scopes).map(|JsonB(v)| scope_map(&v)).unwrap_or_default()
+}
+
+/// A `{"variable": "value"}` object as variable → value.
+fn scope_map(v: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    v.as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_owned()))).collect())
+        .unwrap_or_default()
+}
+
 /// The name of an enabled BEFORE ROW trigger on the table that runs after the
 /// capture's row trigger (Postgres runs them in name order), if any: what it
 /// changes would be stored but not in the payload clients get.
@@ -297,10 +402,14 @@ fn before_row_trigger_after_capture(trigger: &PgTrigger<'_>) -> Option<String> {
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_start_wrapper';")]
 fn capture_statement_start<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     let tbl = ir_table(trigger);
-    if !engine_writing(tbl) {
+    if !guard::table_write(tbl) {
         if let Some(name) = before_row_trigger_after_capture(trigger) {
             raise(capture::trigger_after_capture(tbl, &name));
         }
+    }
+    // Under an engine write every row is handled by the row trigger (module docs), which
+    // sets the statement up on its first side effect.
+    if !guard::engine_writing() {
         capture::statement_start(relid(trigger), tbl).or_raise();
     }
     Ok(None)
@@ -324,9 +433,18 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
         _ => raise(EngineError::internal("capture_row fired for an unexpected event")),
     };
     let tbl = ir_table(trigger);
-    if engine_writing(tbl) {
-        return Ok(new.or(old).map(|t| unchanged(&t)));
+    let claim = if guard::engine_writing() {
+        guard::claim(tbl, old.or(new).and_then(|t| stored_row_id(trigger, &t)).as_deref())
+    } else {
+        Claim::None
+    };
+    match (claim, new) {
+        (Claim::EngineTable, _) | (Claim::Engine, None) => return Ok(new.or(old).map(|t| unchanged(&t))),
+        (Claim::Engine, Some(new)) if !user_before_row_trigger(trigger) => return Ok(Some(unchanged(&new))),
+        (Claim::Engine, Some(new)) => return Ok(Some(engine_row(trigger, tbl, &new, old.is_some()))),
+        (Claim::SideEffect | Claim::None, _) => {}
     }
+    let side = claim == Claim::SideEffect;
     let t = capture::context(relid(trigger), tbl).or_raise();
     let a = attnos(trigger, &t);
     match (old, new) {
@@ -334,6 +452,18 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
             let row = read_row(&new, &t, &a);
             let computed = capture::insert_row(&t, row, &storage(&new, &a)).or_raise();
             capture::validate::validate(&t, Op::Upsert, &computed.row_id, Some(&computed.row), None).or_raise();
+            if side {
+                guard::record_side_effect(SideEffect {
+                    table: tbl.to_owned(),
+                    row_id: computed.row_id.clone(),
+                    op: Op::Upsert,
+                    inserted: true,
+                    row_version: Some(computed.version),
+                    scopes: scope_map(&computed.scopes),
+                    payload: Some(computed.payload.clone()),
+                    blob_ids: (Vec::new(), row_blob_ids(t.registered().table.layout(), &computed.row)),
+                });
+            }
             let mut values = vec![
                 (a.partition, t.partition.as_str().into_datum()),
                 (a.row_id, computed.row_id.into_datum()),
@@ -373,9 +503,22 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
                 capture::update_row(&t, &old_row, new_row, &stored, &changed, old_payload.as_deref()).or_raise();
             if capture::validate::has_validator(&t) {
                 let stored_payload = old.get::<Vec<u8>>(a.payload);
-                let row_id = stored.row_id.unwrap_or_default();
+                let row_id = stored.row_id.clone().unwrap_or_default();
                 capture::validate::validate(&t, Op::Upsert, &row_id, Some(&computed.row), stored_payload.as_deref())
                     .or_raise();
+            }
+            if side {
+                let layout = t.registered().table.layout();
+                guard::record_side_effect(SideEffect {
+                    table: tbl.to_owned(),
+                    row_id: stored.row_id.clone().unwrap_or_default(),
+                    op: Op::Upsert,
+                    inserted: false,
+                    row_version: Some(computed.version),
+                    scopes: stored_scopes(&old, &a),
+                    payload: Some(computed.payload.clone()),
+                    blob_ids: (row_blob_ids(layout, &old_row), row_blob_ids(layout, &computed.row)),
+                });
             }
             let mut values = vec![
                 (a.version, computed.version.into_datum()),
@@ -390,8 +533,20 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
             capture::delete_row(&t, &stored).or_raise();
             if capture::validate::has_validator(&t) {
                 let stored_payload = old.get::<Vec<u8>>(a.payload);
-                let row_id = stored.row_id.unwrap_or_default();
+                let row_id = stored.row_id.clone().unwrap_or_default();
                 capture::validate::validate(&t, Op::Delete, &row_id, None, stored_payload.as_deref()).or_raise();
+            }
+            if side {
+                guard::record_side_effect(SideEffect {
+                    table: tbl.to_owned(),
+                    row_id: stored.row_id.clone().unwrap_or_default(),
+                    op: Op::Delete,
+                    inserted: false,
+                    row_version: None,
+                    scopes: stored_scopes(&old, &a),
+                    payload: None,
+                    blob_ids: (Vec::new(), Vec::new()),
+                });
             }
             Ok(Some(unchanged(&old)))
         }
@@ -406,7 +561,8 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
                     SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_wrapper';")]
 fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     let tbl = ir_table(trigger);
-    if engine_writing(tbl) {
+    // Under an engine write the row trigger handled every row (module docs).
+    if guard::engine_writing() {
         return Ok(None);
     }
     let td = trigger.trigger_data();

@@ -121,12 +121,12 @@ COMMENT ON FUNCTION syncular.set_write_validator(text, pg_catalog.regprocedure) 
 
 /// `syncular._set_commit_validator_oid(fn oid) returns void` — the body of
 /// `syncular.set_commit_validator(fn regprocedure)` (SQL wrapper below;
-/// rules: `crate::engine::commit_validator`). NULL removes it. Errors:
+/// rules: `crate::engine::push::validator`). NULL removes it. Errors:
 /// `syncular.invalid_validator` (22023: wrong shape, owner not a
 /// superuser), `syncular.no_schema` (55000). Admin only.
 #[pg_extern(name = "_set_commit_validator_oid", volatile)]
 fn set_commit_validator_oid(function: Option<pg_sys::Oid>) {
-    crate::engine::commit_validator::set_commit_validator(function).or_raise();
+    crate::engine::push::validator::set_commit_validator(function).or_raise();
 }
 
 extension_sql!(

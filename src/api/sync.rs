@@ -170,7 +170,7 @@ fn commit_notification_payload(partition: &str, commit_seq: i64) -> String {
 /// commit (SPEC §6.10) through the push path: same authorization (the
 /// `allowed_scopes` map, else the resolver), conflicts, atomicity,
 /// idempotency by `(partition, client_id, client_commit_id)`, commit log and
-/// NOTIFY. `operations` / result shapes: `crate::engine::server_commit`.
+/// NOTIFY. `operations` / result shapes: `crate::engine::push::server_commit`.
 /// `client_id` defaults to `'sql:' || actor_id`; `client_commit_id` to a
 /// fresh UUID (pass a stable one to make retries idempotent).
 /// Errors: as [`sync`] (`sync.invalid_request` for malformed operations,
@@ -201,7 +201,7 @@ fn commit(
         connection_client_id: None,
     };
     JsonB(
-        crate::engine::server_commit::run(&caller, client_id, client_commit_id, &operations.0)
+        crate::engine::push::server_commit::run(&caller, client_id, client_commit_id, &operations.0)
             .or_raise(),
     )
 }

@@ -1,5 +1,5 @@
 //! CRDT columns (SPEC §5.10): the merge step of an upsert, shared by pushes,
-//! `syncular.commit` (both through [`crate::engine::push_apply`]) and
+//! `syncular.commit` (both through [`crate::engine::push::apply`]) and
 //! captured plain SQL writes ([`crate::engine::capture::row`]). pgrx-free;
 //! the mergers live in the `syncular-crdt` crate.
 //!

@@ -50,15 +50,11 @@ thread_local! {
     static QUEUED: std::cell::RefCell<(u64, Option<String>)> = const { std::cell::RefCell::new((0, None)) };
 }
 
-/// Queues the notification of applied commit `commit_seq` (call only when
-/// the commit emitted at least one change). Errors: store failures.
-pub fn notify_commit(partition: &str, commit_seq: i64) -> EngineResult<()> {
-    notify_commit_signed(None, partition, commit_seq)
-}
-
-/// [`notify_commit`] signed with `key` when the caller already read it
-/// (`None`: read or created here). Errors: as [`notify_commit`].
-pub fn notify_commit_signed(key: Option<&[u8]>, partition: &str, commit_seq: i64) -> EngineResult<()> {
+/// Queues the notification of applied commit `commit_seq` of `partition`,
+/// signed with `key` when the caller already read it (`None`: read or
+/// created here). Only the commit writer calls it ([`crate::engine::commit`]),
+/// once per applied commit with at least one change. Errors: store failures.
+pub fn notify_commit(key: Option<&[u8]>, partition: &str, commit_seq: i64) -> EngineResult<()> {
     let payload = match key {
         Some(key) => notification::commit_payload(key, partition, commit_seq),
         None => commit_payload(partition, commit_seq)?,

@@ -570,7 +570,7 @@ fn register_first(schema: &Schema, ir: &Value, app_schema: &str) -> EngineResult
                 // it from each row's stored scopes so bootstrap serves them.
                 let variables: Vec<String> = t.variables().into_iter().map(str::to_owned).collect();
                 schema_store::delete_row_scopes_of_table(&t.name)?;
-                ddl::rebuild_row_scopes(app_schema, &t.name, &variables)?;
+                crate::store::log::row_scopes::rebuild_row_scopes(app_schema, &t.name, &variables)?;
                 // Likewise the blob reference index (§5.9.4), from the blob_ref columns.
                 crate::store::blobs::refs::delete_blob_refs_of_table(&t.name)?;
                 crate::store::blobs::refs::rebuild_blob_refs(app_schema, &t.name, &crate::engine::blobs::refs::blob_columns(t))?;
@@ -807,7 +807,7 @@ fn check_append_only(tbl: &str, old: &TableLayout, new: &TableSchema) -> EngineR
 /// layout is `syncular.internal` (the bump is refused and rolled back).
 fn rewrite_payloads(app_schema: &str, table: &TableSchema, old: &TableLayout) -> EngineResult<u64> {
     // The engine's own rewrite: not a plain SQL write to capture.
-    let _engine_write = crate::store::capture::guard::EngineWrite::begin(&table.name, None);
+    let _engine_write = crate::engine::commit::guard::EngineWrite::table(&table.name, None);
     let mut after = (String::new(), String::new());
     let mut count = 0u64;
     loop {

@@ -17,7 +17,6 @@ use syncular_protocol::row_codec::{ColumnType, RowValue};
 use syncular_protocol::schema_ir::TableSchema;
 
 use crate::store::app_table_ddl;
-use crate::store::capture::guard::EngineWrite;
 
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
@@ -158,6 +157,17 @@ fn jsonb_storable(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| clean(&v))
 }
 
+/// Whether `v` is a value Postgres cannot hold in its column's type (a
+/// `json` text `jsonb` refuses, a string with a NUL character): its typed
+/// column holds NULL and only the payload carries it.
+pub fn projects_as_null(v: &RowValue) -> bool {
+    match v {
+        RowValue::Json(s) => !jsonb_storable(s) || s.contains('\0'),
+        RowValue::String(s) | RowValue::BlobRef(s) => s.contains('\0'),
+        _ => false,
+    }
+}
+
 /// A typed SQL NULL for a column of wire type `ty`.
 fn typed_null(ty: ColumnType) -> DatumWithOid<'static> {
     match ty {
@@ -179,12 +189,7 @@ fn typed_null(ty: ColumnType) -> DatumWithOid<'static> {
 fn value_datum(ty: ColumnType, v: &Option<RowValue>) -> DatumWithOid<'static> {
     match v {
         None => typed_null(ty),
-        Some(RowValue::Json(s)) if !jsonb_storable(s) => typed_null(ty),
-        Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s))
-            if s.contains('\0') =>
-        {
-            typed_null(ty)
-        }
+        Some(v) if projects_as_null(v) => typed_null(ty),
         Some(RowValue::String(s)) | Some(RowValue::Json(s)) | Some(RowValue::BlobRef(s)) => {
             DatumWithOid::from(s.clone())
         }
@@ -251,7 +256,7 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>, probe_tombstone: boo
     if probe_tombstone {
         args.push(DatumWithOid::from(t.table.as_str()));
     }
-    match engine_write_flag(t, w.partition, &sql, &args, "insert_app_row")? {
+    match engine_write_flag(&sql, &args, "insert_app_row")? {
         Some(tombstoned) => Ok(tombstoned),
         None => Err(StoreError::new("insert_app_row", format!("row {:?} read as absent already exists", w.row_id))),
     }
@@ -295,7 +300,7 @@ pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     if let Some(present) = w.present {
         args.push(DatumWithOid::from(present.to_vec()));
     }
-    if engine_write(t, w.partition, &sql, &args, "update_app_row")? {
+    if engine_write(&sql, &args, "update_app_row")? {
         Ok(())
     } else {
         Err(StoreError::new(
@@ -335,34 +340,29 @@ pub fn delete_app_row(t: &AppTableSql, partition: &str, row_id: &str) -> StoreRe
         "DELETE FROM {} WHERE _sync_partition = $1 AND _sync_row_id = $2 RETURNING 1",
         t.qualified_name
     );
-    engine_write(t, partition, &sql, &[DatumWithOid::from(partition), DatumWithOid::from(row_id)], "delete_app_row")
+    engine_write(&sql, &[DatumWithOid::from(partition), DatumWithOid::from(row_id)], "delete_app_row")
 }
 
 /// Runs the app-row write `sql` (ending in `RETURNING 1`) of `partition`
-/// with `args` as an engine write ([`EngineWrite`]: the table's capture
-/// triggers step aside) through the kept plan; returns whether it returned a
+/// with `args` (the caller holds the engine-write guard,
+/// `crate::engine::commit::guard`) through the kept plan; returns whether it returned a
 /// row. Errors: SPI failures, reported as `statement`.
 fn engine_write(
-    t: &AppTableSql,
-    partition: &str,
     sql: &str,
     args: &[DatumWithOid<'_>],
     statement: &'static str,
 ) -> StoreResult<bool> {
-    engine_write_flag(t, partition, sql, args, statement).map(|row| row.is_some())
+    engine_write_flag(sql, args, statement).map(|row| row.is_some())
 }
 
 /// [`engine_write`] for a statement returning `1[, flag]`: `None` when it
 /// returned no row, else its boolean second column (`false` when it has
 /// none).
 fn engine_write_flag(
-    t: &AppTableSql,
-    partition: &str,
     sql: &str,
     args: &[DatumWithOid<'_>],
     statement: &'static str,
 ) -> StoreResult<Option<bool>> {
-    let _engine_write = EngineWrite::begin(&t.table, Some(partition));
     Spi::connect_mut(|client| {
         let table = plan_cache::execute(client, sql, None, args)?;
         if table.is_empty() {

@@ -434,26 +434,3 @@ pub fn relation_holding_name(app_schema: &str, name: &str) -> StoreResult<Option
     })
 }
 
-/// Rebuilds the `sync_row_scopes` entries of an adopted app table from each
-/// row's `_sync_scopes` (`{"<variable>": "<value>"}`, the same entries a
-/// push writes), keeping only `variables` the table declares. Run after
-/// `schema_store::delete_row_scopes_of_table`; duplicates are ignored.
-pub fn rebuild_row_scopes(app_schema: &str, table: &str, variables: &[String]) -> StoreResult<()> {
-    Spi::connect_mut(|client| {
-        let sql = format!(
-            "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
-             SELECT t.{p}, $1, s.key, s.value, t.{r} \
-               FROM {t} AS t CROSS JOIN LATERAL pg_catalog.jsonb_each_text(t.{sc}) AS s(key, value) \
-              WHERE s.key = ANY($2::text[]) AND s.value IS NOT NULL \
-             ON CONFLICT DO NOTHING",
-            p = quote_identifier(PARTITION_COLUMN),
-            r = quote_identifier(ROW_ID_COLUMN),
-            sc = quote_identifier(SCOPES_COLUMN),
-            t = qualified_name(app_schema, table),
-        );
-        client
-            .update(sql.as_str(), None, &[table.into(), variables.to_vec().into()])
-            .map(|_| ())
-            .map_err(StoreError::spi("rebuild_row_scopes"))
-    })
-}

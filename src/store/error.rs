@@ -21,9 +21,10 @@ impl StoreError {
         StoreError { statement, detail: detail.into() }
     }
 
-    /// Whether this is the push log's write to a partition without a counter row.
+    /// Whether this is a log write to a partition without a counter row
+    /// ([`crate::store::log::MISSING_COUNTER`]): nothing was written.
     pub fn is_missing_counter(&self) -> bool {
-        self.statement == "write_request_log" && self.detail == crate::store::push_log::MISSING_COUNTER
+        matches!(self.statement, "write_request_log" | "allocate_commit") && self.detail == crate::store::log::MISSING_COUNTER
     }
 
     /// Adapts a `pgrx::spi::Error` (for use with `map_err`).

@@ -110,25 +110,3 @@ pub fn insert_partition_counter(partition: &str) -> StoreResult<()> {
     })
     .map_err(StoreError::spi("insert_partition_counter"))
 }
-
-
-/// Allocates the next dense `commitSeq` of a locked partition:
-/// `max_commit_seq + 1`, stored and returned. Errors: SPI failures, or a
-/// missing counter row (an engine ordering bug).
-pub fn allocate_commit_seq(partition: &str) -> StoreResult<i64> {
-    Spi::connect_mut(|client| {
-        let table = plan_cache::execute(
-            client,
-            "UPDATE syncular.sync_partitions SET max_commit_seq = max_commit_seq + 1 \
-             WHERE partition = $1 RETURNING max_commit_seq",
-            None,
-            &[DatumWithOid::from(partition)],
-        )?;
-        if table.is_empty() {
-            return Ok(None);
-        }
-        table.first().get_one::<i64>()
-    })
-    .map_err(StoreError::spi("allocate_commit_seq"))?
-    .ok_or_else(|| StoreError::new("allocate_commit_seq", "partition counter row missing"))
-}

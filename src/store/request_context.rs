@@ -15,8 +15,9 @@ use pgrx::spi::Spi;
 use crate::store::leases::{self, LeaseContext};
 use crate::store::partitions::RegistryRow;
 use crate::store::pull_window::PartitionBounds;
-use crate::store::push_results::{StoredOutcomes, OUTCOMES_JOIN};
-use crate::store::{pinned_plan, push_locks};
+use crate::store::push::outcomes::{StoredOutcomes, OUTCOMES_JOIN};
+use crate::store::pinned_plan;
+use crate::store::push::locks as push_locks;
 use crate::store::schema_store;
 use crate::store::{StoreError, StoreResult};
 

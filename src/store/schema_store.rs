@@ -80,7 +80,7 @@ pub const SCHEMA_FENCE_CLASS: i32 = 0x5359_4E53;
 /// progress. Errors: none of its own (a cancel or deadlock while waiting
 /// unwinds as a Postgres ERROR); `StoreResult` for its callers' `?`.
 pub fn share_schema_fence() -> StoreResult<()> {
-    crate::store::push_locks::take_shared_pair(SCHEMA_FENCE_CLASS, 0);
+    crate::store::push::locks::take_shared_pair(SCHEMA_FENCE_CLASS, 0);
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 mod tests {
     use pgrx::prelude::*;
 
-    use crate::store::row_scopes;
+    use crate::store::log::row_scopes;
 
     #[pg_test]
     fn row_scope_replace_uses_the_by_row_index() {

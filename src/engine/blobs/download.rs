@@ -15,7 +15,7 @@ use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
-use crate::engine::push_apply::parse_stored_scopes;
+use crate::engine::push::apply::parse_stored_scopes;
 use crate::engine::request::{check_caller, resolve_allowed, Caller};
 use crate::engine::resolver::Allowed;
 use crate::store::blobs::bytes::{self, BlobRecord};

@@ -1,7 +1,7 @@
 //! The reference index on the write path (SPEC §5.9.4) and the push-time
 //! existence check (§5.9.6, §6.6).
 //!
-//! Pushes and `syncular.commit` ([`crate::engine::push_apply`]): an upsert
+//! Pushes and `syncular.commit` ([`crate::engine::push::apply`]): an upsert
 //! whose row carries non-NULL `blob_ref` values checks that every referenced
 //! blob is stored in the partition — after the scope check, the version
 //! check, the scope strip and the crdt check, right before the write
@@ -20,7 +20,7 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::store::blobs::{bytes, refs};
-use crate::store::capture::log::{self, CapturedOp, NEW_TABLE, OLD_TABLE};
+use crate::store::capture::transition::{self as log, CapturedOp, NEW_TABLE, OLD_TABLE};
 
 /// The names of `table`'s `blob_ref` columns (encrypted columns are `bytes`).
 pub fn blob_columns(table: &TableSchema) -> Vec<String> {

@@ -29,7 +29,7 @@ use crate::engine::clock;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::request::check_partition;
 use crate::store::blobs::bytes::{self, BlobRecord};
-use crate::store::push_locks;
+use crate::store::push::locks as push_locks;
 
 /// The upload in progress in this backend.
 struct Upload {

@@ -25,7 +25,7 @@
 //!   (set-based from the transition table), and the commit NOTIFY.
 //!
 //! The engine's own app-table writes (pushes, `syncular.commit`, schema
-//! rewrites) hold [`crate::store::capture::guard::EngineWrite`] for the table
+//! rewrites) hold [`crate::engine::commit::guard::EngineWrite`] for the table
 //! they write and are not captured again; what they cause on other app
 //! tables (a foreign-key cascade) is captured in the engine's partition. Captured commits write no `sync_push_results` record
 //! (nothing replays them) and no `sync_clients` record.
@@ -44,9 +44,10 @@ use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::schema::{require_registered_schema, RegisteredSchema, RegisteredTable};
 use crate::engine::{clock, partition};
 use crate::engine::request::check_partition;
-use crate::store::capture::{guard, triggers};
+use crate::engine::commit::guard;
+use crate::store::capture::triggers;
 
-pub use row::{delete_row, insert_row, update_row, Inserted, RowStorage, Updated};
+pub use row::{delete_row, insert_row, restamped_scopes, stored_truth, update_row, Inserted, RowStorage, Updated};
 pub use statement::statement_end;
 
 /// One app table being written by a captured statement.

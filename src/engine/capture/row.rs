@@ -258,3 +258,73 @@ pub fn update_row(
 pub fn delete_row(t: &CaptureTable, stored: &RowStorage) -> EngineResult<()> {
     check_partition(t, stored, "DELETE")
 }
+
+/// What the table holds for a row the engine wrote itself, when a user
+/// BEFORE ROW trigger ran before the capture's and may have rewritten its
+/// typed columns (README "Writing with plain SQL", "What your own triggers
+/// may do"): `actual` the typed values as stored, `payload` the payload the
+/// engine wrote, `same` whether a payload value projects to a typed value
+/// (`json` compares as `jsonb` does). A column keeps the payload's value
+/// when its typed value is that value's projection (also a value only the
+/// payload can hold: NULL in the column); any other typed value is the
+/// trigger's and replaces it. Returns the re-encoded row when some column
+/// changed, `None` when the payload already is what the table holds.
+/// Errors: `syncular.invalid_row` (the rewritten row cannot be encoded),
+/// `syncular.internal` (the engine's payload does not decode).
+pub fn stored_truth(
+    t: &CaptureTable,
+    actual: &Row,
+    payload: &[u8],
+    same: &dyn Fn(&RowValue, &RowValue) -> bool,
+) -> EngineResult<Option<(Row, Vec<u8>)>> {
+    let table = &t.registered().table;
+    let mut row = decode_row(table.layout(), payload).map_err(|e| {
+        EngineError::internal(format!("the engine's payload for a row of {:?} does not decode: {}", t.name(), e.message))
+    })?;
+    let mut changed = false;
+    for (slot, typed) in row.iter_mut().zip(actual) {
+        let kept = match (&*slot, typed) {
+            (None, None) => true,
+            (Some(v), Some(a)) => same(v, a),
+            (Some(v), None) => crate::store::app_rows::projects_as_null(v),
+            (None, Some(_)) => false,
+        };
+        if !kept {
+            slot.clone_from(typed);
+            changed = true;
+        }
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let payload = encode(t, &row)?;
+    Ok(Some((row, payload)))
+}
+
+/// The stored scopes of a row the engine wrote, after a user trigger
+/// rewrote it to `row` (see [`stored_truth`]); `written` the scopes the
+/// engine wrote, `update` whether the row existed. Errors:
+/// `syncular.write_refused` (a trigger moved an updated row to other scopes
+/// — scope columns are immutable, §3.4 rule 5 — or changed the primary key),
+/// `syncular.invalid_row` (a scope column NULL or empty).
+pub fn restamped_scopes(
+    t: &CaptureTable,
+    row: &Row,
+    row_id: &str,
+    written: &BTreeMap<String, String>,
+    update: bool,
+) -> EngineResult<BTreeMap<String, String>> {
+    let tbl = t.name();
+    if t.registered().table.row_id(row).as_deref() != Some(row_id) {
+        return Err(refused(format!(
+            "a trigger on synced table {tbl:?} changed the primary key of row {row_id:?} while the engine wrote it: a row's id is immutable"
+        )));
+    }
+    let scopes = scopes_of(t, row)?;
+    if update && scopes != *written {
+        return Err(refused(format!(
+            "a trigger on synced table {tbl:?} changed a scope column of row {row_id:?} on update: scope columns are immutable (§3.4 rule 5)"
+        )));
+    }
+    Ok(scopes)
+}

@@ -1,7 +1,6 @@
 //! The per-statement half of the capture (module docs of [`super`]): the
-//! statement's rows become one commit through the commit writer's store
-//! functions — `commitSeq` from the locked counter row, the header, the log
-//! rows (set-based from the transition table) and the NOTIFY.
+//! statement's rows become one commit through the commit writer
+//! ([`crate::engine::commit::write_statement`]).
 
 use std::ffi::CStr;
 
@@ -9,10 +8,9 @@ use pgrx::pg_sys;
 
 use super::context;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::{clock, notify};
-use crate::store::capture::log::{self, CapturedOp};
-use crate::store::commits::{self, NewCommit};
-use crate::store::partitions;
+use crate::engine::{clock, commit};
+use crate::store::capture::transition::{self as log, CapturedOp};
+use crate::store::log::statement::StatementAuthor;
 
 /// The name of the current role (`SET ROLE` included; a SECURITY DEFINER
 /// function does not change it).
@@ -60,16 +58,6 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
     let actor = actor_id()?;
     let client_id = format!("sql:{actor}");
     let client_commit_id = uuid::Uuid::new_v4().to_string();
-    let commit_seq = partitions::allocate_commit_seq(partition)?;
-    commits::insert_commit(&NewCommit {
-        partition,
-        commit_seq,
-        client_id: &client_id,
-        client_commit_id: &client_commit_id,
-        actor_id: &actor,
-        created_at_ms: now_ms,
-    })?;
-    // SAFETY: forwarded from the caller.
     // One entry per variable (patterns may share one), as the stored scopes.
     let mut scope_columns: Vec<(String, String)> = Vec::new();
     for s in &t.registered().table.scopes {
@@ -77,10 +65,14 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
             scope_columns.push((s.variable.clone(), s.column.clone()));
         }
     }
-    unsafe {
-        log::with_transition_tables(trigger_data, |c| {
-            log::write_statement_log(c, &plan_key, partition, commit_seq, tbl, op, &scope_columns)
-        })
-    }?;
-    notify::notify_commit(partition, commit_seq)
+    let author = StatementAuthor {
+        partition,
+        client_id: &client_id,
+        client_commit_id: &client_commit_id,
+        actor_id: &actor,
+        created_at_ms: now_ms,
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { commit::write_statement(trigger_data, &plan_key, &author, tbl, op, &scope_columns) }?;
+    Ok(())
 }

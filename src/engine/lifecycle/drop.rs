@@ -21,7 +21,7 @@
 use crate::engine::error::EngineResult;
 use crate::engine::notify;
 use crate::engine::schema;
-use crate::store::capture::guard::EngineWrite;
+use crate::engine::commit::guard::EngineWrite;
 use crate::store::lifecycle::fence;
 use crate::store::lifecycle::drop::{delete_rows, SYNC_TABLES};
 
@@ -48,7 +48,7 @@ pub fn batch(partition: &str, max_rows: i64) -> EngineResult<DropBatch> {
     let schema = schema::load_fenced_schema()?;
     fence::exclusive_writes(partition);
     if let Some(schema) = schema {
-        let _guards: Vec<EngineWrite> = schema.tables.iter().map(|t| EngineWrite::begin(t.name(), Some(partition))).collect();
+        let _guards: Vec<EngineWrite> = schema.tables.iter().map(|t| EngineWrite::table(t.name(), Some(partition))).collect();
         for table in schema.tables.iter().rev() {
             left -= delete_rows(&table.qualified_name, true, partition, left)?;
             if left == 0 {

@@ -10,7 +10,7 @@
 //! not a proposed commit and has no `clientCommitId` to key its reactions
 //! (the commit validator skips them for the same reason).
 //!
-//! Input: exactly the commit validator's (`crate::engine::commit_validator`).
+//! Input: exactly the commit validator's (`crate::engine::push::validator`).
 //! Output: [`crate::engine::reactions::records`]. A malformed answer or an
 //! ERROR the planner raises (the transient classes 40, 53, 54, 57, 58, XX
 //! aside, which fail the request unchanged) fails the request with

@@ -17,7 +17,7 @@
 use pgrx::spi::{quote_identifier, quote_literal, Spi};
 
 use crate::store::app_table_ddl::qualified_name;
-use crate::store::capture::log::{NEW_TABLE, OLD_TABLE};
+use crate::store::capture::transition::{NEW_TABLE, OLD_TABLE};
 use crate::store::{StoreError, StoreResult};
 
 /// The capture's BEFORE ROW trigger; it must run last of its kind.

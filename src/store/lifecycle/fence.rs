@@ -61,7 +61,7 @@ pub fn fence_key(partition: &str) -> i32 {
 /// deadlock while waiting unwinds as a Postgres ERROR); `StoreResult` for
 /// its callers' `?`.
 pub fn share(partition: &str) -> StoreResult<()> {
-    crate::store::push_locks::take_shared_pair(FENCE_CLASS, fence_key(partition));
+    crate::store::push::locks::take_shared_pair(FENCE_CLASS, fence_key(partition));
     Ok(())
 }
 
@@ -74,7 +74,7 @@ pub const WRITE_FENCE_CLASS: i32 = 0x5359_4E57;
 /// cancel, `lock_timeout` or deadlock while waiting unwinds as a Postgres
 /// ERROR).
 pub fn share_writes(partition: &str) {
-    crate::store::push_locks::take_shared_pair(WRITE_FENCE_CLASS, fence_key(partition));
+    crate::store::push::locks::take_shared_pair(WRITE_FENCE_CLASS, fence_key(partition));
 }
 
 /// Takes the write fence of `partition` exclusively (a drop batch; module
@@ -82,7 +82,7 @@ pub fn share_writes(partition: &str) {
 /// flight like any lock (the session's `lock_timeout` and
 /// `statement_timeout` apply: 55P03 / 57014 unwind as Postgres ERRORs).
 pub fn exclusive_writes(partition: &str) {
-    crate::store::push_locks::take_exclusive_pair(WRITE_FENCE_CLASS, fence_key(partition));
+    crate::store::push::locks::take_exclusive_pair(WRITE_FENCE_CLASS, fence_key(partition));
 }
 
 /// Takes the fence of `partition` exclusively (a pruning batch), waiting at

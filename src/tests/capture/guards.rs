@@ -1,5 +1,5 @@
 //! Capture guards found by review: a statement writes one partition, a
-//! push's cascade onto another app table is captured, payload-only values
+//! push's cascade onto another app table is logged in the push's commit, payload-only values
 //! survive an update, a BEFORE ROW trigger running after the capture is
 //! refused, and over-long partitions are refused.
 
@@ -57,7 +57,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn a_push_cascading_onto_another_app_table_is_captured_in_its_partition() {
+    fn a_push_cascading_onto_another_app_table_logs_it_in_the_same_commit() {
         const P: &str = "cap-g-cascade";
         setup();
         run("ALTER TABLE public.kids ADD CONSTRAINT kids_parent FOREIGN KEY (_sync_partition, parent) \
@@ -67,7 +67,7 @@ mod tests {
         write_ok("INSERT INTO public.kids (id, ws, parent) VALUES ('k1', 'w1', 'a'), ('k2', 'w1', 'a')");
         run("RESET syncular.partition");
         // A server-authored delete of the parent (no syncular.partition set): the engine writes
-        // `parents`, the foreign key deletes the kids — captured in the push's partition.
+        // `parents`, the foreign key deletes the kids — logged in the engine's commit.
         let out = Spi::get_one_with_args::<JsonB>(
             "SELECT syncular.commit($1, 'svc', $2, allowed_scopes => $3)",
             &[P.into(), JsonB(json!([{"table": "parents", "op": "delete", "rowId": "a"}])).into(), JsonB(json!({"ws": ["w1"]})).into()],
@@ -81,9 +81,16 @@ mod tests {
         assert_eq!(last_op(P, "kids", "k2").as_deref(), Some("2"), "k2's delete is logged");
         assert_eq!(last_op(P, "parents", "a").as_deref(), Some("2"));
         assert_eq!(count(&format!("SELECT count(*) FROM syncular.sync_tombstones WHERE partition = '{P}' AND tbl = 'kids'")), 2);
-        // Dense log: 2 plain statements, the cascade's commit, the push's commit.
-        assert_eq!(commits(P), 4);
-        assert_eq!(max_commit_seq(P), 4);
+        // Dense log: 2 plain statements, then the engine's commit with the cascade's deletes in it.
+        assert_eq!(commits(P), 3);
+        assert_eq!(max_commit_seq(P), 3);
+        assert_eq!(
+            text(&format!(
+                "SELECT string_agg(tbl || '/' || row_id, ',' ORDER BY idx) FROM syncular.sync_changes WHERE partition = '{P}' AND commit_seq = 3"
+            ))
+            .as_deref(),
+            Some("parents/a,kids/k1,kids/k2")
+        );
     }
 
     #[pg_test]

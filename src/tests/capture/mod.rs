@@ -4,5 +4,6 @@
 
 pub mod support;
 mod refusals;
+mod engine_writes;
 mod guards;
 mod writes;

@@ -22,51 +22,9 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
+use crate::store::log::{LogAuthor, RequestLog, MISSING_COUNTER};
 use crate::store::pinned_plan;
 use crate::store::{StoreError, StoreResult};
-
-/// One change row: `commit` is the 1-based position of its commit among the
-/// request's applied commits (its `commitSeq` is the allocated base + `commit`).
-#[derive(Debug, Clone)]
-pub struct LogChange {
-    /// Position of the commit among the applied commits (1-based).
-    pub commit: i32,
-    /// Position of the change inside its commit (0-based).
-    pub idx: i32,
-    /// IR table name.
-    pub table: String,
-    /// Row id.
-    pub row_id: String,
-    /// `1` upsert, `2` delete.
-    pub op: i16,
-    /// `server_version` after the write (upserts).
-    pub row_version: Option<i64>,
-    /// Stored scopes as JSON text.
-    pub scopes_json: String,
-    /// Row-codec payload (upserts).
-    pub payload: Option<Vec<u8>>,
-}
-
-/// Everything one request logs.
-#[derive(Debug, Clone, Default)]
-pub struct RequestLog {
-    /// `clientCommitId` of each applied commit, in order (position + 1 = `commit`).
-    pub applied: Vec<String>,
-    /// Their changes.
-    pub changes: Vec<LogChange>,
-    /// `(commit, table, variable, value)` scope-index entries, de-duplicated.
-    pub change_scopes: Vec<(i32, String, String, String)>,
-    /// `(commit, table, row_id)`: rows whose last change in the request deletes them.
-    pub tombstones: Vec<(i32, String, String)>,
-    /// `(table, row_id)`: rows the request inserted (absent before): their tombstone goes.
-    pub cleared_tombstones: Vec<(String, String)>,
-    /// `(clientCommitId, commit or 0 for a rejection, outcome JSON)`; an applied
-    /// outcome's `commitSeq` is set from the allocation.
-    pub outcomes: Vec<(String, i32, String)>,
-    /// `(table, variable, value, row_id)`: the `sync_row_scopes` entries of the
-    /// rows the request inserted (absent before) and did not delete again.
-    pub row_scopes: Vec<(String, String, String, String)>,
-}
 
 /// The parts of the log statement, each a data-modifying CTE on the counter
 /// row's allocation `s` (so a missing counter row writes nothing), in
@@ -153,23 +111,6 @@ const REJECTED_SQL: &str = "\
 INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
 SELECT $1, $2, u.id, u.result::jsonb FROM unnest($3::text[], $4::text[]) AS u(id, result)";
 
-/// The error message of a write whose partition has no counter row
-/// ([`StoreError::is_missing_counter`]).
-pub const MISSING_COUNTER: &str = "partition counter row missing";
-
-/// Who wrote the request's commits.
-#[derive(Debug, Clone, Copy)]
-pub struct LogAuthor<'a> {
-    /// Host partition.
-    pub partition: &'a str,
-    /// `REQ_HEADER.clientId` (`sync_commits.client_id`, outcome key).
-    pub client_id: &'a str,
-    /// The authenticated actor.
-    pub actor_id: &'a str,
-    /// Commit time, Unix ms.
-    pub created_at_ms: i64,
-}
-
 fn unzip3<A: Clone, B: Clone, C: Clone>(v: &[(A, B, C)]) -> (Vec<A>, Vec<B>, Vec<C>) {
     (v.iter().map(|x| x.0.clone()).collect(), v.iter().map(|x| x.1.clone()).collect(), v.iter().map(|x| x.2.clone()).collect())
 }
@@ -191,11 +132,11 @@ fn unzip4(v: &[(String, String, String, String)]) -> (Vec<String>, Vec<String>, 
 /// snapshot predates a concurrent delivery: REPEATABLE READ) raises 23505.
 ///
 /// With `syncular.router_statements` on, the same rows are written by
-/// [`crate::store::push_log_router`] instead (one single-shard statement per
+/// [`crate::store::log::request_router`] instead (one single-shard statement per
 /// table, for Citus).
 pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
     if crate::settings::router_statements() {
-        return crate::store::push_log_router::write_request_log(author, log);
+        return crate::store::log::request_router::write_request_log(author, log);
     }
     if log.applied.is_empty() {
         if !log.outcomes.is_empty() {

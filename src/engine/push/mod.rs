@@ -2,7 +2,7 @@
 //! `PUSH_COMMIT` of the request, sequentially in frame order.
 //!
 //! First, the request's advisory locks are taken in ascending key order,
-//! without a statement ([`crate::store::push_locks`]; for a sync request
+//! without a statement ([`crate::store::push::locks`]; for a sync request
 //! with its fences, before its first statement —
 //! `store::request_context::read` — and [`run_locked`] follows): one per distinct
 //! `clientCommitId` — simultaneous deliveries of one commit serialize there
@@ -19,7 +19,7 @@
 //! 2. a stored outcome replays (`applied` → `cached`; an unreadable record
 //!    → `sync.idempotency_cache_miss`, never persisted);
 //! 3. otherwise the operations run inside the commit's own subtransaction
-//!    ([`crate::engine::push_savepoint`]) — app rows (and the row-scope
+//!    ([`crate::engine::push::savepoint`]) — app rows (and the row-scope
 //!    entries of deleted rows), overlapping with other pushers of the
 //!    partition — then the §6.8
 //!    commit validator and the §6.9 reaction planner, if registered (a
@@ -30,7 +30,7 @@
 //!    back — nothing of the commit survives — and only the `rejected`
 //!    outcome is staged. Any other error fails the whole request.
 //!
-//! Last, one statement ([`crate::store::push_log`]) allocates the dense
+//! Last, one statement ([`crate::store::log::request`]) allocates the dense
 //! `commitSeq`s of the applied commits from the partition's counter row
 //! (locked from there to the caller's transaction end: the only
 //! partition-wide critical section) and writes every staged row and
@@ -38,28 +38,33 @@
 //! ([`crate::store::reactions::enqueue`], plus one `syncular_reaction`
 //! NOTIFY); each applied commit with changes queues its notification.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+pub mod apply;
+pub mod outcome;
+pub mod savepoint;
+pub mod server_commit;
+pub mod validator;
 
-use syncular_protocol::frame_fields::Op;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap};
+
 use syncular_protocol::request::PushCommit;
 use syncular_protocol::response::{PushResult, PushResultDetails};
 use syncular_protocol::ErrorCode;
 
-use crate::engine::commit_validator::{self, Verdict};
+use crate::engine::push::validator::{self as commit_validator, Verdict};
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::notify;
-use crate::engine::push_apply::{apply_operation, scopes_json, Busy, PayloadForm, StagedChange, Terminated};
-use crate::engine::push_result::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
+use crate::engine::push::apply::{apply_operation, side_effect_change, Busy, PayloadForm, StagedChange, Terminated};
+use crate::engine::push::outcome::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
 use crate::engine::resolver::is_transient_sqlstate;
-use crate::engine::push_savepoint::{self, caught_sqlstate, sqlstate_class, sqlstate_text, SavepointOutcome};
+use crate::engine::push::savepoint::{self as push_savepoint, caught_sqlstate, sqlstate_class, sqlstate_text, SavepointOutcome};
 use crate::engine::reactions::{self, planner, records::Planned};
-use crate::store::push_log::{self, LogAuthor, LogChange, RequestLog};
+use crate::engine::commit::{self, RequestLogBuilder};
+use crate::store::log::LogAuthor;
 use crate::store::notifications::queue_notification_direct;
 use crate::store::reactions::enqueue::{insert_reactions, NewReaction};
-use crate::store::push_results::{self, StoredOutcomes};
-use crate::store::push_locks;
+use crate::store::push::outcomes::{self as push_results, StoredOutcomes};
+use crate::store::push::locks as push_locks;
 
 /// The answer to one `PUSH_COMMIT`: its `PUSH_RESULT` and, for a rejection
 /// with §6.3.1 recovery metadata, its `PUSH_RESULT_DETAILS`.
@@ -93,7 +98,7 @@ enum Slot {
 /// A new commit's outcome before the log statement ran.
 enum Outcome {
     /// Applied at `position` (1-based among the request's applied commits).
-    Applied { position: i32, operations: usize, changes: usize },
+    Applied { position: i32, operations: usize },
     /// Rejected: the stored record.
     Rejected(StoredPushResult),
 }
@@ -153,7 +158,8 @@ fn run_with(
     let mut slots: Vec<Slot> = Vec::with_capacity(commits.len());
     let mut first: HashMap<&str, usize> = HashMap::new();
     let mut outcomes: Vec<Outcome> = Vec::new();
-    let mut log = LogBuilder::default();
+    let mut log = RequestLogBuilder::default();
+    let mut reactions: Vec<(i32, String, Planned)> = Vec::new();
     for (c, commit) in commits.iter().enumerate() {
         let id = commit.client_commit_id.as_str();
         if let Some(&at) = first.get(id) {
@@ -165,7 +171,7 @@ fn run_with(
             slots.push(Slot::Stored(known));
             continue;
         }
-        let outcome = apply_commit(ctx, commit, forms.and_then(|f| f.get(c)).map(Vec::as_slice), &mut log)?;
+        let outcome = apply_commit(ctx, commit, forms.and_then(|f| f.get(c)).map(Vec::as_slice), &mut log, &mut reactions)?;
         slots.push(Slot::New(outcomes.len()));
         outcomes.push(outcome);
     }
@@ -175,34 +181,15 @@ fn run_with(
         actor_id: &ctx.actor_id,
         created_at_ms: ctx.now_ms,
     };
-    let base = match push_log::write_request_log(&author, log.finish()) {
-        Ok(base) => base,
-        // A partition registered before its counter row existed (the registry and counter
-        // are created together, so only a hand-edited or partially restored database):
-        // create the counter and write again (every part of the statement hangs on the
-        // counter row, so the failed one wrote nothing).
-        Err(e) if e.is_missing_counter() => {
-            crate::store::partitions::insert_partition_counter(&ctx.partition)?;
-            push_log::write_request_log(&author, log.finish())?
-        }
-        Err(e) => return Err(e.into()),
-    }
-    .unwrap_or(0);
-    enqueue_reactions(ctx, base, &log.reactions)?;
+    let base = commit::write_request(&author, &mut log, ctx.notification_key.as_deref())?;
+    enqueue_reactions(ctx, base, &reactions)?;
     let stored: Vec<StoredPushResult> = outcomes
         .iter()
         .map(|o| match o {
-            Outcome::Applied { position, operations, .. } => applied(ctx, base + i64::from(*position), *operations),
+            Outcome::Applied { position, operations } => applied(ctx, base + i64::from(*position), *operations),
             Outcome::Rejected(r) => r.clone(),
         })
         .collect();
-    for (o, s) in outcomes.iter().zip(&stored) {
-        if let (Outcome::Applied { changes, .. }, Some(seq)) = (o, s.commit_seq) {
-            if *changes > 0 {
-                notify::notify_commit_signed(ctx.notification_key.as_deref(), &ctx.partition, seq)?;
-            }
-        }
-    }
     let mut answers = Vec::with_capacity(commits.len());
     for (commit, slot) in commits.iter().zip(&slots) {
         let id = commit.client_commit_id.as_str();
@@ -300,23 +287,34 @@ impl From<EngineError> for Stop {
 /// payload read in its `forms` entry, else the wire version's form) and
 /// stages its log rows and outcome in `log` (written by [`run`] after the
 /// last commit).
-fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, forms: Option<&[PayloadForm]>, log: &mut LogBuilder) -> EngineResult<Outcome> {
+fn apply_commit(
+    ctx: &SyncContext<'_>,
+    commit: &PushCommit,
+    forms: Option<&[PayloadForm]>,
+    log: &mut RequestLogBuilder,
+    reactions: &mut Vec<(i32, String, Planned)>,
+) -> EngineResult<Outcome> {
     let busy: Cell<Option<Busy>> = Cell::new(None);
     let hooked = ctx.schema.commit_validator.is_some() || ctx.schema.reaction_planner.is_some();
     let evidence = hooked.then(|| RefCell::new(Vec::new()));
     let wire_form = PayloadForm::of_wire(ctx.wire_version);
-    let rows = &log.rows;
-    let request_rows = |tbl: &str, row_id: &str| rows.get(&(tbl.to_owned(), row_id.to_owned())).map(|f| f.deleted);
+    let request_rows = |tbl: &str, row_id: &str| log.row_deleted(tbl, row_id);
     let outcome = push_savepoint::run(|| -> Result<(Vec<StagedChange>, Vec<Planned>), Stop> {
         let mut staged: Vec<StagedChange> = Vec::new();
         for (i, op) in commit.operations.iter().enumerate() {
             let op_index =
                 i32::try_from(i).map_err(|_| EngineError::internal("operation index overflow"))?;
             let form = forms.and_then(|f| f.get(i)).copied().unwrap_or(wire_form);
-            match apply_operation(ctx, op_index, op, form, &request_rows, &busy, evidence.as_ref())? {
-                Ok(Some(change)) => staged.push(change),
-                Ok(None) => {}
+            let (outcome, side_effects) = apply_operation(ctx, op_index, op, form, &request_rows, &busy, evidence.as_ref())?;
+            match outcome {
+                Ok(change) => staged.extend(change),
                 Err(terminated) => return Err(Stop::Rejected(Box::new(terminated))),
+            }
+            for side in side_effects {
+                match side_effect_change(ctx, op_index, side)? {
+                    Ok(change) => staged.extend(change),
+                    Err(terminated) => return Err(Stop::Rejected(Box::new(terminated))),
+                }
             }
         }
         let Some(evidence) = evidence.as_ref() else { return Ok((staged, Vec::new())) };
@@ -338,9 +336,11 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, forms: Option<&[Payl
     });
     let rejected = match outcome {
         SavepointOutcome::Released((staged, planned)) => {
-            let position = log.applied(ctx, commit, &staged)?;
-            log.reactions.extend(planned.into_iter().map(|p| (position, commit.client_commit_id.clone(), p)));
-            return Ok(Outcome::Applied { position, operations: commit.operations.len(), changes: staged.len() });
+            // Placeholder commitSeq: the log statement sets the allocated one.
+            let outcome = applied(ctx, 0, commit.operations.len()).to_json();
+            let position = log.applied(&commit.client_commit_id, &staged, outcome)?;
+            reactions.extend(planned.into_iter().map(|p| (position, commit.client_commit_id.clone(), p)));
+            return Ok(Outcome::Applied { position, operations: commit.operations.len() });
         }
         SavepointOutcome::RolledBack(Stop::Fatal(e)) => return Err(e),
         SavepointOutcome::RolledBack(Stop::Rejected(terminated)) => *terminated,
@@ -391,7 +391,7 @@ fn apply_commit(ctx: &SyncContext<'_>, commit: &PushCommit, forms: Option<&[Payl
         results: vec![rejected.record],
         details,
     };
-    log.log.outcomes.push((commit.client_commit_id.clone(), 0, stored.to_json()));
+    log.rejected(&commit.client_commit_id, stored.to_json());
     Ok(Outcome::Rejected(stored))
 }
 
@@ -450,88 +450,4 @@ fn enqueue_reactions(ctx: &SyncContext<'_>, base: i64, planned: &[(i32, String, 
     insert_reactions(&ctx.partition, &ctx.client_id, ctx.now_ms, &rows)?;
     queue_notification_direct(reactions::CHANNEL, &ctx.partition)?;
     Ok(())
-}
-
-/// The request's log, staged commit by commit.
-#[derive(Default)]
-struct LogBuilder {
-    log: RequestLog,
-    /// `(position, clientCommitId, record)` of every reaction the applied commits planned.
-    reactions: Vec<(i32, String, Planned)>,
-    /// The fate of every row the request's applied commits changed.
-    rows: BTreeMap<(String, String), RowFate>,
-}
-
-/// What the request's changes leave of a row's tombstone and scope entries.
-#[derive(Debug, Clone)]
-struct RowFate {
-    /// Position of the commit of the row's last change.
-    last_commit: i32,
-    /// The last change deletes the row.
-    deleted: bool,
-    /// Some change of the request inserted the row (absent before it).
-    inserted: bool,
-    /// The stored scopes of the row's last change (an insert's stay through
-    /// its updates: scope columns are immutable on update, §3.4).
-    scopes: BTreeMap<String, String>,
-}
-
-impl LogBuilder {
-    /// Stages an applied commit's header, changes, scope index and outcome;
-    /// returns its position (1-based) among the request's applied commits.
-    fn applied(&mut self, ctx: &SyncContext<'_>, commit: &PushCommit, staged: &[StagedChange]) -> EngineResult<i32> {
-        self.log.applied.push(commit.client_commit_id.clone());
-        let position = i32::try_from(self.log.applied.len()).map_err(|_| EngineError::internal("commit position overflow"))?;
-        let mut scope_entries: BTreeSet<(i32, String, String, String)> = BTreeSet::new();
-        for (idx, change) in staged.iter().enumerate() {
-            self.log.changes.push(LogChange {
-                commit: position,
-                idx: i32::try_from(idx).map_err(|_| EngineError::internal("change index overflow"))?,
-                table: change.table.clone(),
-                row_id: change.row_id.clone(),
-                op: i16::from(change.op.byte()),
-                row_version: change.row_version,
-                scopes_json: scopes_json(&change.scopes),
-                payload: change.payload.clone(),
-            });
-            for (var, value) in &change.scopes {
-                scope_entries.insert((position, change.table.clone(), var.clone(), value.clone()));
-            }
-            let fate = self
-                .rows
-                .entry((change.table.clone(), change.row_id.clone()))
-                .or_insert_with(|| RowFate { last_commit: position, deleted: false, inserted: false, scopes: BTreeMap::new() });
-            fate.last_commit = position;
-            fate.deleted = change.op == Op::Delete;
-            fate.inserted |= change.inserted;
-            fate.scopes.clone_from(&change.scopes);
-        }
-        self.log.change_scopes.extend(scope_entries);
-        // Placeholder commitSeq: the log statement sets the allocated one.
-        let outcome = applied(ctx, 0, commit.operations.len()).to_json();
-        self.log.outcomes.push((commit.client_commit_id.clone(), position, outcome));
-        Ok(position)
-    }
-
-    /// The complete log. Tombstones and row-scope entries follow each row's
-    /// final state in the request: deleted → the tombstone points at the
-    /// deleting commit (the entries of a row that existed before were removed
-    /// with it; an entry of a row inserted by the request was never written);
-    /// (re-)inserted → the tombstone goes and the row's entries are written.
-    fn finish(&mut self) -> &RequestLog {
-        self.log.tombstones.clear();
-        self.log.cleared_tombstones.clear();
-        self.log.row_scopes.clear();
-        for ((table, row_id), fate) in &self.rows {
-            if fate.deleted {
-                self.log.tombstones.push((fate.last_commit, table.clone(), row_id.clone()));
-            } else if fate.inserted {
-                self.log.cleared_tombstones.push((table.clone(), row_id.clone()));
-                for (var, value) in &fate.scopes {
-                    self.log.row_scopes.push((table.clone(), var.clone(), value.clone(), row_id.clone()));
-                }
-            }
-        }
-        &self.log
-    }
 }

@@ -1,57 +1,18 @@
-//! The set-based log statements of one captured statement (issue 9): its
-//! changes, their commit→scope index entries, the row-scope index and the
-//! tombstones, all read from the statement's transition table in a handful
-//! of statements whatever the row count (a 100,000-row `COPY` is not
-//! 100,000 round trips). The commit header, the `commitSeq` and the NOTIFY
-//! come from the same store functions a pushed commit uses.
-//!
-//! The transition table is registered with SPI by the caller
-//! ([`with_transition_tables`]) under the names the capture triggers declare:
-//! [`NEW_TABLE`] (INSERT, UPDATE) and [`OLD_TABLE`] (DELETE). Each has the app
-//! table's columns, so `_sync_row_id`, `_sync_version`, `_sync_scopes` and
-//! `_sync_payload` are the values the row trigger computed.
+//! The log rows of one captured plain SQL statement (issue 9), set-based:
+//! its `commitSeq` and header in one statement ([`allocate_commit`]), then
+//! its changes, their commit→scope index entries, the row-scope index and
+//! the tombstones, all read from the statement's transition table
+//! ([`crate::store::capture::transition`]) in a handful of statements
+//! whatever the row count (a 100,000-row `COPY` is not 100,000 round trips).
+//! Called only by the commit writer ([`crate::engine::commit`]).
 
 use pgrx::datum::DatumWithOid;
-use pgrx::pg_sys;
-use pgrx::spi::{quote_identifier, quote_literal, Spi, SpiClient};
+use pgrx::spi::{quote_identifier, quote_literal, SpiClient};
 
+use crate::store::capture::transition::{CapturedOp, NEW_TABLE, OLD_TABLE};
+use crate::store::log::MISSING_COUNTER;
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
-
-/// Transition table of inserted / updated rows (`REFERENCING NEW TABLE AS`).
-pub const NEW_TABLE: &str = "syncular_new_rows";
-/// Transition table of deleted rows (`REFERENCING OLD TABLE AS`).
-pub const OLD_TABLE: &str = "syncular_old_rows";
-
-/// What a captured statement did to its rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CapturedOp {
-    /// Rows inserted (new row ids: scope entries added, tombstones cleared).
-    Insert,
-    /// Rows updated (scopes are immutable, so no index change).
-    Update,
-    /// Rows deleted (scope entries removed, tombstones written).
-    Delete,
-}
-
-/// Runs `f` with an SPI connection on which the firing trigger's transition
-/// tables are visible by name. Errors: SPI failures.
-///
-/// # Safety
-/// `trigger_data` must be the `TriggerData` of the trigger call in progress.
-pub unsafe fn with_transition_tables<T>(
-    trigger_data: *mut pg_sys::TriggerData,
-    f: impl FnOnce(&mut SpiClient<'_>) -> StoreResult<T>,
-) -> StoreResult<T> {
-    Spi::connect_mut(|client| {
-        // SAFETY: called inside SPI_connect (Spi::connect_mut), with the live trigger data.
-        let rc = unsafe { pg_sys::SPI_register_trigger_data(trigger_data) };
-        if rc < 0 {
-            return Err(StoreError::new("register_trigger_data", format!("SPI_register_trigger_data returned {rc}")));
-        }
-        f(client)
-    })
-}
 
 /// Runs one log statement through the backend's kept plans
 /// ([`plan_cache`]). A plan over a transition table is bound to that table's
@@ -63,20 +24,47 @@ fn run(client: &mut SpiClient<'_>, plan_key: &str, statement: &'static str, sql:
         .map_err(StoreError::spi(statement))
 }
 
-/// How many rows of the statement's transition table (`op`'s) are not in
-/// `partition` — 0 unless the partition setting changed mid-statement (a
-/// nested statement). Errors: SPI failures.
-pub fn rows_outside_partition(client: &mut SpiClient<'_>, plan_key: &str, partition: &str, op: CapturedOp) -> StoreResult<i64> {
-    let source = if op == CapturedOp::Delete { OLD_TABLE } else { NEW_TABLE };
-    plan_cache::execute(
+/// The header of one captured commit.
+#[derive(Debug, Clone, Copy)]
+pub struct StatementAuthor<'a> {
+    /// Host partition.
+    pub partition: &'a str,
+    /// `sql:<actor>`.
+    pub client_id: &'a str,
+    /// A fresh commit id.
+    pub client_commit_id: &'a str,
+    /// `syncular.actor_id` or the current role.
+    pub actor_id: &'a str,
+    /// Commit time, Unix ms.
+    pub created_at_ms: i64,
+}
+
+/// Allocates the next `commitSeq` of the partition from its counter row
+/// (locked from here to the caller's transaction end) and writes the
+/// commit's `sync_commits` header, in one statement; returns the
+/// `commitSeq`. Errors: SPI failures; a missing counter row is a
+/// [`MISSING_COUNTER`] error with nothing written.
+pub fn allocate_commit(client: &mut SpiClient<'_>, a: &StatementAuthor<'_>) -> StoreResult<i64> {
+    let seq = plan_cache::execute(
         client,
-        &format!("/* {plan_key} */ SELECT count(*) FROM {source} t WHERE t._sync_partition IS DISTINCT FROM $1"),
-        Some(1),
-        &[DatumWithOid::from(partition)],
+        "WITH s AS ( \
+            UPDATE syncular.sync_partitions SET max_commit_seq = max_commit_seq + 1 \
+            WHERE partition = $1 RETURNING max_commit_seq) \
+         INSERT INTO syncular.sync_commits \
+           (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms) \
+         SELECT $1, s.max_commit_seq, $2, $3, $4, $5 FROM s RETURNING commit_seq",
+        None,
+        &[
+            DatumWithOid::from(a.partition),
+            DatumWithOid::from(a.client_id),
+            DatumWithOid::from(a.client_commit_id),
+            DatumWithOid::from(a.actor_id),
+            DatumWithOid::from(a.created_at_ms),
+        ],
     )
-    .and_then(|t| t.first().get_one::<i64>())
-    .map(Option::unwrap_or_default)
-    .map_err(StoreError::spi("capture_rows_outside_partition"))
+    .and_then(|t| if t.is_empty() { Ok(None) } else { t.first().get_one::<i64>() })
+    .map_err(StoreError::spi("allocate_commit"))?;
+    seq.ok_or_else(|| StoreError::new("allocate_commit", MISSING_COUNTER))
 }
 
 /// Writes the log rows of one captured statement as commit `commit_seq` of

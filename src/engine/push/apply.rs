@@ -72,36 +72,16 @@ use syncular_protocol::ErrorCode;
 use crate::engine::column_versions::ColumnVersions;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::push_result::StoredOpResult;
+use crate::engine::push::outcome::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
 use crate::engine::blobs::refs as blob_refs;
-use crate::engine::{commit_validator, crdt, validators};
+use crate::engine::push::validator as commit_validator;
+use crate::engine::{crdt, validators};
+pub use crate::engine::commit::StagedChange;
+use crate::engine::commit::guard::{EngineWrite, Effects, Restamp, SideEffect};
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
-use crate::store::row_scopes;
-
-/// A change staged by an applied operation (§2.2), written to the log once
-/// the commit's `commitSeq` is allocated.
-#[derive(Debug, Clone)]
-pub struct StagedChange {
-    /// IR table name (`tbl`).
-    pub table: String,
-    /// The row's `rowId` (rendered primary key).
-    pub row_id: String,
-    /// Upsert or delete.
-    pub op: Op,
-    /// `server_version` after the write (upserts).
-    pub row_version: Option<i64>,
-    /// Stored scopes (variable → value) of the row (delete: before removal).
-    pub scopes: BTreeMap<String, String>,
-    /// Row-codec payload after the write (upserts).
-    pub payload: Option<Vec<u8>>,
-    /// True for an upsert that inserted a row absent before: its tombstone,
-    /// if any, is cleared and, unless a later change of the request deletes
-    /// it, its `scopes` become its `sync_row_scopes` entries when the log is
-    /// written.
-    pub inserted: bool,
-}
+use crate::store::log::row_scopes;
 
 /// The record that terminates a commit and, for a write validator's
 /// rejection that carries them, its §6.3.1 details (JSON text).
@@ -301,6 +281,8 @@ struct Target<'a> {
     request_rows: RequestRows<'a>,
     busy: &'a Cell<Option<Busy>>,
     evidence: Option<&'a RefCell<Vec<serde_json::Value>>>,
+    /// What the capture triggers recorded during this operation's writes.
+    effects: RefCell<Effects>,
 }
 
 impl Target<'_> {
@@ -406,7 +388,12 @@ impl Target<'_> {
     /// attributed to this operation.
     fn write<T>(&self, f: impl FnOnce() -> crate::store::StoreResult<T>) -> Result<T, Stop> {
         self.busy.set(Some(Busy::Writing(self.op_index)));
+        let guard = EngineWrite::row(&self.table.name, &self.ctx.partition, &self.op.row_id);
         let out = f()?;
+        let effects = guard.finish();
+        let mut all = self.effects.borrow_mut();
+        all.restamped.extend(effects.restamped);
+        all.side_effects.extend(effects.side_effects);
         self.busy.set(None);
         Ok(out)
     }
@@ -617,7 +604,7 @@ impl Target<'_> {
         // under router statements (Citus).
         let probe = self.form == PayloadForm::Sparse && self.op.base_version.is_none();
         let router = crate::settings::router_statements();
-        if probe && router && crate::store::tombstones::exists(&self.ctx.partition, &self.table.name, &self.op.row_id)? {
+        if probe && router && crate::store::log::tombstones::exists(&self.ctx.partition, &self.table.name, &self.op.row_id)? {
             return Err(self.row_deleted());
         }
         let probe_in_insert = probe && !router;
@@ -745,7 +732,9 @@ impl Target<'_> {
 /// can be attributed to the operation ([`Busy`]). `request_rows` tells what
 /// the request's earlier commits did to a row (the tombstone rule of a
 /// sparse upsert). With `evidence`, the operation's §6.8 evidence is appended to it.
-/// `Ok(Err(terminated))` terminates the commit; `Err` is a request-level failure.
+/// `Ok((Err(terminated), _))` terminates the commit; `Err` is a request-level
+/// failure. Beside the outcome: the rows the operation's writes caused
+/// without naming them ([`side_effect_change`] makes them changes).
 #[allow(clippy::too_many_arguments)]
 pub fn apply_operation(
     ctx: &SyncContext<'_>,
@@ -755,22 +744,23 @@ pub fn apply_operation(
     request_rows: RequestRows<'_>,
     busy: &Cell<Option<Busy>>,
     evidence: Option<&RefCell<Vec<serde_json::Value>>>,
-) -> EngineResult<OpOutcome> {
+) -> EngineResult<(OpOutcome, Vec<SideEffect>)> {
     let Some(registered) = ctx.schema.table(&op.table) else {
-        return Ok(Err(StoredOpResult::error(
-            op_index,
-            ErrorCode::UnknownTable,
-            format!("table {:?} is not handled by this server", op.table),
-        )
-        .into()));
+        return Ok((
+            Err(StoredOpResult::error(op_index, ErrorCode::UnknownTable, format!("table {:?} is not handled by this server", op.table)).into()),
+            Vec::new(),
+        ));
     };
     if let Allowed::Denied { .. } = ctx.allowed {
-        return Ok(Err(StoredOpResult::error(
-            op_index,
-            ErrorCode::Forbidden,
-            "no allowed scopes for this actor (resolver failed or none configured, §3.4 step 4)",
-        )
-        .into()));
+        return Ok((
+            Err(StoredOpResult::error(
+                op_index,
+                ErrorCode::Forbidden,
+                "no allowed scopes for this actor (resolver failed or none configured, §3.4 step 4)",
+            )
+            .into()),
+            Vec::new(),
+        ));
     }
     let target = Target {
         ctx,
@@ -783,10 +773,61 @@ pub fn apply_operation(
         request_rows,
         busy,
         evidence,
+        effects: RefCell::default(),
     };
-    match target.apply() {
-        Ok(change) => Ok(Ok(change)),
-        Err(Stop::Record(record)) => Ok(Err(*record)),
+    let outcome = target.apply();
+    let effects = target.effects.take();
+    match outcome {
+        Ok(change) => Ok((Ok(change.map(|c| restamped(c, &effects.restamped))), effects.side_effects)),
+        Err(Stop::Record(record)) => Ok((Err(*record), Vec::new())),
         Err(Stop::Fatal(e)) => Err(e),
     }
+}
+
+/// `change` as the table holds it: a user trigger's rewrite of the row
+/// ([`crate::engine::commit::guard`]) replaces its payload and scopes.
+fn restamped(mut change: StagedChange, restamped: &[Restamp]) -> StagedChange {
+    if let Some(r) = restamped.iter().rev().find(|r| r.table == change.table && r.row_id == change.row_id) {
+        change.payload = Some(r.payload.clone());
+        change.scopes.clone_from(&r.scopes);
+    }
+    change
+}
+
+/// A row operation `op_index`'s write caused without naming it
+/// ([`crate::engine::commit::guard`]: a foreign-key cascade, an app
+/// trigger's write) as a further change of the commit: a deleted row's
+/// scope entries and blob references go, a written row's blob references
+/// are checked (§5.9.6) and recorded (§5.9.4). The capture's row trigger
+/// computed it as for plain SQL. Errors: `blob.not_found` terminates the
+/// commit; store failures.
+pub fn side_effect_change(ctx: &SyncContext<'_>, op_index: i32, side: SideEffect) -> EngineResult<OpOutcome> {
+    let partition = ctx.partition.as_str();
+    let (old_ids, new_ids) = &side.blob_ids;
+    if side.op == Op::Delete {
+        row_scopes::delete_row_scopes(partition, &side.table, &side.row_id)?;
+        let blob_columns = ctx.schema.table(&side.table).is_some_and(|t| !blob_refs::blob_columns(table_schema(t)).is_empty());
+        if blob_columns {
+            crate::store::blobs::refs::delete_row_blob_refs(partition, &side.table, &side.row_id)?;
+        }
+    } else {
+        if let Some(missing) = blob_refs::first_missing(partition, new_ids)? {
+            return Ok(Err(StoredOpResult::error(
+                op_index,
+                ErrorCode::BlobNotFound,
+                blob_refs::not_found_message(&side.table, &side.row_id, &missing),
+            )
+            .into()));
+        }
+        blob_refs::record_row(partition, &side.table, &side.row_id, old_ids, new_ids)?;
+    }
+    Ok(Ok(Some(StagedChange {
+        table: side.table,
+        row_id: side.row_id,
+        op: side.op,
+        row_version: side.row_version,
+        scopes: side.scopes,
+        payload: side.payload,
+        inserted: side.inserted,
+    })))
 }

@@ -3,7 +3,7 @@
 //! retention horizon; `crates/protocol/WIRE_V3.md`) under
 //! `syncular.router_statements` — otherwise the insert probes it itself
 //! ([`crate::store::app_rows::insert_app_row`]). The push log writes and
-//! clears tombstones ([`crate::store::push_log`]); pruning deletes them with
+//! clears tombstones ([`crate::store::log::request`]); pruning deletes them with
 //! the log.
 
 use pgrx::datum::DatumWithOid;

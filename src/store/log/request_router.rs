@@ -1,6 +1,6 @@
 //! The log of one push request in single-shard statements (SPEC §2.1, §2.3,
 //! §6.4; README "Scaling out with Citus"): what
-//! [`crate::store::push_log::write_request_log`] writes in one statement,
+//! [`crate::store::log::request::write_request_log`] writes in one statement,
 //! written as one router-plannable statement per table when
 //! `syncular.router_statements` is on.
 //!
@@ -19,7 +19,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::push_log::{LogAuthor, RequestLog, MISSING_COUNTER};
+use crate::store::log::{LogAuthor, RequestLog, MISSING_COUNTER};
 use crate::store::values_insert::ValuesInsert;
 use crate::store::{pinned_plan, plan_cache};
 use crate::store::{StoreError, StoreResult};
@@ -74,7 +74,7 @@ const OUTCOMES: ValuesInsert = ValuesInsert {
 };
 
 /// Writes `log` in single-shard statements; same contract as
-/// [`crate::store::push_log::write_request_log`].
+/// [`crate::store::log::request::write_request_log`].
 pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
     let n = i64::try_from(log.applied.len()).map_err(|_| StoreError::new("write_request_log", "too many commits"))?;
     let base = if n == 0 {

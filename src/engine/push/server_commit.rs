@@ -11,7 +11,7 @@
 //! whole row (a missing column is NULL); a `patch` row names the primary key
 //! and the columns it changes — the others keep their stored values — and
 //! needs the row to exist (`sync.row_missing`). Each operation follows the
-//! rules of its payload form ([`crate::engine::push_apply::PayloadForm`]):
+//! rules of its payload form ([`crate::engine::push::apply::PayloadForm`]):
 //! an `upsert` SPEC 0.15.48 §6.2 (a full row), a `patch` the wire-version-3
 //! rules (a sparse row: column-level conflicts with `conflictColumns`),
 //! whatever else the commit holds.
@@ -33,11 +33,11 @@ use syncular_protocol::{ErrorCode, ProtocolError};
 
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::push_apply::{table_schema, PayloadForm};
+use crate::engine::push::apply::{table_schema, PayloadForm};
 use crate::engine::request::{bind_client_id, check_caller, resolve_allowed, Caller};
 use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, partition, push};
-use crate::store::commits;
+use crate::store::log;
 
 /// Wire version recorded for a SQL producer's client record.
 const SQL_PRODUCER_WIRE_VERSION: u16 = 2;
@@ -223,7 +223,7 @@ pub fn run(
     let client_commit_id = match client_commit_id {
         Some("") => return Err(invalid("client_commit_id must be non-empty")),
         Some(id) => id.to_owned(),
-        None => commits::generate_commit_id()?,
+        None => log::generate_commit_id()?,
     };
     let (ops, forms) = parse_operations(schema, operations)?;
     bind_client_id(caller.partition, &client_id, caller.actor_id, SQL_PRODUCER_WIRE_VERSION, now_ms)?;

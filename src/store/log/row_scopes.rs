@@ -2,12 +2,14 @@
 //! current rows that bootstrap pages read through. A push removes a deleted
 //! row's entries here, through the `sync_row_scopes_by_row (partition, tbl,
 //! row_id)` index; the entries of the rows it inserts are written with its
-//! log ([`crate::store::push_log`]), and an update keeps them (scope columns
-//! are immutable on update, §3.4).
+//! log ([`crate::store::log::request`]), and an update keeps them (scope columns
+//! are immutable on update, §3.4). An adopted app table's entries are rebuilt
+//! from its rows ([`rebuild_row_scopes`]).
 
 use pgrx::datum::DatumWithOid;
-use pgrx::spi::Spi;
+use pgrx::spi::{quote_identifier, Spi};
 
+use crate::store::app_table_ddl::{qualified_name, PARTITION_COLUMN, ROW_ID_COLUMN, SCOPES_COLUMN};
 use crate::store::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
@@ -47,4 +49,28 @@ pub fn explain_delete_row_scopes(
     ];
     crate::store::pull_window::explain_json(DELETE_ROW_SCOPES_SQL, &args, false)
         .map_err(StoreError::spi("explain_delete_row_scopes"))
+}
+
+/// Rebuilds the `sync_row_scopes` entries of an adopted app table from each
+/// row's `_sync_scopes` (`{"<variable>": "<value>"}`, the same entries a
+/// push writes), keeping only `variables` the table declares. Run after
+/// `schema_store::delete_row_scopes_of_table`; duplicates are ignored.
+pub fn rebuild_row_scopes(app_schema: &str, table: &str, variables: &[String]) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        let sql = format!(
+            "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
+             SELECT t.{p}, $1, s.key, s.value, t.{r} \
+               FROM {t} AS t CROSS JOIN LATERAL pg_catalog.jsonb_each_text(t.{sc}) AS s(key, value) \
+              WHERE s.key = ANY($2::text[]) AND s.value IS NOT NULL \
+             ON CONFLICT DO NOTHING",
+            p = quote_identifier(PARTITION_COLUMN),
+            r = quote_identifier(ROW_ID_COLUMN),
+            sc = quote_identifier(SCOPES_COLUMN),
+            t = qualified_name(app_schema, table),
+        );
+        client
+            .update(sql.as_str(), None, &[table.into(), variables.to_vec().into()])
+            .map(|_| ())
+            .map_err(StoreError::spi("rebuild_row_scopes"))
+    })
 }

@@ -1,0 +1,22 @@
+//! The commit writer (SPEC §2.1–§2.3, §6.4; DESIGN §4): the only code that
+//! assigns `commitSeq`s, writes the log — `sync_commits`, `sync_changes`,
+//! `sync_change_scopes`, `sync_tombstones`, the row-scope index — through
+//! [`crate::store::log`], and queues the commit NOTIFY
+//! ([`crate::engine::notify`]). Its sources:
+//!
+//! | source | entry | store statements |
+//! |---|---|---|
+//! | a push request, `syncular.commit` | [`write_request`] with a [`RequestLogBuilder`] | one statement ([`crate::store::log::request`]), or one per table under `syncular.router_statements` (Citus: [`crate::store::log::request_router`]) |
+//! | a captured plain SQL statement | [`write_statement`] | set-based from its transition table ([`crate::store::log::statement`]) |
+//!
+//! Rows an engine write causes without naming them (a foreign-key cascade,
+//! an app trigger's write) and values an app's BEFORE ROW trigger rewrites
+//! reach the request's log through [`guard`]: what is logged is what the
+//! tables hold.
+
+pub mod guard;
+mod request;
+mod statement;
+
+pub use request::{write_request, RequestLogBuilder, StagedChange};
+pub use statement::write_statement;

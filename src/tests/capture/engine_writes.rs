@@ -1,0 +1,228 @@
+//! Engine writes (pushes, `syncular.commit`) whose effects reach beyond the
+//! row they name (issue 27): a foreign-key cascade onto the same table
+//! (`ON DELETE CASCADE`, `ON DELETE SET NULL`) and an app's BEFORE ROW
+//! trigger that rewrites a value or a scope column. After each, the log
+//! replays to exactly what the tables hold ([`assert_log_is_the_table`]).
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+    use pgrx::JsonB;
+    use serde_json::{json, Value};
+    use syncular_protocol::row_codec::{decode_row, RowValue};
+    use syncular_protocol::schema_ir::Schema;
+
+    use crate::store::subtransaction::{self, SubtransactionError};
+    use crate::tests::capture::support::*;
+    use crate::tests::support::{bytea, expect_error, register, run, text};
+    use crate::tests::sync_support::{acquire_epoch, commit as push_commit, push_results, request, sync};
+    use syncular_protocol::frame_fields::Op;
+    use syncular_protocol::request::Operation;
+    use syncular_protocol::row_codec::encode_row;
+
+    /// `nodes(id pk, ws scope, parent, title, meta json)`.
+    fn ir() -> Value {
+        json!({"version": 1, "tables": [
+            {"name": "nodes", "primaryKey": "id", "scopes": ["ws:{ws}"], "columns": [
+                {"name": "id", "type": "string", "nullable": false},
+                {"name": "ws", "type": "string", "nullable": false},
+                {"name": "parent", "type": "string", "nullable": true},
+                {"name": "title", "type": "string", "nullable": true},
+                {"name": "meta", "type": "json", "nullable": true}]}]})
+    }
+
+    /// Registers `nodes` with a self-referencing foreign key `ON DELETE <action>`.
+    fn setup(on_delete: &str) {
+        register(&ir()).expect("register nodes");
+        run(&format!(
+            "ALTER TABLE public.nodes ADD CONSTRAINT nodes_parent FOREIGN KEY (_sync_partition, parent) \
+             REFERENCES public.nodes (_sync_partition, _sync_row_id) ON DELETE {on_delete}"
+        ));
+    }
+
+    /// `syncular.commit` of `ops` in `p` by a service allowed every `ws`.
+    fn commit(p: &str, ops: Value) -> Result<Value, SubtransactionError> {
+        subtransaction::run(move || {
+            Spi::get_one_with_args::<JsonB>(
+                "SELECT syncular.commit($1, 'svc', $2, allowed_scopes => $3)",
+                &[p.into(), JsonB(ops).into(), JsonB(json!({"ws": ["w1", "w2"]})).into()],
+            )
+            .unwrap_or_else(|e| panic!("SPI: {e}"))
+            .expect("non-NULL outcome")
+            .0
+        })
+    }
+
+    fn applied(p: &str, ops: Value) -> i64 {
+        let out = commit(p, ops).unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
+        assert_eq!(out["status"], "applied", "{out}");
+        out["commitSeq"].as_i64().expect("commitSeq")
+    }
+
+    /// The log replays to what `nodes` holds in `p`: per row, its last
+    /// change is an upsert with the stored version and payload (and stored
+    /// scopes) exactly when the row exists, else a delete with a tombstone
+    /// at that commit; the row-scope index is the stored rows' scopes.
+    fn assert_log_is_the_table(p: &str) {
+        let mismatches = text(&format!(
+            "WITH last AS ( \
+               SELECT DISTINCT ON (row_id) row_id, op, row_version, payload, scopes, commit_seq \
+               FROM syncular.sync_changes WHERE partition = '{p}' AND tbl = 'nodes' \
+               ORDER BY row_id, commit_seq DESC, idx DESC), \
+             app AS (SELECT _sync_row_id AS row_id, _sync_version AS v, _sync_payload AS payload, _sync_scopes AS scopes \
+               FROM public.nodes WHERE _sync_partition = '{p}') \
+             SELECT string_agg(coalesce(l.row_id, a.row_id), ',') FROM last l FULL JOIN app a USING (row_id) \
+             WHERE NOT ( \
+               (a.row_id IS NOT NULL AND l.op = 1 AND l.row_version = a.v AND l.payload = a.payload AND l.scopes = a.scopes) \
+               OR (a.row_id IS NULL AND l.op = 2 AND EXISTS (SELECT 1 FROM syncular.sync_tombstones t \
+                   WHERE t.partition = '{p}' AND t.tbl = 'nodes' AND t.row_id = l.row_id AND t.commit_seq = l.commit_seq)))"
+        ));
+        assert_eq!(mismatches, None, "rows whose log differs from the table in {p}");
+        let index = text(&format!(
+            "SELECT string_agg(var || '=' || value || '@' || row_id, ',' ORDER BY row_id, var) \
+             FROM syncular.sync_row_scopes WHERE partition = '{p}' AND tbl = 'nodes'"
+        ));
+        let stored = text(&format!(
+            "SELECT string_agg(s.key || '=' || s.value || '@' || n._sync_row_id, ',' ORDER BY n._sync_row_id, s.key) \
+             FROM public.nodes n CROSS JOIN LATERAL jsonb_each_text(n._sync_scopes) s WHERE n._sync_partition = '{p}'"
+        ));
+        assert_eq!(index, stored, "the row-scope index of {p} is the stored rows' scopes");
+    }
+
+    fn payload_row(p: &str, id: &str) -> Vec<Option<RowValue>> {
+        let schema = Schema::from_value(&ir()).unwrap();
+        let bytes = bytea(&format!("SELECT _sync_payload FROM public.nodes WHERE _sync_partition = '{p}' AND _sync_row_id = '{id}'"));
+        decode_row(schema.tables[0].layout(), &bytes).unwrap()
+    }
+
+    fn s(v: &str) -> Option<RowValue> {
+        Some(RowValue::String(v.to_owned()))
+    }
+
+    /// Seeds root `a` ← `b` ← `c` with plain SQL.
+    fn seed_chain(p: &str) {
+        set_partition(p);
+        write_ok("INSERT INTO public.nodes (id, ws) VALUES ('a', 'w1')");
+        write_ok("INSERT INTO public.nodes (id, ws, parent) VALUES ('b', 'w1', 'a')");
+        write_ok("INSERT INTO public.nodes (id, ws, parent) VALUES ('c', 'w1', 'b')");
+        run("RESET syncular.partition");
+    }
+
+    #[pg_test]
+    fn a_delete_cascading_onto_its_own_table_logs_every_row_it_removes() {
+        const P: &str = "ew-cascade";
+        setup("CASCADE");
+        seed_chain(P);
+        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        assert_eq!(count(&format!("SELECT count(*) FROM public.nodes WHERE _sync_partition = '{P}'")), 0);
+        // One commit: the named delete first, then what the foreign key removed.
+        assert_eq!(
+            text(&format!(
+                "SELECT string_agg(row_id || ':' || op, ',' ORDER BY idx) FROM syncular.sync_changes \
+                 WHERE partition = '{P}' AND commit_seq = {seq}"
+            ))
+            .as_deref(),
+            Some("a:2,b:2,c:2")
+        );
+        assert_eq!(commits(P), 4, "3 plain inserts and the one engine commit");
+        assert_log_is_the_table(P);
+    }
+
+    /// `SET NULL (parent)`: the column list (Postgres 15+) keeps `_sync_partition`.
+    #[cfg(not(feature = "pg13"))]
+    #[pg_test]
+    fn a_delete_setting_its_own_tables_references_null_logs_the_updated_rows() {
+        const P: &str = "ew-set-null";
+        setup("SET NULL (parent)");
+        seed_chain(P);
+        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        assert_eq!(
+            text(&format!(
+                "SELECT string_agg(row_id || ':' || op || ':' || coalesce(row_version::text, '-'), ',' ORDER BY idx) \
+                 FROM syncular.sync_changes WHERE partition = '{P}' AND commit_seq = {seq}"
+            ))
+            .as_deref(),
+            Some("a:2:-,b:1:2")
+        );
+        assert_eq!(payload_row(P, "b")[2], None, "b's payload has no parent any more");
+        assert_log_is_the_table(P);
+        // b is an ordinary row afterwards: a client update applies on its new version.
+        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 2,
+                                    "row": {"id": "b", "ws": "w1", "title": "kept"}}]))
+        .unwrap();
+        assert_eq!(out["status"], "applied", "{out}");
+        assert_log_is_the_table(P);
+    }
+
+    /// `BEFORE INSERT OR UPDATE` trigger `shout` (sorts before the capture's)
+    /// running `body` on `nodes`.
+    fn trigger(body: &str) {
+        run(&format!("CREATE FUNCTION public.shout() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body} RETURN NEW; END $$"));
+        run("CREATE TRIGGER shout BEFORE INSERT OR UPDATE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.shout()");
+    }
+
+    #[pg_test]
+    fn a_user_trigger_rewriting_a_value_is_logged_as_stored() {
+        const P: &str = "ew-upper";
+        setup("CASCADE");
+        trigger("NEW.title := upper(NEW.title);");
+        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "quiet", "meta": {"b": 1, "a": [1.50, 2]}}}]));
+        assert_eq!(text(&format!("SELECT title FROM public.nodes WHERE _sync_partition = '{P}'")).as_deref(), Some("QUIET"));
+        assert_eq!(payload_row(P, "a")[3], s("QUIET"));
+        assert_log_is_the_table(P);
+        applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "again"}}]));
+        assert_eq!(payload_row(P, "a")[3], s("AGAIN"));
+        assert_log_is_the_table(P);
+    }
+
+    #[pg_test]
+    fn a_user_trigger_that_changes_nothing_keeps_the_clients_payload() {
+        const P: &str = "ew-noop";
+        setup("CASCADE");
+        trigger("NULL;");
+        // Pushed over the wire: a json text jsonb prints differently, and a string only the
+        // payload can hold (a NUL character: its typed column holds NULL).
+        let schema = Schema::from_value(&ir()).unwrap();
+        let row = vec![s("a"), s("w1"), None, s("t\u{0}nul"), Some(RowValue::Json(r#"{"b":1,"a":[1.50,2e0]}"#.into()))];
+        let payload = encode_row(schema.tables[0].layout(), &row).unwrap();
+        let op = Operation { table: "nodes".into(), row_id: "a".into(), op: Op::Upsert, base_version: None, payload: Some(payload.clone()) };
+        let epoch = acquire_epoch(P, "svc", "c1");
+        let resp = sync(P, "svc", &request(2, "c1", 1, Some(&epoch), vec![push_commit("k1", vec![op])], None), Some(&json!({"ws": ["w1"]})));
+        let results = push_results(&resp);
+        assert_eq!(results.len(), 1);
+        assert!(results[0].commit_seq.is_some(), "applied: {:?}", results[0]);
+        assert_eq!(bytea(&format!("SELECT _sync_payload FROM public.nodes WHERE _sync_partition = '{P}'")), payload, "the client's bytes");
+        assert_eq!(text(&format!("SELECT title FROM public.nodes WHERE _sync_partition = '{P}'")), None);
+        assert_log_is_the_table(P);
+    }
+
+    #[pg_test]
+    fn a_user_trigger_moving_an_inserted_row_to_another_scope_is_logged_in_it() {
+        const P: &str = "ew-scope-insert";
+        setup("CASCADE");
+        trigger("IF TG_OP = 'INSERT' THEN NEW.ws := 'w2'; END IF;");
+        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        assert_eq!(text(&format!("SELECT _sync_scopes::text FROM public.nodes WHERE _sync_partition = '{P}'")).as_deref(), Some(r#"{"ws": "w2"}"#));
+        assert_eq!(
+            text(&format!("SELECT string_agg(value, ',') FROM syncular.sync_change_scopes WHERE partition = '{P}'")).as_deref(),
+            Some("w2")
+        );
+        assert_log_is_the_table(P);
+    }
+
+    #[pg_test]
+    fn a_user_trigger_moving_an_updated_row_to_another_scope_is_refused() {
+        const P: &str = "ew-scope-update";
+        setup("CASCADE");
+        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        trigger("IF TG_OP = 'UPDATE' THEN NEW.ws := 'w2'; END IF;");
+        let before = fingerprint_of(&["public.nodes"]);
+        let result = crate::tests::support::try_run(&format!(
+            "SELECT syncular.commit('{P}', 'svc', '[{{\"table\": \"nodes\", \"op\": \"upsert\", \"baseVersion\": 1, \
+             \"row\": {{\"id\": \"a\", \"ws\": \"w1\", \"title\": \"x\"}}}}]'::jsonb, allowed_scopes => '{{\"ws\": [\"w1\", \"w2\"]}}')"
+        ));
+        expect_error(result, "0A000", "syncular.write_refused", "changed a scope column of row \"a\" on update");
+        assert_eq!(fingerprint_of(&["public.nodes"]), before, "nothing of the refused commit survives");
+        assert_log_is_the_table(P);
+    }
+}
