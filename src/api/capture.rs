@@ -7,7 +7,9 @@
 //! [`crate::engine::capture`], which decides. SECURITY DEFINER with a pinned
 //! `search_path`: a role that may write the app table needs no privilege on
 //! the `sync_*` tables. While the engine itself writes an app table
-//! ([`crate::engine::commit::guard`]) they do nothing. Errors (raised, the
+//! ([`crate::engine::commit::guard`]) the statement triggers do nothing and
+//! the row trigger hands the engine what it must log: the rows its
+//! statement caused, and its own row as stored when an app trigger ran first. Errors (raised, the
 //! statement fails and changes nothing): `syncular.partition_required`
 //! (55000), `syncular.write_refused` (0A000), `syncular.invalid_row` (22000),
 //! `sync.crdt_merge_failed` (XX000), `syncular.no_schema` (55000),

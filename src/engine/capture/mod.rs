@@ -24,11 +24,15 @@
 //!   changes and their scope index, the row-scope index and tombstones
 //!   (set-based from the transition table), and the commit NOTIFY.
 //!
-//! The engine's own app-table writes (pushes, `syncular.commit`, schema
-//! rewrites) hold [`crate::engine::commit::guard::EngineWrite`] for the table
-//! they write and are not captured again; what they cause on other app
-//! tables (a foreign-key cascade) is captured in the engine's partition. Captured commits write no `sync_push_results` record
-//! (nothing replays them) and no `sync_clients` record.
+//! The engine's own app-table writes (pushes, `syncular.commit`; schema
+//! rewrites and partition drops for whole tables) hold
+//! [`crate::engine::commit::guard::EngineWrite`]: the row they name is
+//! logged by the engine (re-read when an app BEFORE ROW trigger may have
+//! rewritten it), and every other row written meanwhile — a foreign-key
+//! cascade, also onto the same table, an app trigger's own write — is
+//! computed here per row and logged in the engine's commit. Captured
+//! commits write no `sync_push_results` record (nothing replays them) and
+//! no `sync_clients` record.
 
 pub mod row;
 pub mod statement;

@@ -18,5 +18,5 @@ pub mod guard;
 mod request;
 mod statement;
 
-pub use request::{write_request, RequestLogBuilder, StagedChange};
+pub use request::{scopes_json, write_request, RequestLogBuilder, StagedChange};
 pub use statement::write_statement;

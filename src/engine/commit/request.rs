@@ -7,7 +7,6 @@ use syncular_protocol::frame_fields::Op;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::notify;
-use crate::engine::push::apply::scopes_json;
 use crate::store::log::{request, request_router, LogAuthor, LogChange, RequestLog};
 use crate::store::partitions;
 
@@ -32,6 +31,12 @@ pub struct StagedChange {
     /// it, its `scopes` become its `sync_row_scopes` entries when the log is
     /// written.
     pub inserted: bool,
+}
+
+/// Stored scopes as JSON text `{"variable":"value",…}` (sorted keys): a
+/// change's `scopes`, a row's `_sync_scopes`.
+pub fn scopes_json(scopes: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(scopes).unwrap_or_else(|_| "{}".to_owned())
 }
 
 /// The request's log, staged commit by commit.

@@ -78,7 +78,7 @@ use crate::engine::schema::RegisteredTable;
 use crate::engine::blobs::refs as blob_refs;
 use crate::engine::push::validator as commit_validator;
 use crate::engine::{crdt, validators};
-pub use crate::engine::commit::StagedChange;
+pub use crate::engine::commit::{scopes_json, StagedChange};
 use crate::engine::commit::guard::{EngineWrite, Effects, Restamp, SideEffect};
 use crate::store::app_rows::{self, AppRowWrite, AppTableSql, StoredRow};
 use crate::store::log::row_scopes;
@@ -120,11 +120,6 @@ pub enum Busy {
 /// The compiled table behind a registered table.
 pub fn table_schema(t: &RegisteredTable) -> &TableSchema {
     &t.table
-}
-
-/// Stored scopes as JSON text `{"variable":"value",…}` (sorted keys).
-pub fn scopes_json(scopes: &BTreeMap<String, String>) -> String {
-    serde_json::to_string(scopes).unwrap_or_else(|_| "{}".to_owned())
 }
 
 /// Parses a stored `_sync_scopes` object; non-string values are dropped (the

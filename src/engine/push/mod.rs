@@ -344,40 +344,7 @@ fn apply_commit(
         }
         SavepointOutcome::RolledBack(Stop::Fatal(e)) => return Err(e),
         SavepointOutcome::RolledBack(Stop::Rejected(terminated)) => *terminated,
-        SavepointOutcome::Raised(caught) => {
-            let class = sqlstate_class(caught_sqlstate(&caught));
-            let record = match (busy.get(), class.as_str()) {
-                (Some(Busy::Writing(op_index)), "23") => StoredOpResult::error(
-                    op_index,
-                    ErrorCode::ConstraintViolation,
-                    "write violates a relational constraint",
-                ),
-                (Some(Busy::Writing(op_index)), "22") => StoredOpResult::error(
-                    op_index,
-                    ErrorCode::InvalidRequest,
-                    "a row value cannot be stored in its Postgres column",
-                ),
-                // §6.7, §6.8: a validator's exception (not a deliberate rejection) is the generic
-                // constraint code, without its text; a transient failure fails the request.
-                (Some(Busy::Validating(op_index)), _) if !is_transient_sqlstate(&class) => StoredOpResult::error(
-                    op_index,
-                    ErrorCode::ConstraintViolation,
-                    "the validator raised an error",
-                ),
-                // §6.9: a planner's exception fails the request (nothing persists); its text goes
-                // to the server log only. Transient failures fail it unchanged.
-                (Some(Busy::Planning), _) if !is_transient_sqlstate(&class) => {
-                    let name = ctx.schema.reaction_planner.map_or_else(|| "(unregistered)".to_owned(), planner::display_name);
-                    pgrx::log!("syncular: the reaction planner {name} raised: {}", caught_message(&caught));
-                    return Err(planner::failed(
-                        &name,
-                        format_args!("raised an error (SQLSTATE {}); see the server log", sqlstate_text(caught_sqlstate(&caught))),
-                    ));
-                }
-                _ => (*caught).rethrow(),
-            };
-            record.into()
-        }
+        SavepointOutcome::Raised(caught) => caught_rejection(ctx, busy.get(), *caught)?.into(),
     };
     let details = rejected
         .details
@@ -393,6 +360,37 @@ fn apply_commit(
     };
     log.rejected(&commit.client_commit_id, stored.to_json());
     Ok(Outcome::Rejected(stored))
+}
+
+/// The rejection record of a Postgres ERROR caught while the commit ran
+/// (`busy`: what it was doing): an app-table write's class-23 / class-22
+/// error and a write validator's non-transient exception reject the
+/// commit; a planner's non-transient exception fails the request (its text
+/// to the server log only, §6.9); anything else is raised again.
+fn caught_rejection(ctx: &SyncContext<'_>, busy: Option<Busy>, caught: pgrx::pg_sys::panic::CaughtError) -> EngineResult<StoredOpResult> {
+    let class = sqlstate_class(caught_sqlstate(&caught));
+    Ok(match (busy, class.as_str()) {
+        (Some(Busy::Writing(op_index)), "23") => {
+            StoredOpResult::error(op_index, ErrorCode::ConstraintViolation, "write violates a relational constraint")
+        }
+        (Some(Busy::Writing(op_index)), "22") => {
+            StoredOpResult::error(op_index, ErrorCode::InvalidRequest, "a row value cannot be stored in its Postgres column")
+        }
+        // §6.7, §6.8: a validator's exception (not a deliberate rejection) is the generic
+        // constraint code, without its text; a transient failure fails the request.
+        (Some(Busy::Validating(op_index)), _) if !is_transient_sqlstate(&class) => {
+            StoredOpResult::error(op_index, ErrorCode::ConstraintViolation, "the validator raised an error")
+        }
+        (Some(Busy::Planning), _) if !is_transient_sqlstate(&class) => {
+            let name = ctx.schema.reaction_planner.map_or_else(|| "(unregistered)".to_owned(), planner::display_name);
+            pgrx::log!("syncular: the reaction planner {name} raised: {}", caught_message(&caught));
+            return Err(planner::failed(
+                &name,
+                format_args!("raised an error (SQLSTATE {}); see the server log", sqlstate_text(caught_sqlstate(&caught))),
+            ));
+        }
+        _ => caught.rethrow(),
+    })
 }
 
 /// Runs the whole-commit validator (§6.8) on the staged commit, inside its

@@ -17,7 +17,7 @@
 //! the partition; each names `partition = $1`.
 
 use pgrx::datum::DatumWithOid;
-use pgrx::spi::Spi;
+use pgrx::spi::{Spi, SpiClient};
 
 use crate::store::log::{LogAuthor, RequestLog, MISSING_COUNTER};
 use crate::store::values_insert::ValuesInsert;
@@ -76,112 +76,107 @@ const OUTCOMES: ValuesInsert = ValuesInsert {
 /// Writes `log` in single-shard statements; same contract as
 /// [`crate::store::log::request::write_request_log`].
 pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
-    let n = i64::try_from(log.applied.len()).map_err(|_| StoreError::new("write_request_log", "too many commits"))?;
-    let base = if n == 0 {
-        None
-    } else {
-        let base = Spi::connect_mut(|client| {
-            let table = pinned_plan::execute(
-                client,
-                ALLOCATE_SQL,
-                None,
-                &[DatumWithOid::from(author.partition), DatumWithOid::from(n)],
-            )?;
-            if table.is_empty() {
-                return Ok(None);
-            }
-            table.first().get_one::<i64>()
-        })
-        .map_err(StoreError::spi("write_request_log"))?;
-        Some(base.ok_or_else(|| StoreError::new("write_request_log", MISSING_COUNTER))?)
-    };
+    let base = allocate(author.partition, log.applied.len())?;
     let seq = |commit: i32| base.unwrap_or(0) + i64::from(commit);
     Spi::connect_mut(|client| -> pgrx::spi::SpiResult<()> {
-        let partition = || DatumWithOid::from(author.partition);
         if base.is_some() {
-            let rows = (1..=log.applied.len())
-                .zip(&log.applied)
-                .map(|(i, id)| vec![DatumWithOid::from(seq(i as i32)), DatumWithOid::from(id.as_str())])
-                .collect();
-            let shared = [
-                partition(),
-                DatumWithOid::from(author.client_id),
-                DatumWithOid::from(author.actor_id),
-                DatumWithOid::from(author.created_at_ms),
-            ];
-            COMMITS.execute(client, &shared, rows)?;
-            let rows = log
-                .changes
-                .iter()
-                .map(|c| {
-                    vec![
-                        DatumWithOid::from(seq(c.commit)),
-                        DatumWithOid::from(c.idx),
-                        DatumWithOid::from(c.table.as_str()),
-                        DatumWithOid::from(c.row_id.as_str()),
-                        DatumWithOid::from(c.op),
-                        DatumWithOid::from(c.row_version),
-                        DatumWithOid::from(c.scopes_json.as_str()),
-                        DatumWithOid::from(c.payload.as_deref()),
-                    ]
-                })
-                .collect();
-            CHANGES.execute(client, &[partition()], rows)?;
-            let rows = log
-                .change_scopes
-                .iter()
-                .map(|(c, t, v, x)| {
-                    vec![
-                        DatumWithOid::from(t.as_str()),
-                        DatumWithOid::from(v.as_str()),
-                        DatumWithOid::from(x.as_str()),
-                        DatumWithOid::from(seq(*c)),
-                    ]
-                })
-                .collect();
-            CHANGE_SCOPES.execute(client, &[partition()], rows)?;
-            let rows = log
-                .row_scopes
-                .iter()
-                .map(|(t, v, x, r)| {
-                    vec![
-                        DatumWithOid::from(t.as_str()),
-                        DatumWithOid::from(v.as_str()),
-                        DatumWithOid::from(x.as_str()),
-                        DatumWithOid::from(r.as_str()),
-                    ]
-                })
-                .collect();
-            ROW_SCOPES.execute(client, &[partition()], rows)?;
-            if !log.cleared_tombstones.is_empty() {
-                let (tbl, row): (Vec<String>, Vec<String>) = log.cleared_tombstones.iter().cloned().unzip();
-                plan_cache::execute(
-                    client,
-                    CLEAR_TOMBSTONES_SQL,
-                    None,
-                    &[partition(), DatumWithOid::from(tbl), DatumWithOid::from(row)],
-                )?;
-            }
-            let rows = log
-                .tombstones
-                .iter()
-                .map(|(c, t, r)| {
-                    vec![DatumWithOid::from(t.as_str()), DatumWithOid::from(r.as_str()), DatumWithOid::from(seq(*c))]
-                })
-                .collect();
-            TOMBSTONES.execute(client, &[partition()], rows)?;
+            write_commits(client, author, log, &seq)?;
+            write_scope_index(client, author.partition, log, &seq)?;
+            write_tombstones(client, author.partition, log, &seq)?;
         }
-        let rows = log
-            .outcomes
-            .iter()
-            .map(|(id, c, result)| {
-                let merge = if *c > 0 { format!("{{\"commitSeq\":{}}}", seq(*c)) } else { "{}".to_owned() };
-                vec![DatumWithOid::from(id.as_str()), DatumWithOid::from(result.as_str()), DatumWithOid::from(merge)]
-            })
-            .collect();
-        OUTCOMES.execute(client, &[partition(), DatumWithOid::from(author.client_id)], rows)?;
-        Ok(())
+        write_outcomes(client, author, log, &seq)
     })
     .map_err(StoreError::spi("write_request_log"))?;
     Ok(base)
+}
+
+/// Allocates `n` `commitSeq`s from the partition's counter row (locked
+/// from here to the transaction's end); returns the base (`None` for 0).
+fn allocate(partition: &str, n: usize) -> StoreResult<Option<i64>> {
+    let n = i64::try_from(n).map_err(|_| StoreError::new("write_request_log", "too many commits"))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let base = Spi::connect_mut(|client| {
+        let table = pinned_plan::execute(client, ALLOCATE_SQL, None, &[DatumWithOid::from(partition), DatumWithOid::from(n)])?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        table.first().get_one::<i64>()
+    })
+    .map_err(StoreError::spi("write_request_log"))?;
+    Ok(Some(base.ok_or_else(|| StoreError::new("write_request_log", MISSING_COUNTER))?))
+}
+
+/// The commit headers and their changes.
+fn write_commits(client: &mut SpiClient<'_>, author: &LogAuthor<'_>, log: &RequestLog, seq: &dyn Fn(i32) -> i64) -> pgrx::spi::SpiResult<()> {
+    let rows = (1..=log.applied.len())
+        .zip(&log.applied)
+        .map(|(i, id)| vec![DatumWithOid::from(seq(i32::try_from(i).unwrap_or(i32::MAX))), DatumWithOid::from(id.as_str())])
+        .collect();
+    let shared = [
+        DatumWithOid::from(author.partition),
+        DatumWithOid::from(author.client_id),
+        DatumWithOid::from(author.actor_id),
+        DatumWithOid::from(author.created_at_ms),
+    ];
+    COMMITS.execute(client, &shared, rows)?;
+    let rows = log
+        .changes
+        .iter()
+        .map(|c| {
+            vec![
+                DatumWithOid::from(seq(c.commit)),
+                DatumWithOid::from(c.idx),
+                DatumWithOid::from(c.table.as_str()),
+                DatumWithOid::from(c.row_id.as_str()),
+                DatumWithOid::from(c.op),
+                DatumWithOid::from(c.row_version),
+                DatumWithOid::from(c.scopes_json.as_str()),
+                DatumWithOid::from(c.payload.as_deref()),
+            ]
+        })
+        .collect();
+    CHANGES.execute(client, &[DatumWithOid::from(author.partition)], rows).map(|_| ())
+}
+
+/// The commit→scope index and the inserted rows' row-scope entries.
+fn write_scope_index(client: &mut SpiClient<'_>, partition: &str, log: &RequestLog, seq: &dyn Fn(i32) -> i64) -> pgrx::spi::SpiResult<()> {
+    let text = |v: &String| DatumWithOid::from(v.as_str());
+    let rows = log.change_scopes.iter().map(|(c, t, v, x)| vec![text(t), text(v), text(x), DatumWithOid::from(seq(*c))]).collect();
+    CHANGE_SCOPES.execute(client, &[DatumWithOid::from(partition)], rows)?;
+    let rows = log.row_scopes.iter().map(|(t, v, x, r)| vec![text(t), text(v), text(x), text(r)]).collect();
+    ROW_SCOPES.execute(client, &[DatumWithOid::from(partition)], rows).map(|_| ())
+}
+
+/// The inserted rows' tombstones cleared, the deleted rows' written.
+fn write_tombstones(client: &mut SpiClient<'_>, partition: &str, log: &RequestLog, seq: &dyn Fn(i32) -> i64) -> pgrx::spi::SpiResult<()> {
+    if !log.cleared_tombstones.is_empty() {
+        let (tbl, row): (Vec<String>, Vec<String>) = log.cleared_tombstones.iter().cloned().unzip();
+        plan_cache::execute(
+            client,
+            CLEAR_TOMBSTONES_SQL,
+            None,
+            &[DatumWithOid::from(partition), DatumWithOid::from(tbl), DatumWithOid::from(row)],
+        )?;
+    }
+    let rows = log
+        .tombstones
+        .iter()
+        .map(|(c, t, r)| vec![DatumWithOid::from(t.as_str()), DatumWithOid::from(r.as_str()), DatumWithOid::from(seq(*c))])
+        .collect();
+    TOMBSTONES.execute(client, &[DatumWithOid::from(partition)], rows).map(|_| ())
+}
+
+/// Every new commit's stored outcome (applied ones with their `commitSeq`).
+fn write_outcomes(client: &mut SpiClient<'_>, author: &LogAuthor<'_>, log: &RequestLog, seq: &dyn Fn(i32) -> i64) -> pgrx::spi::SpiResult<()> {
+    let rows = log
+        .outcomes
+        .iter()
+        .map(|(id, c, result)| {
+            let merge = if *c > 0 { format!("{{\"commitSeq\":{}}}", seq(*c)) } else { "{}".to_owned() };
+            vec![DatumWithOid::from(id.as_str()), DatumWithOid::from(result.as_str()), DatumWithOid::from(merge)]
+        })
+        .collect();
+    OUTCOMES.execute(client, &[DatumWithOid::from(author.partition), DatumWithOid::from(author.client_id)], rows).map(|_| ())
 }
