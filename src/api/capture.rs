@@ -321,8 +321,9 @@ fn user_before_row_trigger(trigger: &PgTrigger<'_>) -> bool {
 
 /// A row the engine writes itself, after an app's BEFORE ROW trigger ran:
 /// when the trigger rewrote a typed column, the payload (and, for an
-/// insert, the scopes) become what the table holds and the engine logs
-/// that ([`guard::restamp`]; README "What your own triggers may do").
+/// insert, the scopes; for an update, the rewritten columns' versions)
+/// become what the table holds and the engine logs that
+/// ([`guard::restamp`]; README "What your own triggers may do").
 fn engine_row<'a>(trigger: &PgTrigger<'_>, tbl: &str, new: &Tuple, update: bool) -> PgHeapTuple<'a, AllocatedByPostgres> {
     let t = capture::context(relid(trigger), tbl).or_raise();
     let a = attnos(trigger, &t);
@@ -330,14 +331,21 @@ fn engine_row<'a>(trigger: &PgTrigger<'_>, tbl: &str, new: &Tuple, update: bool)
     let written = new
         .get::<Vec<u8>>(a.payload)
         .unwrap_or_else(|| raise(EngineError::internal(format!("the engine wrote a row of {tbl:?} without its payload"))));
-    let Some((row, payload)) = capture::stored_truth(&t, &actual, &written, &same_projection).or_raise() else {
+    let Some(capture::Rewritten { row, payload, changed }) = capture::stored_truth(&t, &actual, &written, &same_projection).or_raise()
+    else {
         return unchanged(new);
     };
     let row_id = new.get::<String>(a.row_id).unwrap_or_default();
     let scopes = capture::restamped_scopes(&t, &row, &row_id, &stored_scopes(new, &a), update).or_raise();
     let scopes_json = serde_json::Value::Object(scopes.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect());
     guard::restamp(Restamp { table: tbl.to_owned(), row_id, scopes, payload: payload.clone() });
-    replace(new, &[(a.payload, payload.into_datum()), (a.scopes, JsonB(scopes_json).into_datum())])
+    let mut values = vec![(a.payload, payload.into_datum()), (a.scopes, JsonB(scopes_json).into_datum())];
+    if update {
+        let version = new.get::<i64>(a.version).unwrap_or(1);
+        let versions = new.get::<Vec<u8>>(a.column_versions);
+        values.push((a.column_versions, capture::restamped_column_versions(&t, versions.as_deref(), version, &changed).into_datum()));
+    }
+    replace(new, &values)
 }
 
 /// Whether payload value `v` projects to typed value `typed` (module docs of

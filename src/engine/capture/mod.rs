@@ -51,7 +51,9 @@ use crate::engine::request::check_partition;
 use crate::engine::commit::guard;
 use crate::store::capture::triggers;
 
-pub use row::{delete_row, insert_row, restamped_scopes, stored_truth, update_row, Inserted, RowStorage, Updated};
+pub use row::{
+    delete_row, insert_row, restamped_column_versions, restamped_scopes, stored_truth, update_row, Inserted, Rewritten, RowStorage, Updated,
+};
 pub use statement::statement_end;
 
 /// One app table being written by a captured statement.

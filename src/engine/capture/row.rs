@@ -259,6 +259,17 @@ pub fn delete_row(t: &CaptureTable, stored: &RowStorage) -> EngineResult<()> {
     check_partition(t, stored, "DELETE")
 }
 
+/// An engine-written row as a user trigger left it ([`stored_truth`]).
+#[derive(Debug, Clone)]
+pub struct Rewritten {
+    /// The row the table holds.
+    pub row: Row,
+    /// Its payload.
+    pub payload: Vec<u8>,
+    /// The columns (layout positions) the trigger changed.
+    pub changed: Vec<usize>,
+}
+
 /// What the table holds for a row the engine wrote itself, when a user
 /// BEFORE ROW trigger ran before the capture's and may have rewritten its
 /// typed columns (README "Writing with plain SQL", "What your own triggers
@@ -267,8 +278,9 @@ pub fn delete_row(t: &CaptureTable, stored: &RowStorage) -> EngineResult<()> {
 /// (`json` compares as `jsonb` does). A column keeps the payload's value
 /// when its typed value is that value's projection (also a value only the
 /// payload can hold: NULL in the column); any other typed value is the
-/// trigger's and replaces it. Returns the re-encoded row when some column
-/// changed, `None` when the payload already is what the table holds.
+/// trigger's and replaces it. Returns the row, its payload and the columns
+/// the trigger changed when there is one, `None` when the payload already
+/// is what the table holds.
 /// Errors: `syncular.invalid_row` (the rewritten row cannot be encoded),
 /// `syncular.internal` (the engine's payload does not decode).
 pub fn stored_truth(
@@ -276,13 +288,13 @@ pub fn stored_truth(
     actual: &Row,
     payload: &[u8],
     same: &dyn Fn(&RowValue, &RowValue) -> bool,
-) -> EngineResult<Option<(Row, Vec<u8>)>> {
+) -> EngineResult<Option<Rewritten>> {
     let table = &t.registered().table;
     let mut row = decode_row(table.layout(), payload).map_err(|e| {
         EngineError::internal(format!("the engine's payload for a row of {:?} does not decode: {}", t.name(), e.message))
     })?;
-    let mut changed = false;
-    for (slot, typed) in row.iter_mut().zip(actual) {
+    let mut changed = Vec::new();
+    for (i, (slot, typed)) in row.iter_mut().zip(actual).enumerate() {
         let kept = match (&*slot, typed) {
             (None, None) => true,
             (Some(v), Some(a)) => same(v, a),
@@ -291,14 +303,14 @@ pub fn stored_truth(
         };
         if !kept {
             slot.clone_from(typed);
-            changed = true;
+            changed.push(i);
         }
     }
-    if !changed {
+    if changed.is_empty() {
         return Ok(None);
     }
     let payload = encode(t, &row)?;
-    Ok(Some((row, payload)))
+    Ok(Some(Rewritten { row, payload, changed }))
 }
 
 /// The stored scopes of a row the engine wrote, after a user trigger
@@ -327,4 +339,17 @@ pub fn restamped_scopes(
         )));
     }
     Ok(scopes)
+}
+
+/// The `_sync_column_versions` of an updated row the engine wrote at
+/// `version` (`written` its value) after a user trigger also changed the
+/// columns `changed`: they move to `version` too.
+pub fn restamped_column_versions(t: &CaptureTable, written: Option<&[u8]>, version: i64, changed: &[usize]) -> Option<Vec<u8>> {
+    let table = &t.registered().table;
+    ColumnVersions::read_or_reset(written, version, format_args!("a row of {:?}", t.name())).next(
+        table.layout().columns.len(),
+        table.primary_key_index,
+        version,
+        |i| changed.contains(&i),
+    )
 }

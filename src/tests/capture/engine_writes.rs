@@ -176,6 +176,22 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_column_a_user_trigger_rewrites_on_update_moves_to_the_new_version() {
+        const P: &str = "ew-versions";
+        setup("CASCADE");
+        trigger("IF TG_OP = 'UPDATE' THEN NEW.title := 'by trigger'; END IF;");
+        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "x"}}]));
+        // The client changes only meta; the trigger changes title.
+        applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "x", "meta": [1]}}]));
+        let versions = text(&format!("SELECT encode(_sync_column_versions, 'hex') FROM public.nodes WHERE _sync_partition = '{P}'"))
+            .map(|h| (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect::<Vec<u8>>());
+        let read = crate::engine::column_versions::ColumnVersions::read_or_reset(versions.as_deref(), 2, "test row");
+        assert_eq!((read.of(1), read.of(2), read.of(3), read.of(4)), (1, 1, 2, 2), "ws, parent at 1; title (trigger) and meta (client) at 2");
+        assert_eq!(payload_row(P, "a")[3], s("by trigger"));
+        assert_log_is_the_table(P);
+    }
+
+    #[pg_test]
     fn a_user_trigger_that_changes_nothing_keeps_the_clients_payload() {
         const P: &str = "ew-noop";
         setup("CASCADE");
