@@ -72,7 +72,7 @@ use syncular_protocol::ErrorCode;
 use crate::engine::column_versions::ColumnVersions;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::push::outcome::StoredOpResult;
+use crate::engine::push::outcomes::StoredOpResult;
 use crate::engine::resolver::Allowed;
 use crate::engine::schema::RegisteredTable;
 use crate::engine::blobs::refs as blob_refs;

@@ -39,7 +39,7 @@
 //! NOTIFY); each applied commit with changes queues its notification.
 
 pub mod apply;
-pub mod outcome;
+pub mod outcomes;
 pub mod savepoint;
 pub mod server_commit;
 pub mod validator;
@@ -55,7 +55,7 @@ use crate::engine::push::validator::{self as commit_validator, Verdict};
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push::apply::{apply_operation, side_effect_change, Busy, PayloadForm, StagedChange, Terminated};
-use crate::engine::push::outcome::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
+use crate::engine::push::outcomes::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
 use crate::engine::resolver::is_transient_sqlstate;
 use crate::engine::push::savepoint::{self as push_savepoint, caught_sqlstate, sqlstate_class, sqlstate_text, SavepointOutcome};
 use crate::engine::reactions::{self, planner, records::Planned};
