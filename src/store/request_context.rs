@@ -14,7 +14,7 @@ use pgrx::spi::Spi;
 
 use crate::store::leases::{self, LeaseContext};
 use crate::store::partitions::RegistryRow;
-use crate::store::pull_window::PartitionBounds;
+use crate::store::pull::window::PartitionBounds;
 use crate::store::push::outcomes::{StoredOutcomes, OUTCOMES_JOIN};
 use crate::store::pinned_plan;
 use crate::store::push::locks as push_locks;

@@ -20,11 +20,10 @@ mod tests {
     use syncular_sqlite_image::rusqlite::types::Value;
     use syncular_sqlite_image::rusqlite::{Connection, OpenFlags};
 
-    use crate::engine::pull_limits::PullLimits;
+    use crate::engine::pull::limits::PullLimits;
     use crate::engine::schema::require_registered_schema;
-    use crate::engine::segments::image::{
-        build_image, image_eligible, snapshot_exceeds_one_page, BuiltImage, ImageRequest,
-    };
+    use crate::engine::pull::bootstrap::image::{image_eligible, snapshot_exceeds_one_page};
+    use crate::engine::segments::image::{build_image, BuiltImage, ImageRequest};
     use crate::tests::blobs::support::{blob_ref, put};
     use crate::tests::support::int8;
     use crate::tests::sync_support::*;

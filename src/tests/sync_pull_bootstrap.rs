@@ -226,7 +226,7 @@ mod tests {
         assert_eq!(p.one().end.bootstrap_state, None);
     }
 
-    /// The page reader (`store::bootstrap_page`) takes dense candidates in
+    /// The page reader (`store::pull::bootstrap_page`) takes dense candidates in
     /// one primary-key range and sparse ones by probe: whichever it uses, a
     /// walk delivers exactly the scope's rows in row-id order — across dense
     /// and sparse runs, batches of 1,000 candidates, pages and candidates

@@ -20,8 +20,8 @@ mod tests {
     use pgrx::prelude::*;
     use serde_json::Value;
 
-    use crate::store::bootstrap_page::{explain_page_statement, PageQuery, PageStatement};
-    use crate::store::pull_window::{
+    use crate::store::pull::bootstrap_page::{explain_page_statement, PageQuery, PageStatement};
+    use crate::store::pull::window::{
         explain_partition_bounds, explain_window_statement, read_partition_bounds, read_window_candidates,
         CandidateQuery, SeqRuns, WindowStatement,
     };

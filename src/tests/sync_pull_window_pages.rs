@@ -1,5 +1,5 @@
 //! How an incremental window is read in pages (SPEC §4.5;
-//! `engine::pull_window`): candidates, their metadata and their changes cut
+//! `engine::pull::window`): candidates, their metadata and their changes cut
 //! at the changes still wanted plus one row — a cut inside a later commit
 //! ends the page before it, a first commit larger than the cut is read whole
 //! — with dense candidates (one run of consecutive commits) and scattered

@@ -33,12 +33,12 @@ use syncular_protocol::response::{RespEpoch, RespHeader, ResponseWriter, SubEnd,
 use crate::engine::budget::Budget;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::pull::wire_scope_map;
-use crate::engine::pull_window::{run_window, WindowRequest};
+use crate::engine::pull::window::{run_window, WindowRequest};
 use crate::engine::realtime::registrations::{self, Registration};
 use crate::engine::resolver::json_type_name;
 use crate::engine::schema;
 use crate::store::partitions::select_partition_registry;
-use crate::store::pull_window::read_partition_bounds;
+use crate::store::pull::window::read_partition_bounds;
 
 /// The smallest `max_delta_bytes` accepted (a delta's envelope and one
 /// section's framing alone take tens of bytes).

@@ -17,7 +17,7 @@ use crate::engine::error::EngineResult;
 use crate::engine::realtime::registrations::{self, Registration};
 use crate::engine::request::{self, Caller};
 use crate::engine::{clock, partition, schema};
-use crate::store::pull_window::read_partition_bounds;
+use crate::store::pull::window::read_partition_bounds;
 use crate::store::realtime as store;
 
 /// The wire version deltas use for a client with no record (the newest).

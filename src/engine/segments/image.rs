@@ -2,8 +2,8 @@
 //! subscription's bootstrap takes it, and building the image of one
 //! subscription's whole table at the pin.
 //!
-//! - Eligibility ([`image_lane_offered`], [`snapshot_exceeds_one_page`],
-//!   [`image_eligible`]): `accept` bit 2, the start of the table (a null row
+//! - Eligibility (decided by the bootstrap's image lane,
+//!   [`crate::engine::pull::bootstrap::image`], with [`scan_matching`] as its probe): `accept` bit 2, the start of the table (a null row
 //!   cursor — never mid-table, a resumed bootstrap with a cursor stays on
 //!   rows), and more matching rows than the clamped `limitSnapshotRows` (the
 //!   reference server's rule: below that one inline rows page is cheaper).
@@ -11,7 +11,7 @@
 //!   matching rows.
 //! - Build ([`build_image`]): exactly the rows a complete sequence of rows
 //!   pages would deliver (same keyset walk through
-//!   [`crate::store::bootstrap_page::PageReader`], same exact scope
+//!   [`crate::store::pull::bootstrap_page::PageReader`], same exact scope
 //!   match, rows as they are now — see that module's pinning note), in row-id
 //!   order, streamed into the `syncular-sqlite-image` builder: stored
 //!   payloads are decoded with the table layout, never re-validated. The
@@ -32,15 +32,13 @@ use std::ffi::CStr;
 use std::io::Read;
 use std::path::PathBuf;
 
-use syncular_protocol::constants::ACCEPT_SQLITE;
 use syncular_protocol::scopes::ScopeMap;
 use syncular_sqlite_image::{ImageBuilder, ImageError, ImageFile, ImageSpec};
 
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::pull_limits::PullLimits;
 use crate::engine::schema::RegisteredTable;
 use crate::engine::scope_match::{candidate_key, ScopeMatcher};
-use crate::store::bootstrap_page::{PageQuery, PageReader, PageRowData};
+use crate::store::pull::bootstrap_page::{PageQuery, PageReader, PageRowData};
 
 /// Candidates read per store call (bounds SPI memory, as the rows lane).
 const IMAGE_BATCH: i64 = 1000;
@@ -96,50 +94,6 @@ impl BuiltImage {
     }
 }
 
-/// The cheap half of §5.3 eligibility: the client advertised `accept` bit 2
-/// and the bootstrap stands at the start of the table (`row_cursor` null:
-/// a fresh bootstrap, or a resume that has not delivered a row yet). A
-/// resumed bootstrap with a cursor stays on the rows lane (§5.3: never
-/// switch lanes mid-table).
-pub fn image_lane_offered(limits: &PullLimits, row_cursor: Option<&str>) -> bool {
-    limits.accept & ACCEPT_SQLITE != 0 && row_cursor.is_none()
-}
-
-/// True when more than `limits.limit_snapshot_rows` (clamped) rows of
-/// `table` match `effective` in `partition` — the snapshot exceeds one rows
-/// page. Reads at most `limitSnapshotRows + 1` matching rows (plus the
-/// non-matching candidates between them), never counts the whole table.
-/// Errors: store failures, corrupt stored scopes (`syncular.internal`).
-pub fn snapshot_exceeds_one_page(
-    partition: &str,
-    table: &RegisteredTable,
-    effective: &ScopeMap,
-    limits: &PullLimits,
-) -> EngineResult<bool> {
-    let page = u64::try_from(limits.limit_snapshot_rows).unwrap_or(1).max(1);
-    let mut seen = 0u64;
-    scan_matching(partition, table, effective, Some(page + 1), |_| {
-        seen += 1;
-        true
-    })?;
-    Ok(seen > page)
-}
-
-/// §5.3 eligibility: [`image_lane_offered`] and [`snapshot_exceeds_one_page`]
-/// (the probe runs only when the cheap half holds).
-pub fn image_eligible(
-    partition: &str,
-    table: &RegisteredTable,
-    effective: &ScopeMap,
-    limits: &PullLimits,
-    row_cursor: Option<&str>,
-) -> EngineResult<bool> {
-    if !image_lane_offered(limits, row_cursor) {
-        return Ok(false);
-    }
-    snapshot_exceeds_one_page(partition, table, effective, limits)
-}
-
 /// Builds the §5.3 image of `req`: every matching row of the table in row-id
 /// order with its `_sync_version`, and the `_syncular_segment` row. Memory
 /// stays bounded (one batch of stored rows plus SQLite's capped page cache);
@@ -190,7 +144,7 @@ pub fn build_image(req: &ImageRequest<'_>) -> EngineResult<Option<BuiltImage>> {
 /// (the rows lane's keyset walk and exact scope match), calling `visit` per
 /// row, until the table ends, `max` matching rows were visited, or `visit`
 /// answers `false`. Checks for query cancel between batches.
-fn scan_matching(
+pub fn scan_matching(
     partition: &str,
     table: &RegisteredTable,
     effective: &ScopeMap,
@@ -253,22 +207,4 @@ fn temp_parent() -> EngineResult<PathBuf> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| EngineError::internal(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use syncular_protocol::request::PullHeader;
-
-    fn limits(accept: u8) -> PullLimits {
-        PullLimits::from_header(&PullHeader { limit_commits: 0, limit_snapshot_rows: 0, max_snapshot_pages: 0, accept })
-    }
-
-    #[test]
-    fn offered_only_with_bit_2_at_the_table_start() {
-        assert!(image_lane_offered(&limits(0b0110), None));
-        assert!(image_lane_offered(&limits(0b1111), None));
-        assert!(!image_lane_offered(&limits(0b0011), None), "no bit 2");
-        assert!(!image_lane_offered(&limits(0b0111), Some("r9")), "never mid-table");
-    }
 }

@@ -2,7 +2,7 @@
 //! bytes stored once per partition ([`bytes`]), the publications that make
 //! them servable in one context each ([`publication`]), and the
 //! re-authorized download ([`download`]). The pull decides delivery
-//! (inline or `SEGMENT_REF`) in [`crate::engine::bootstrap`]. Also: the
+//! (inline or `SEGMENT_REF`) in [`crate::engine::pull::bootstrap`]. Also: the
 //! sqlite image lane ([`image`]), signed URLs ([`signed_url`]) and expiry /
 //! garbage collection ([`sweep`]).
 //!
@@ -16,7 +16,6 @@
 pub mod bytes;
 pub mod download;
 pub mod image;
-pub mod image_lane;
 pub mod publication;
 pub mod signed_url;
 pub mod sweep;

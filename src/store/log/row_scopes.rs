@@ -47,7 +47,7 @@ pub fn explain_delete_row_scopes(
         DatumWithOid::from(table),
         DatumWithOid::from(row_id),
     ];
-    crate::store::pull_window::explain_json(DELETE_ROW_SCOPES_SQL, &args, false)
+    crate::store::pull::window::explain_json(DELETE_ROW_SCOPES_SQL, &args, false)
         .map_err(StoreError::spi("explain_delete_row_scopes"))
 }
 

@@ -2,7 +2,7 @@
 //! `cursor < commitSeq ≤ maxCommitSeq` that carry changes of the table whose
 //! stored scopes match the effective scopes, oldest first, cut at
 //! `limitCommits` changes without ever splitting a commit, read through the
-//! `sync_change_scopes` inverted index ([`crate::store::pull_window`]).
+//! `sync_change_scopes` inverted index ([`crate::store::pull::window`]).
 //!
 //! A page is: the next candidate commits (up to the changes still wanted
 //! plus one, so a page usually covers the whole response), their
@@ -25,7 +25,7 @@ use syncular_protocol::scopes::ScopeMap;
 use crate::engine::budget::Budget;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::scope_match::{candidate_key, matches, parse_stored_scopes};
-use crate::store::pull_window::{
+use crate::store::pull::window::{
     read_commit_metas, read_window_candidates, read_window_changes, CandidateQuery, CommitMeta,
     SeqRuns, WindowChange as StoredChange,
 };

@@ -10,7 +10,7 @@
 //!   never a request error.
 //! - Pages: up to `maxSnapshotPages` pages of up to `limitSnapshotRows` rows,
 //!   keyset-paged by row id through `sync_row_scopes`
-//!   ([`crate::store::bootstrap_page`]); each page is one SSG2 segment built
+//!   ([`crate::store::pull::bootstrap_page`]); each page is one SSG2 segment built
 //!   with the protocol crate's streaming encoder from the stored verbatim
 //!   payloads and `_sync_version`s. Completion is proven by a one-row
 //!   lookahead, so a finished table never costs an extra empty round.
@@ -36,7 +36,7 @@
 //!   the same pin) the second serves the first one's publication.
 //! - Images (§5.3, `accept` bit 2): at the start of a table the whole table
 //!   may go as one sqlite image instead of pages
-//!   ([`crate::engine::segments::image_lane`]); a bootstrap resumed
+//!   ([`image`]); a bootstrap resumed
 //!   mid-table stays on rows.
 //! - `SEGMENT_REF` (§5.4) carries the caller's scope digest, the page's
 //!   cursors (`rowCursor` absent on a table-start page) and, for a client
@@ -46,7 +46,7 @@
 //!   note); every change after the pin is replayed by the incremental pull
 //!   that follows, so the client converges — a reused page built earlier at
 //!   the same pin is as valid as a fresh one.
-//! - Budget ([`super::budget`]): no new page starts past it (inline pages,
+//! - Budget ([`crate::engine::budget`]): no new page starts past it (inline pages,
 //!   descriptors alike); an inline-only page stops adding rows once the
 //!   response plus the page reaches it (keeping at least one row). A fresh
 //!   bootstrap deferred before its first page still gets a first segment so
@@ -54,28 +54,31 @@
 //!   inline-only client, else its real first page (as a descriptor when it
 //!   does not fit).
 
-use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS, ACCEPT_SIGNED_URLS};
-use syncular_protocol::response::{MediaType, SegmentRef};
+//!
+//! Files: [`stored`] (a page served from, or into, its publication; signed
+//! URLs), [`page`] (building one rows segment from the page reader) and
+//! [`image`] (the sqlite image lane).
+
+
+use syncular_protocol::constants::{ACCEPT_EXTERNAL_ROWS, ACCEPT_INLINE_ROWS};
+use syncular_protocol::response::SegmentRef;
 use syncular_protocol::resume_token::ResumeToken;
 use syncular_protocol::scope_digest::scope_digest;
 use syncular_protocol::scopes::ScopeMap;
-use syncular_protocol::segment::{SegmentEncoder, SegmentHeader};
 
 use crate::engine::budget::Budget;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::pull_limits::PullLimits;
-use crate::engine::scope_match::{candidate_key, ScopeMatcher};
+use crate::engine::pull::limits::PullLimits;
 use crate::engine::schema::RegisteredTable;
-use crate::engine::segments::image_lane::serve_image;
-use crate::engine::segments::publication::find_live_at;
-use crate::engine::segments::signed_url;
-use crate::engine::segments::{
-    publish_effective, read_bytes, segment_id_of, store_bytes, LivePublication, Publication, PublicationKey,
-    MEDIA_TYPE_ROWS,
-};
-use crate::store::bootstrap_page::{PageQuery, PageReader};
 
-/// Candidates read per store call while filling a page (bounds SPI memory).
+pub mod image;
+mod page;
+mod stored;
+
+use image::serve_image;
+use page::{build_page, empty_segment};
+use stored::serve_stored;
+
 const PAGE_BATCH: i64 = 1000;
 
 /// Where a bootstrap starts: its pin and row cursor.
@@ -221,6 +224,7 @@ struct Served {
     done: bool,
 }
 
+
 /// The bootstrap pages of one subscription, written one segment per
 /// [`BootstrapRun::step`] (§1.4 streaming: a streamed pull holds one page at
 /// a time) — the table's image, or one page. The caller decided with
@@ -355,124 +359,6 @@ impl BootstrapRun {
     }
 }
 
-/// One stored-mode page after `after`: the live publication of its context
-/// when there is one, else built, stored and published now; then delivered
-/// inline or as a descriptor ([`Delivery::inlines`]).
-fn serve_stored(
-    req: &BootstrapRequest<'_>,
-    digest: &str,
-    delivery: Delivery,
-    after: Option<&str>,
-    budget: &Budget,
-    written: usize,
-    emit: &mut impl FnMut(Emit<'_>) -> EngineResult<usize>,
-) -> EngineResult<Served> {
-    let key = PublicationKey {
-        partition: req.partition,
-        log_epoch: req.log_epoch,
-        table: req.table.name(),
-        schema_version: req.schema_version,
-        media_type: MEDIA_TYPE_ROWS,
-        scope_digest: digest,
-        as_of_commit_seq: req.start.as_of_commit_seq,
-        row_cursor: after,
-        page_rows: req.limits.limit_snapshot_rows,
-    };
-    let (live, built) = match find_live_at(&key, req.now_ms)? {
-        Some(hit) => (hit, None),
-        None => {
-            let max = crate::settings::SEGMENT_PAGE_MAX_BYTES as usize;
-            let page = build_page(req, after, |pending| pending >= max)?;
-            let live = store_and_publish(req, &key, &page)?;
-            (live, Some(page))
-        }
-    };
-    let p = &live.publication;
-    let served = |_written: usize| Served {
-        rows: u64::try_from(p.row_count).unwrap_or(0),
-        cursor: p.next_row_cursor.clone(),
-        done: p.next_row_cursor.is_none(),
-    };
-    let len = usize::try_from(live.byte_length).unwrap_or(usize::MAX);
-    if delivery.inlines(len, budget, written) {
-        let bytes = match built {
-            Some(page) if segment_id_of(&page.segment) == p.segment_id => Some(page.segment),
-            _ => read_bytes(req.partition, &p.segment_id)?,
-        };
-        if let Some(bytes) = bytes {
-            return Ok(served(emit(Emit::Inline(&bytes))?));
-        }
-    }
-    let mut descriptor = SegmentRef {
-        segment_id: p.segment_id.clone(),
-        media_type: MediaType::Rows,
-        table: req.table.name().to_owned(),
-        byte_length: live.byte_length,
-        row_count: p.row_count,
-        as_of_commit_seq: p.as_of_commit_seq,
-        // The caller's digest (equal to the publication's: it is part of the
-        // lookup key), never one of another context of the same bytes.
-        scope_digest: digest.to_owned(),
-        row_cursor: p.row_cursor.clone(),
-        next_row_cursor: p.next_row_cursor.clone(),
-        url: None,
-        url_expires_at_ms: None,
-    };
-    attach_signed_url(req, &mut descriptor)?;
-    Ok(served(emit(Emit::Ref(&descriptor))?))
-}
-
-/// Attaches a §5.4 signed URL to `descriptor` — the one place it happens:
-/// only for a client that advertised `accept` bit 3 and only when
-/// `syncular.segment_url_base` is set (else no `url`: the client downloads
-/// through the direct endpoint, §5.5). `url` and `urlExpiresAtMs` are set
-/// together. Minted here, inside the pull right after scope resolution, for
-/// the caller's digest. Errors: key store failures (`syncular.internal`).
-pub(crate) fn attach_signed_url(req: &BootstrapRequest<'_>, descriptor: &mut SegmentRef) -> EngineResult<()> {
-    if req.limits.accept & ACCEPT_SIGNED_URLS == 0 {
-        return Ok(());
-    }
-    if let Some((url, expires_at_ms)) =
-        signed_url::mint(req.partition, &descriptor.segment_id, &descriptor.scope_digest, req.now_ms)?
-    {
-        descriptor.url = Some(url);
-        descriptor.url_expires_at_ms = Some(expires_at_ms);
-    }
-    Ok(())
-}
-
-/// Stores a built page and publishes it for `key`; returns the context's
-/// publication afterwards (ours, or a concurrent builder's live one).
-fn store_and_publish(req: &BootstrapRequest<'_>, key: &PublicationKey<'_>, page: &Page) -> EngineResult<LivePublication> {
-    let segment_id = segment_id_of(&page.segment);
-    let byte_length = i64::try_from(page.segment.len()).unwrap_or(i64::MAX);
-    store_bytes(req.partition, &segment_id, MEDIA_TYPE_ROWS, byte_length, &mut page.segment.as_slice())?;
-    let mine = Publication {
-        partition: key.partition.to_owned(),
-        log_epoch: key.log_epoch.to_owned(),
-        table: key.table.to_owned(),
-        schema_version: key.schema_version,
-        media_type: key.media_type,
-        scope_digest: key.scope_digest.to_owned(),
-        as_of_commit_seq: key.as_of_commit_seq,
-        row_cursor: key.row_cursor.map(str::to_owned),
-        page_rows: key.page_rows,
-        segment_id: segment_id.clone(),
-        next_row_cursor: if page.table_done { None } else { page.cursor.clone() },
-        row_count: i64::try_from(page.rows).unwrap_or(i64::MAX),
-        published_at_ms: req.now_ms,
-        expires_at_ms: req.now_ms.saturating_add(crate::settings::segment_ttl_ms()),
-    };
-    let published = publish_effective(&mine)?;
-    if published.segment_id == segment_id {
-        let chunk = crate::engine::segments::CHUNK_BYTES as i64;
-        let chunk_count = i32::try_from((byte_length + chunk - 1) / chunk).unwrap_or(i32::MAX);
-        return Ok(LivePublication { publication: published, byte_length, chunk_count });
-    }
-    find_live_at(key, req.now_ms)?.ok_or_else(|| {
-        EngineError::internal(format!("the publication of {} for this page vanished while publishing", published.segment_id))
-    })
-}
 
 /// True when a bootstrap section delivers at least one segment in this
 /// response — the value of `SUB_START.bootstrap` ("true iff this response
@@ -495,83 +381,6 @@ pub fn resume_token(req: &BootstrapRequest<'_>, row_cursor: Option<String>) -> S
     .render()
 }
 
-fn segment_header(req: &BootstrapRequest<'_>) -> SegmentHeader {
-    SegmentHeader {
-        table: req.table.name().to_owned(),
-        schema_version: req.schema_version,
-        layout: req.table.layout().clone(),
-    }
-}
-
-/// An SSG2 segment with no rows (header and end marker only).
-fn empty_segment(req: &BootstrapRequest<'_>) -> EngineResult<Vec<u8>> {
-    let internal = |e: &dyn std::fmt::Display| EngineError::internal(format!("empty rows segment: {e}"));
-    let encoder = SegmentEncoder::new(Vec::new(), &segment_header(req)).map_err(|e| internal(&e))?;
-    encoder.finish().map_err(|e| internal(&e))
-}
-
-/// Builds one page after `after` (exclusive): matching rows in row-id order
-/// until `limitSnapshotRows` rows, `full(pending bytes)` says stop (≥ 1 row
-/// kept), or the end of the table; a one-row lookahead proves the end.
-fn build_page(req: &BootstrapRequest<'_>, after: Option<&str>, full: impl Fn(usize) -> bool) -> EngineResult<Page> {
-    let corrupt = |e: &dyn std::fmt::Display| {
-        EngineError::internal(format!(
-            "stored row of table {:?} cannot be encoded as a rows segment: {e}",
-            req.table.name()
-        ))
-    };
-    let mut encoder = SegmentEncoder::new(Vec::new(), &segment_header(req)).map_err(|e| corrupt(&e))?;
-    let Some((variable, values)) = candidate_key(req.effective) else {
-        // An active subscription always has a non-empty effective map (§3.2
-        // rule 5); an empty one selects nothing.
-        let segment = encoder.finish().map_err(|e| corrupt(&e))?;
-        return Ok(Page { segment, rows: 0, cursor: after.map(str::to_owned), table_done: true });
-    };
-    let limit = u64::try_from(req.limits.limit_snapshot_rows).unwrap_or(1).max(1);
-    let mut delivered_cursor: Option<String> = after.map(str::to_owned);
-    let mut scan_cursor: Option<String> = after.map(str::to_owned);
-    let mut pending_bytes = 0usize;
-    let mut table_done = false;
-    let mut reader = PageReader::new();
-    let mut scopes = ScopeMatcher::default();
-    'scan: loop {
-        let remaining = limit - encoder.rows() + 1;
-        let batch = i64::try_from(remaining).unwrap_or(PAGE_BATCH).clamp(1, PAGE_BATCH);
-        let candidates = reader.read(&PageQuery {
-            partition: req.partition,
-            app_table: &req.table.qualified_name,
-            table: req.table.name(),
-            variable,
-            values,
-            after_row_id: scan_cursor.as_deref(),
-            candidate_limit: batch,
-        })?;
-        let exhausted = (candidates.len() as i64) < batch;
-        for candidate in candidates {
-            scan_cursor = Some(candidate.row_id.clone());
-            let Some(data) = candidate.data else { continue };
-            if !scopes.matches(&data.scopes_json, req.effective)? {
-                continue;
-            }
-            // A matching row exists beyond the page: the page is full.
-            if encoder.rows() >= limit || (encoder.rows() >= 1 && full(pending_bytes)) {
-                break 'scan;
-            }
-            encoder
-                .push_payload_trusted(data.server_version, &data.payload)
-                .map_err(|e| corrupt(&e))?;
-            pending_bytes += 8 + data.payload.len();
-            delivered_cursor = Some(candidate.row_id);
-        }
-        if exhausted {
-            table_done = true;
-            break;
-        }
-    }
-    let rows = encoder.rows();
-    let segment = encoder.finish().map_err(|e| corrupt(&e))?;
-    Ok(Page { segment, rows, cursor: delivered_cursor, table_done })
-}
 
 #[cfg(test)]
 mod tests {

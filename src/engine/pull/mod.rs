@@ -8,15 +8,15 @@
 //! 2. no resume token and `0 ≤ cursor < horizonSeq` (§4.6) → `SUB_START reset
 //!    sync.cursor_expired {}`, no data, the request cursor echoed;
 //! 3. a token, `cursor < 0` or `cursor > maxCommitSeq` (§4.7) → bootstrap
-//!    ([`super::bootstrap`]): `SUB_START active bootstrap=true`, rows
+//!    ([`bootstrap`]): `SUB_START active bootstrap=true`, rows
 //!    segments (inline or `SEGMENT_REF`, by `accept`), `SUB_END.nextCursor = asOfCommitSeq` (+ the resume token
 //!    while incomplete); `bootstrap=false` and no segment only when the byte
 //!    budget defers a non-fresh bootstrap whole (the token then points at
 //!    the same position);
-//! 4. otherwise incremental ([`super::pull_window`]): `SUB_START active`,
+//! 4. otherwise incremental ([`window`]): `SUB_START active`,
 //!    `COMMIT` frames, `SUB_END.nextCursor` per §4.5.
 //!
-//! The response byte budget is [`super::budget`]'s. `maxCommitSeq` and
+//! The response byte budget is [`crate::engine::budget`]'s. `maxCommitSeq` and
 //! `horizonSeq` are read once, after the push half (so a client sees its own
 //! commits in the same round).
 //!
@@ -30,6 +30,17 @@
 //! active), `subscriptions` = this pull's list `[{"id","table","scopes"}]`
 //! (omission is unregistration), `updated_at_ms` = now.
 
+//!
+//! Owns, below: [`subscriptions`] (request-level validation and effective
+//! scopes), [`limits`] (the pull's row / page limits), [`window`] (the
+//! incremental commit window) and [`bootstrap`] (snapshot pages and the
+//! image lane).
+
+pub mod bootstrap;
+pub mod limits;
+pub mod subscriptions;
+pub mod window;
+
 use std::io::Write;
 
 use syncular_protocol::frame_fields::{canonical_scope_map, ScopeMap as WireScopeMap};
@@ -38,17 +49,17 @@ use syncular_protocol::scopes::ScopeMap;
 use syncular_protocol::response::{ResponseWriter, SubEnd, SubStart, SubStatus};
 use syncular_protocol::{ErrorCode, ProtocolError};
 
-use crate::engine::bootstrap::{
+use crate::engine::pull::bootstrap::{
     bootstrap_start, delivers_segments, resume_token, BootstrapRequest, BootstrapRun, BootstrapStart, Emit,
 };
 use crate::engine::budget::Budget;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::pull_limits::PullLimits;
-use crate::engine::pull_window::{run_window, WindowRequest};
-use crate::engine::subscriptions::{ResolvedSubscription, SubscriptionStatus};
+use crate::engine::pull::limits::PullLimits;
+use crate::engine::pull::window::{run_window, WindowRequest};
+use crate::engine::pull::subscriptions::{ResolvedSubscription, SubscriptionStatus};
 use crate::store::clients::record_pull;
-use crate::store::pull_window::{read_partition_bounds, PartitionBounds};
+use crate::store::pull::window::{read_partition_bounds, PartitionBounds};
 
 /// What the pull half did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,7 +81,7 @@ struct SectionEnd {
 }
 
 /// Writes every subscription section of `pull` (validated by
-/// [`super::subscriptions::validate`] into `subs`, same order) to `writer`
+/// [`subscriptions::validate`] into `subs`, same order) to `writer`
 /// and records the client's cursor and subscription list — [`PullStream`]
 /// run to the end in one call; it reads the partition bounds itself, so the
 /// caller must already hold the partition's pruning fence (§4.6,

@@ -3,7 +3,7 @@
 //! the commit→scope inverted index `sync_change_scopes`.
 //!
 //! A page is three statements, each one table's index walk, merged by the
-//! engine ([`crate::engine::pull_window`]):
+//! engine ([`crate::engine::pull::window`]):
 //!
 //! 1. [`read_window_candidates`]: the candidate commits — an ordered,
 //!    LIMITed range scan of `sync_change_scopes (partition, tbl, var, value,

@@ -26,7 +26,7 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::pull_limits::PullLimits;
+use crate::engine::pull::limits::PullLimits;
 
 /// §3.2 outcome of one subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
