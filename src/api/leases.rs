@@ -1,7 +1,7 @@
 //! The auth lease administration surface (SPEC §7.3.4; README "Auth
 //! leases"): `syncular.revoke_lease`, `syncular.clear_lease_revocation`,
 //! `syncular.leases`, `syncular.rotate_lease_key`. Issuance and the outage
-//! seam live in the sync functions (`crate::engine::leases`).
+//! seam live in the sync functions (`crate::engine::auth::leases`).
 //!
 //! All are `SECURITY DEFINER` with a pinned `search_path` and admin-only:
 //! EXECUTE stays with the extension owner and superusers, never
@@ -13,7 +13,8 @@ use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
 use crate::api::sync::required_text;
-use crate::engine::{clock, leases};
+use crate::engine::auth::leases;
+use crate::engine::clock;
 
 /// `syncular.revoke_lease(partition text, lease_id text) returns boolean`
 /// (§7.3.4 `revokeLease`): marks the lease revoked, durably. From then on an

@@ -16,7 +16,7 @@ use crate::api::sync::{required, required_text};
 use crate::engine::error::{EngineError, HostCode};
 use crate::engine::notify;
 use crate::engine::realtime::{ack, deltas, error_response, open};
-use crate::engine::request::{check_caller, Caller};
+use crate::engine::auth::caller::{check_caller, Caller};
 
 /// `syncular.realtime_open(partition text, actor_id text, client_id text,
 /// allowed_scopes jsonb DEFAULT NULL) returns jsonb` — open (or reload the

@@ -1,5 +1,5 @@
 //! `syncular.round_failures(partition)`: the `ROUND_FAILURE` reports of a
-//! partition's clients (wire version 3; [`crate::engine::round_failures`]).
+//! partition's clients (wire version 3; [`crate::engine::round::failures`]).
 //! Administrative: EXECUTE revoked from PUBLIC and not granted to
 //! `syncular_gateway` (sql/privileges.sql).
 
@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 
 use crate::api::errors::OrRaise;
 use crate::api::sync::required_text;
-use crate::engine::round_failures;
+use crate::engine::round::failures as round_failures;
 
 /// `syncular.round_failures(partition text) returns table(client_id text,
 /// code text, reports bigint, last_reported_at_ms bigint)` — per client and

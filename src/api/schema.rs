@@ -7,7 +7,8 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
-use crate::engine::{resolver, schema};
+use crate::engine::auth::resolver;
+use crate::engine::schema;
 
 /// `syncular.register_schema(ir jsonb, app_schema text DEFAULT 'public',
 /// allow_drop boolean DEFAULT false) returns void`.

@@ -13,7 +13,8 @@ use pgrx::JsonB;
 
 use crate::api::errors::{raise, OrRaise};
 use crate::engine::error::{EngineError, HostCode};
-use crate::engine::request::{self, Caller, Halves};
+use crate::engine::auth::caller::Caller;
+use crate::engine::round::{self, Halves};
 
 pub(crate) fn required<'a, T: ?Sized>(value: Option<&'a T>, name: &str) -> &'a T {
     match value {
@@ -73,7 +74,7 @@ fn round(
         allowed_scopes: allowed.as_ref(),
         connection_client_id,
     };
-    request::run(&caller, request, halves).or_raise()
+    round::run(&caller, request, halves).or_raise()
 }
 
 /// `syncular.sync(partition text, actor_id text, request bytea,
@@ -90,7 +91,7 @@ fn round(
 /// `REQ_HEADER.clientId` fail with `sync.invalid_client_id` before anything
 /// is written; NULL over HTTP.
 ///
-/// Auth leases (§7.3, `crate::engine::leases`): with `syncular.lease_ttl` >
+/// Auth leases (§7.3, `crate::engine::auth::leases`): with `syncular.lease_ttl` >
 /// 0, a round whose allowed map came from the argument or the resolver
 /// stores the client's lease and answers one `LEASE` frame right after
 /// `RESP_HEADER`; `allowed_scopes` = the JSON string `"resolver_outage"` (or

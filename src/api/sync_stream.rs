@@ -5,7 +5,7 @@
 //! a cursor (`DECLARE … CURSOR FOR SELECT syncular.pull_stream(…)`, then
 //! `FETCH`), or through a protocol-level portal with a row limit, each row is
 //! produced only when it is fetched — one step of the round
-//! ([`crate::engine::request::RoundStream`]) per row. Called in `FROM`,
+//! ([`crate::engine::round::RoundStream`]) per row. Called in `FROM`,
 //! Postgres materializes the whole set first (a tuplestore): correct, but no
 //! streaming.
 //!
@@ -17,7 +17,7 @@ use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
 use crate::api::sync::{required, required_text};
-use crate::engine::request::{Halves, OwnedCaller, RoundStream};
+use crate::engine::round::{Halves, OwnedCaller, RoundStream};
 
 fn stream(
     partition: Option<&str>,

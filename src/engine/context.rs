@@ -1,10 +1,10 @@
 //! The per-request context of one sync round (SPEC §1.5, §2.1, §3.2 rule 3,
 //! §6.1): who is asking, in which partition, under which registered schema,
 //! with which allowed scopes, and the request's limits. Built once by
-//! [`crate::engine::request`] after the partition, epoch and client gates;
+//! [`crate::engine::round`] after the partition, epoch and client gates;
 //! both halves (push and pull) read it.
 
-use crate::engine::resolver::Allowed;
+use crate::engine::auth::allowed::Allowed;
 use crate::engine::schema::RegisteredSchema;
 
 /// Everything the push and pull halves need about the request.

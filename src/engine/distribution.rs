@@ -149,7 +149,7 @@ pub fn distribute() -> EngineResult<Distributed> {
     // to every node: a two-phase commit).
     crate::store::notifications::notification_key()?;
     // The same for the lease signing key (§7.3), even while leases are off.
-    crate::engine::leases::ensure_key()?;
+    crate::engine::auth::leases::ensure_key()?;
     // And the signed segment URL key (§5.4), even while signed URLs are off.
     crate::engine::segments::signed_url::ensure_key()?;
     let mut done = Distributed::default();

@@ -3,21 +3,20 @@
 //! SQL — every statement is a `crate::store` function — and reports failures
 //! as [`error::EngineError`].
 
+pub mod auth;
 pub mod clock;
+pub mod round;
 pub mod column_versions;
 pub mod error;
-pub mod resolver;
 pub mod validators;
 pub mod crdt;
 pub mod reactions;
-pub mod round_failures;
 pub mod schema;
 pub mod context;
 pub mod notify;
 pub mod partition;
 pub mod commit;
 pub mod push;
-pub mod request;
 pub mod budget;
 pub mod pull;
 pub mod scope_match;
@@ -25,6 +24,5 @@ pub mod realtime;
 pub mod capture;
 pub mod lifecycle;
 pub mod distribution;
-pub mod leases;
 pub mod blobs;
 pub mod segments;

@@ -6,7 +6,8 @@ mod tests {
     use pgrx::prelude::*;
 
     use crate::engine::error::{EngineError, HostCode};
-    use crate::engine::resolver::{resolve_allowed, Allowed};
+    use crate::engine::auth::allowed::Allowed;
+    use crate::engine::auth::resolver::resolve_allowed;
     use crate::tests::support::*;
 
     fn set_resolver(body: &str) {

@@ -16,8 +16,8 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::push::apply::parse_stored_scopes;
-use crate::engine::request::{check_caller, resolve_allowed, Caller};
-use crate::engine::resolver::Allowed;
+use crate::engine::auth::caller::{check_caller, resolve_allowed, Caller};
+use crate::engine::auth::allowed::Allowed;
 use crate::store::blobs::bytes::{self, BlobRecord};
 use crate::store::blobs::refs;
 

@@ -27,7 +27,7 @@ use syncular_protocol::ErrorCode;
 use super::{check_blob_id, too_large, CHUNK_BYTES};
 use crate::engine::clock;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
-use crate::engine::request::check_partition;
+use crate::engine::auth::caller::check_partition;
 use crate::store::blobs::bytes::{self, BlobRecord};
 use crate::store::push::locks as push_locks;
 

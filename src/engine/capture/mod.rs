@@ -47,7 +47,7 @@ use pgrx::pg_sys;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::schema::{require_registered_schema, RegisteredSchema, RegisteredTable};
 use crate::engine::{clock, partition};
-use crate::engine::request::check_partition;
+use crate::engine::auth::caller::check_partition;
 use crate::engine::commit::guard;
 use crate::store::capture::triggers;
 

@@ -73,7 +73,7 @@ use crate::engine::column_versions::ColumnVersions;
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push::outcomes::StoredOpResult;
-use crate::engine::resolver::Allowed;
+use crate::engine::auth::allowed::Allowed;
 use crate::engine::schema::RegisteredTable;
 use crate::engine::blobs::refs as blob_refs;
 use crate::engine::push::validator as commit_validator;

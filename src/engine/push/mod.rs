@@ -56,7 +56,7 @@ use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push::apply::{apply_operation, side_effect_change, Busy, PayloadForm, StagedChange, Terminated};
 use crate::engine::push::outcomes::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
-use crate::engine::resolver::is_transient_sqlstate;
+use crate::engine::auth::resolver::is_transient_sqlstate;
 use crate::engine::push::savepoint::{self as push_savepoint, caught_sqlstate, sqlstate_class, sqlstate_text, SavepointOutcome};
 use crate::engine::reactions::{self, planner, records::Planned};
 use crate::engine::commit::{self, RequestLogBuilder};

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::engine::clock;
 use crate::engine::error::{EngineError, EngineResult, HostCode};
-use crate::engine::resolver::json_type_name;
+use crate::engine::auth::allowed::json_type_name;
 use crate::store::partitions::select_partition_registry;
 use crate::store::realtime::apply_acks;
 

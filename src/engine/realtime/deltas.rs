@@ -35,7 +35,7 @@ use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::pull::wire_scope_map;
 use crate::engine::pull::window::{run_window, WindowRequest};
 use crate::engine::realtime::registrations::{self, Registration};
-use crate::engine::resolver::json_type_name;
+use crate::engine::auth::allowed::json_type_name;
 use crate::engine::schema;
 use crate::store::partitions::select_partition_registry;
 use crate::store::pull::window::read_partition_bounds;

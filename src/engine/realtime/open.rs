@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 
 use crate::engine::error::EngineResult;
 use crate::engine::realtime::registrations::{self, Registration};
-use crate::engine::request::{self, Caller};
+use crate::engine::auth::caller::{check_caller, resolve_allowed, Caller};
+use crate::engine::auth::client_id::{check_client_id, client_bound_elsewhere};
 use crate::engine::{clock, partition, schema};
 use crate::store::pull::window::read_partition_bounds;
 use crate::store::realtime as store;
@@ -82,8 +83,8 @@ impl Session {
 /// undeclared variable), resolver errors (`syncular.resolver_malformed`,
 /// `syncular.invalid_resolver`, re-raised transient SQLSTATEs).
 pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
-    request::check_caller(caller)?;
-    request::check_client_id(client_id)?;
+    check_caller(caller)?;
+    check_client_id(client_id)?;
     let now_ms = clock::now_ms()?;
     // Behind the schema fence: a bump never lands between this read and the log reads.
     let schema = schema::require_fenced_schema()?;
@@ -94,7 +95,7 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     let (session_id, record) = store::open_client(caller.partition, client_id)?;
     if let Some(record) = &record {
         if record.actor_id != caller.actor_id {
-            return Err(request::client_bound_elsewhere());
+            return Err(client_bound_elsewhere());
         }
     }
     // Read before the scopes are resolved: every commit up to `latestCursor`
@@ -106,7 +107,7 @@ pub fn open(caller: &Caller<'_>, client_id: &str) -> EngineResult<Session> {
     // is something to register.
     let subscriptions = record.as_ref().map(|r| r.subscriptions_json.as_str()).filter(|s| s.trim() != "[]");
     let (registrations, lease_expires_at_ms) = if subscriptions.is_some() || caller.allowed_scopes.is_some() {
-        let resolved = request::resolve_allowed(caller, &schema, client_id, now_ms, None)?;
+        let resolved = resolve_allowed(caller, &schema, client_id, now_ms, None)?;
         let regs = subscriptions.map_or_else(Vec::new, |subs| registrations::resolve(subs, &schema, &resolved.allowed));
         (regs, resolved.lease_expires_at_ms)
     } else {

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Map, Value};
 use syncular_protocol::scopes::{effective, validate_requested, Effective, ScopeMap};
 
-use crate::engine::resolver::{json_type_name, parse_allowed_map, Allowed};
+use crate::engine::auth::allowed::{json_type_name, parse_allowed_map, Allowed};
 use crate::engine::schema::RegisteredSchema;
 
 /// One registration: an active subscription with its effective scopes.

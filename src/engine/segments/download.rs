@@ -33,7 +33,7 @@ use syncular_protocol::scopes::{effective, Effective, ScopeMap};
 use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::request::{check_caller, resolve_allowed, Caller};
+use crate::engine::auth::caller::{check_caller, resolve_allowed, Caller};
 use crate::engine::segments::is_segment_id;
 use crate::store::partitions::select_partition_registry;
 use crate::store::segments::bytes::{self, SegmentRecord};

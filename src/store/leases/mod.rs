@@ -3,7 +3,7 @@
 //! in `syncular.sync_lease_key` (one row, readable by the extension owner
 //! only). Every statement names one partition (the key table is a Citus
 //! reference table). The signature is computed and checked by
-//! [`crate::engine::leases`]; this module only moves rows.
+//! [`crate::engine::auth::leases`]; this module only moves rows.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{Spi, SpiTupleTable};

@@ -67,7 +67,7 @@ use syncular_protocol::scope_digest::scope_digest;
 use syncular_protocol::scopes::ScopeMap;
 
 use crate::engine::budget::Budget;
-use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::error::EngineResult;
 use crate::engine::pull::limits::PullLimits;
 use crate::engine::schema::RegisteredTable;
 

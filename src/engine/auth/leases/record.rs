@@ -14,7 +14,7 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::engine::resolver::AllowedMap;
+use crate::engine::auth::allowed::AllowedMap;
 
 /// Domain separation from every other HMAC under any key.
 const DOMAIN: &[u8] = b"syncular.auth-lease.v1";

@@ -13,7 +13,7 @@
 //!   minted for a new record, when the actor changed, or when the stored
 //!   record does not verify. A revoked record is never refreshed (no frame)
 //!   until `syncular.clear_lease_revocation` deletes it.
-//! - **The outage seam** ([`OUTAGE_SIGNAL`], [`authorize`]): the host says
+//! - **The outage seam** ([`crate::engine::auth::allowed::OUTAGE_SIGNAL`], [`authorize`]): the host says
 //!   "live authority unavailable" by passing the JSON string
 //!   `"resolver_outage"` as `allowed_scopes`, or by returning it from the
 //!   registered resolver (a raising resolver still means denied, §3.2 rule
@@ -28,23 +28,13 @@ mod record;
 
 pub use record::{scopes_json, LeaseRecord};
 
-use serde_json::Value;
 use syncular_protocol::response::Lease;
 use syncular_protocol::ErrorCode;
 
 use crate::engine::clock::MAX_NOW_MS;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::engine::resolver::{parse_allowed_map, AllowedMap};
+use crate::engine::auth::allowed::{parse_allowed_map, AllowedMap};
 use crate::store::leases::{self as store, LeaseContext, LeaseRow, LeaseWrite};
-
-/// The outage signal (§7.3.3): this JSON string, as the `allowed_scopes`
-/// argument or as the resolver's return value.
-pub const OUTAGE_SIGNAL: &str = "resolver_outage";
-
-/// Whether `value` is the outage signal.
-pub fn is_outage_signal(value: &Value) -> bool {
-    matches!(value, Value::String(s) if s == OUTAGE_SIGNAL)
-}
 
 /// Bytes of a generated lease key.
 const KEY_BYTES: usize = 32;
