@@ -3,7 +3,7 @@
 use pgrx::prelude::*;
 
 use crate::api::errors::OrRaise;
-use crate::engine::distribution;
+use crate::engine::lifecycle::distribute;
 
 /// `syncular.distribute() returns table(log_tables integer, reference_tables
 /// integer, app_tables integer)` — makes this database's sync tables Citus
@@ -21,6 +21,6 @@ use crate::engine::distribution;
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn distribute() -> TableIterator<'static, (name!(log_tables, i32), name!(reference_tables, i32), name!(app_tables, i32))> {
-    let d = distribution::distribute().or_raise();
+    let d = distribute::distribute().or_raise();
     TableIterator::once((d.log_tables, d.reference_tables, d.app_tables))
 }

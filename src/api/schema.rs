@@ -34,7 +34,7 @@ fn register_schema(
     let ir = ir.unwrap_or_else(|| null("ir"));
     let app_schema = app_schema.unwrap_or_else(|| null("app_schema"));
     let allow_drop = allow_drop.unwrap_or_else(|| null("allow_drop"));
-    let outcome = schema::register(&ir.0, &app_schema, allow_drop).or_raise();
+    let outcome = schema::register::register(&ir.0, &app_schema, allow_drop).or_raise();
     let version = ir.0.get("version").or_else(|| ir.0.get("schemaVersion")).cloned().unwrap_or_default();
     pgrx::notice!("syncular: schema version {version} {}", describe_outcome(&outcome));
 }
@@ -105,7 +105,7 @@ fn set_write_validator_oid(tbl: Option<String>, function: Option<pg_sys::Oid>) {
             "argument tbl of set_write_validator must not be NULL",
         ))
     });
-    crate::engine::validators::set_write_validator(&tbl, function).or_raise();
+    crate::engine::schema::hooks::set_write_validator(&tbl, function).or_raise();
 }
 
 extension_sql!(

@@ -3,6 +3,8 @@
 //! stored scope map against the effective scopes, and the stored scopes of a
 //! change as the canonical §4.5 `map<str,str>`.
 
+use std::collections::BTreeMap;
+
 use syncular_protocol::frame_fields::{canonical_stored_scopes, StoredScopes};
 use syncular_protocol::scopes::{matches_effective, ScopeMap};
 
@@ -72,6 +74,21 @@ impl ScopeMatcher {
         self.last = Some((json.to_owned(), verdict));
         Ok(verdict)
     }
+}
+
+/// Parses a stored `_sync_scopes` object for authorization: unlike
+/// [`parse_stored_scopes`], never fails — non-string values are dropped (the
+/// authorization then denies the missing variable), anything else is empty.
+pub fn parse_stored_scopes_lenient(text: &str) -> BTreeMap<String, String> {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else {
+        return BTreeMap::new();
+    };
+    map.into_iter()
+        .filter_map(|(k, v)| match v {
+            serde_json::Value::String(s) => Some((k, s)),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

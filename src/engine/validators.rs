@@ -31,9 +31,8 @@ use syncular_protocol::row_codec::{render_row, Row};
 use syncular_protocol::schema_ir::TableSchema;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
-use crate::engine::schema;
-use crate::store::resolver_store::{self, ResolverName};
-use crate::store::{schema_store, validator_store};
+use crate::store::resolver_store::ResolverName;
+use crate::store::validator_store;
 
 /// Longest host code a validator may return, in bytes.
 pub const MAX_CODE_BYTES: usize = 256;
@@ -71,7 +70,7 @@ pub struct Write<'a> {
     pub stored: Option<&'a Row>,
 }
 
-fn invalid(message: String) -> EngineError {
+pub(crate) fn invalid(message: String) -> EngineError {
     EngineError::host(HostCode::InvalidValidator, message)
 }
 
@@ -82,84 +81,9 @@ fn malformed(validator: &ResolverName, kind: &str, message: impl std::fmt::Displ
     )
 }
 
-/// `syncular.set_write_validator(tbl, fn)`: registers `function` as the
-/// validator of IR table `tbl`, or removes it (`None`). The function must be
-/// a plain function `(jsonb) returns jsonb` owned by a superuser (it runs
-/// with the extension owner's privileges, as the resolver). Takes the schema
-/// fence (the set of validators is part of the served schema: requests in
-/// flight finish with the old set, later ones load the new one).
-/// Errors: `syncular.no_schema`, `syncular.invalid_validator` (22023).
-pub fn set_write_validator(tbl: &str, function: Option<pgrx::pg_sys::Oid>) -> EngineResult<()> {
-    crate::engine::distribution::refuse_worker()?;
-    schema_store::take_schema_fence()?;
-    let registered = schema::require_registered_schema()?;
-    if registered.table(tbl).is_none() {
-        return Err(invalid(format!(
-            "table {tbl:?} is not declared by the registered schema (version {})",
-            registered.version
-        )));
-    }
-    match function {
-        None => validator_store::delete_write_validator(tbl)?,
-        Some(function) => {
-            check_function(function, "write", "a write validator")?;
-            validator_store::upsert_write_validator(tbl, function)?;
-        }
-    }
-    schema_store::touch_current_version()?;
-    schema::invalidate_cache();
-    Ok(())
-}
-
-/// Registers `function` as the single-row host function `which` (the
-/// whole-commit validator, the reaction planner), or removes it (`None`):
-/// a plain non-set function `(commit jsonb) returns jsonb` owned by a
-/// superuser (`what` names it in errors, e.g. "a commit validator"). Takes
-/// the schema fence and rewrites the marker, so every backend reloads.
-/// Errors: `syncular.no_schema` (55000), `syncular.invalid_validator` (22023).
-pub fn set_single(which: validator_store::SingleFunction, function: Option<pgrx::pg_sys::Oid>, what: &str) -> EngineResult<()> {
-    crate::engine::distribution::refuse_worker()?;
-    schema_store::take_schema_fence()?;
-    schema::require_registered_schema()?;
-    match function {
-        None => validator_store::delete_single(which)?,
-        Some(function) => {
-            check_function(function, "commit", what)?;
-            validator_store::upsert_single(which, function)?;
-        }
-    }
-    schema_store::touch_current_version()?;
-    schema::invalidate_cache();
-    Ok(())
-}
-
-/// Checks that `function` can be a validator (`what`, e.g. "a write
-/// validator"): a plain non-set function `(<arg> jsonb) returns jsonb`
-/// owned by a superuser. Errors: `syncular.invalid_validator` (22023).
-pub fn check_function(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> EngineResult<()> {
-    check_shape(function, arg, what)?;
-    check_owner_of(function, what)
-}
-
-fn check_shape(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> EngineResult<()> {
-    let shape = resolver_store::describe_function(function)?
-        .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
-    let jsonb = resolver_store::jsonb_type_oid();
-    let problems = [
-        (shape.kind != "f").then(|| format!("it is not a plain function (prokind {:?})", shape.kind)),
-        (shape.arg_types != [jsonb]).then(|| format!("its arguments must be exactly ({arg} jsonb)")),
-        (shape.return_type != jsonb).then(|| "it must return jsonb".to_string()),
-        shape.returns_set.then(|| "it must not return a set".to_string()),
-    ];
-    match problems.into_iter().flatten().next() {
-        None => Ok(()),
-        Some(problem) => Err(invalid(format!("{} cannot be {what}: {problem}", shape.signature))),
-    }
-}
-
 /// Refuses a validator (`what`) whose owner is not a superuser (it runs with
 /// the extension owner's privileges). Errors: `syncular.invalid_validator`.
-fn check_owner(signature: &str, what: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
+pub fn check_owner(signature: &str, what: &str, owner: &str, owner_is_superuser: bool) -> EngineResult<()> {
     if owner_is_superuser {
         return Ok(());
     }
@@ -167,15 +91,6 @@ fn check_owner(signature: &str, what: &str, owner: &str, owner_is_superuser: boo
         "{signature} cannot be {what}: it is owned by role {owner:?}, which is not a superuser \
          (validators run with the extension owner's privileges, so only a superuser may own one)"
     )))
-}
-
-fn check_owner_of(function: pgrx::pg_sys::Oid, what: &str) -> EngineResult<()> {
-    let signature = resolver_store::describe_function(function)?
-        .map(|shape| shape.signature)
-        .unwrap_or_else(|| format!("function {}", u32::from(function)));
-    let owner = resolver_store::function_owner(function)?
-        .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
-    check_owner(&signature, what, &owner.role, owner.is_superuser)
 }
 
 /// The JSON a validator receives for `write` (module docs).

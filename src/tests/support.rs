@@ -41,7 +41,7 @@ pub fn register_with(ir: &Value, app_schema: &str, allow_drop: bool) -> Result<S
     let ir = ir.clone();
     let app_schema = app_schema.to_string();
     subtransaction::run(move || {
-        let outcome = crate::engine::schema::register(&ir, &app_schema, allow_drop).or_raise();
+        let outcome = crate::engine::schema::register::register(&ir, &app_schema, allow_drop).or_raise();
         crate::api::schema::describe_outcome(&outcome)
     })
 }

@@ -15,7 +15,7 @@ use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
-use crate::engine::push::apply::parse_stored_scopes;
+use crate::engine::scope_match::parse_stored_scopes_lenient;
 use crate::engine::auth::caller::{check_caller, resolve_allowed, Caller};
 use crate::engine::auth::allowed::Allowed;
 use crate::store::blobs::bytes::{self, BlobRecord};
@@ -65,7 +65,7 @@ pub fn authorize(caller: &Caller<'_>, blob_id: &str) -> EngineResult<BlobRecord>
         loop {
             let page = refs::referencing_rows(&registered.qualified_name, caller.partition, &tbl, blob_id, &after, PAGE_ROWS)?;
             for (_, scopes_json) in &page {
-                let scopes = parse_stored_scopes(scopes_json);
+                let scopes = parse_stored_scopes_lenient(scopes_json);
                 let view: BTreeMap<&str, Option<&str>> =
                     table.scopes.iter().map(|s| (s.variable.as_str(), scopes.get(&s.variable).map(String::as_str))).collect();
                 if authorize_write(table, &view, Some(&allowed)).is_ok() {

@@ -14,18 +14,11 @@
 //! end, from its transition table — the same check (an absent blob fails
 //! the statement with `blob.not_found`, 42704), then the references.
 
-use syncular_protocol::row_codec::ColumnType;
-use syncular_protocol::schema_ir::TableSchema;
 use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::store::blobs::{bytes, refs};
 use crate::store::capture::transition::{self as log, CapturedOp, NEW_TABLE, OLD_TABLE};
-
-/// The names of `table`'s `blob_ref` columns (encrypted columns are `bytes`).
-pub fn blob_columns(table: &TableSchema) -> Vec<String> {
-    table.layout().columns.iter().filter(|c| c.ty == ColumnType::BlobRef).map(|c| c.name.clone()).collect()
-}
 
 /// Locks the stored ones of `blob_ids` against the sweep and returns the
 /// first one the partition does not store, if any.

@@ -51,7 +51,7 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
         return Err(super::partition_changed(tbl, partition, "another partition for some of its rows"));
     }
     // §5.9.6 / §5.9.4: referenced blobs must be stored; then the reference index.
-    let blob_columns = crate::engine::blobs::refs::blob_columns(&t.registered().table);
+    let blob_columns = crate::engine::schema::blob_columns(&t.registered().table);
     // SAFETY: forwarded from the caller.
     unsafe { crate::engine::blobs::refs::captured(trigger_data, &plan_key, partition, tbl, op, &blob_columns) }?;
     let now_ms = clock::now_ms()?;

@@ -8,10 +8,12 @@
 //!   client records);
 //! - [`rotate`] — epoch rotation;
 //! - [`drop`] — removing a partition in bounded batches;
+//! - [`distribute`] — scaling out with Citus (`syncular.distribute`);
 //! - [`stats`] — `syncular.partition_stats`.
 //!
 //! Every "now" is [`crate::engine::clock::now_ms`].
 
+pub mod distribute;
 pub mod drop;
 pub mod horizon;
 pub mod prune;

@@ -75,6 +75,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push::outcomes::StoredOpResult;
 use crate::engine::auth::allowed::Allowed;
 use crate::engine::schema::RegisteredTable;
+use crate::engine::scope_match::parse_stored_scopes_lenient;
 use crate::engine::blobs::refs as blob_refs;
 use crate::engine::push::validator as commit_validator;
 use crate::engine::{crdt, validators};
@@ -120,20 +121,6 @@ pub enum Busy {
 /// The compiled table behind a registered table.
 pub fn table_schema(t: &RegisteredTable) -> &TableSchema {
     &t.table
-}
-
-/// Parses a stored `_sync_scopes` object; non-string values are dropped (the
-/// authorization then denies the missing variable).
-pub(crate) fn parse_stored_scopes(text: &str) -> BTreeMap<String, String> {
-    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else {
-        return BTreeMap::new();
-    };
-    map.into_iter()
-        .filter_map(|(k, v)| match v {
-            serde_json::Value::String(s) => Some((k, s)),
-            _ => None,
-        })
-        .collect()
 }
 
 /// §3.4 steps 2–4 on `scopes` (the authorization row's stored scopes); the
@@ -397,7 +384,7 @@ impl Target<'_> {
     /// scope entries, emit a delete tagged with the stored scopes.
     fn delete(&self, stored: StoredRow) -> Result<StagedChange, Stop> {
         let partition = self.ctx.partition.as_str();
-        let scopes = parse_stored_scopes(&stored.scopes_json);
+        let scopes = parse_stored_scopes_lenient(&stored.scopes_json);
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
         let stored_row = self.stored_row_for_validator(&stored)?;
         self.validate(Op::Delete, None, stored_row.as_ref(), (Some(stored.version), None))?;
@@ -461,7 +448,7 @@ impl Target<'_> {
     /// Update of an existing row (§6.2, §3.4 rules 2 and 5; a sparse payload
     /// merges into the stored row).
     fn update(&self, stored: StoredRow, decoded: Decoded, payload: &[u8]) -> Result<StagedChange, Stop> {
-        let scopes = parse_stored_scopes(&stored.scopes_json);
+        let scopes = parse_stored_scopes_lenient(&stored.scopes_json);
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
         let stored_row = self.decode_stored(&stored)?;
         let versions = self.column_versions(&stored);
@@ -801,7 +788,7 @@ pub fn side_effect_change(ctx: &SyncContext<'_>, op_index: i32, side: SideEffect
     let (old_ids, new_ids) = &side.blob_ids;
     if side.op == Op::Delete {
         row_scopes::delete_row_scopes(partition, &side.table, &side.row_id)?;
-        let blob_columns = ctx.schema.table(&side.table).is_some_and(|t| !blob_refs::blob_columns(table_schema(t)).is_empty());
+        let blob_columns = ctx.schema.table(&side.table).is_some_and(|t| !crate::engine::schema::blob_columns(table_schema(t)).is_empty());
         if blob_columns {
             crate::store::blobs::refs::delete_row_blob_refs(partition, &side.table, &side.row_id)?;
         }

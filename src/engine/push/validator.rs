@@ -24,7 +24,7 @@
 use serde_json::{json, Value};
 
 use crate::engine::error::EngineResult;
-use crate::engine::validators::{self, parse_answer, Rejection};
+use crate::engine::validators::{parse_answer, Rejection};
 use crate::store::resolver_store::ResolverName;
 use crate::store::validator_store;
 
@@ -47,11 +47,11 @@ pub enum Verdict {
 
 /// `syncular.set_commit_validator(fn)`: registers `function` as the
 /// whole-commit validator, or removes it (`None`). Same checks and fence as
-/// [`crate::engine::validators::set_write_validator`], with the signature
+/// [`crate::engine::schema::hooks::set_write_validator`], with the signature
 /// `(commit jsonb) returns jsonb`. Errors: `syncular.no_schema`,
 /// `syncular.invalid_validator` (22023).
 pub fn set_commit_validator(function: Option<pgrx::pg_sys::Oid>) -> EngineResult<()> {
-    validators::set_single(validator_store::SingleFunction::CommitValidator, function, "a commit validator")
+    crate::engine::schema::hooks::set_single(validator_store::SingleFunction::CommitValidator, function, "a commit validator")
 }
 
 /// One operation's evidence (module docs).

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::reactions::records::{self, Planned};
-use crate::engine::validators::{self, resolve, Running};
+use crate::engine::validators::{resolve, Running};
 use crate::store::validator_store;
 
 /// `syncular.set_reaction_planner(fn)`: registers `function` as the reaction
@@ -31,7 +31,7 @@ use crate::store::validator_store;
 /// jsonb) returns jsonb` owned by a superuser; takes the schema fence.
 /// Errors: `syncular.no_schema` (55000), `syncular.invalid_validator` (22023).
 pub fn set_reaction_planner(function: Option<pgrx::pg_sys::Oid>) -> EngineResult<()> {
-    validators::set_single(validator_store::SingleFunction::ReactionPlanner, function, "a reaction planner")
+    crate::engine::schema::hooks::set_single(validator_store::SingleFunction::ReactionPlanner, function, "a reaction planner")
 }
 
 /// The failure of the planner `name` (`schema.function`): `what` went wrong.
