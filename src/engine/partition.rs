@@ -11,7 +11,7 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::store::partitions::{self, RegistryRow};
-use crate::store::subtransaction;
+use crate::store::spi::subtransaction;
 
 /// Creates the registry row of `partition` on first sight (fresh
 /// `logEpoch`, `epoch_required = false`, plus its `sync_partitions` counter

@@ -18,7 +18,7 @@ use syncular_protocol::schema_ir::TableSchema;
 
 use crate::store::app_table_ddl;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// How the store addresses one app table: its quoted qualified name and its

@@ -2,7 +2,7 @@
 //! run or whose result had an unexpected shape. Errors Postgres raises while
 //! executing a statement (constraint violations, …) are Postgres ERRORs and
 //! unwind; callers that must survive them run inside
-//! [`crate::store::subtransaction::run`].
+//! [`crate::store::spi::subtransaction::run`].
 
 use std::fmt;
 

@@ -177,7 +177,7 @@ fn load_registered_function(statement: &'static str, sql: &str) -> StoreResult<O
 
 /// Calls `resolver(partition, actor_id)` and returns its jsonb result
 /// (`None` for SQL NULL). A Postgres ERROR raised by the resolver unwinds:
-/// call this inside [`crate::store::subtransaction::run`].
+/// call this inside [`crate::store::spi::subtransaction::run`].
 pub fn call_scope_resolver(
     resolver: &ResolverName,
     partition: &str,

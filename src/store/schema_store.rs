@@ -55,7 +55,7 @@ pub fn lock_schema_marker() -> StoreResult<()> {
 /// The schema fence's first key ("SYNS"; the second is 0): a
 /// transaction-scoped advisory lock that orders sync requests against a
 /// schema change. A request takes it **shared** (by a direct call of the
-/// lock function, no statement) *before* it reads the schema marker ([`crate::store::request_context::read`]; for
+/// lock function, no statement) *before* it reads the schema marker ([`crate::store::round::context::read`]; for
 /// `syncular.commit`, the realtime calls, `partition_stats` and
 /// `drop_partition_batch`, `engine::schema::require_fenced_schema`); a
 /// registration takes it **exclusively** before anything else (before
@@ -114,7 +114,7 @@ pub fn confirm_marker_in_snapshot(version: i64) -> StoreResult<()> {
         return Ok(());
     }
     Spi::connect_mut(|client| {
-        crate::store::plan_cache::execute(
+        crate::store::spi::plan_cache::execute(
             client,
             "SELECT 1 FROM syncular.sync_schema_versions WHERE version = $1 FOR SHARE",
             None,
@@ -152,7 +152,7 @@ pub fn current_version_key() -> StoreResult<Option<(i64, String)>> {
     const STATEMENT: &str = "current_version_key";
     Spi::connect_mut(|client| {
         // Runs once per sync request: through the backend's kept plan.
-        let rows = crate::store::plan_cache::execute(
+        let rows = crate::store::spi::plan_cache::execute(
             client,
             "SELECT version, xmin::text FROM syncular.sync_schema_versions ORDER BY version DESC LIMIT 1",
             Some(1),

@@ -192,7 +192,7 @@ pub fn call_validator(validator: &ResolverName, input: &Value) -> StoreResult<Op
         pgrx::spi::quote_identifier(&validator.name),
     );
     Spi::connect_mut(|client| {
-        let rows = crate::store::plan_cache::execute(client, &sql, Some(1), &[DatumWithOid::from(JsonB(input.clone()))])
+        let rows = crate::store::spi::plan_cache::execute(client, &sql, Some(1), &[DatumWithOid::from(JsonB(input.clone()))])
             .map_err(StoreError::spi(STATEMENT))?;
         let value: Option<JsonB> = rows.first().get(1).map_err(StoreError::spi(STATEMENT))?;
         Ok(value.map(|j| j.0))

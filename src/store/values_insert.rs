@@ -16,12 +16,12 @@
 //! request of `n` rows runs one statement per set bit of `n` (beyond the
 //! largest chunk, one per full chunk), and a backend keeps at most
 //! `log2(MAX_CHUNK_ROWS) + 1` plans per statement head however the row
-//! counts vary ([`crate::store::plan_cache`] keys plans by SQL text).
+//! counts vary ([`crate::store::spi::plan_cache`] keys plans by SQL text).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{SpiClient, SpiResult};
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 
 /// The largest chunk one statement inserts (a power of two; 128 rows × the
 /// widest row of 9 values stays far below Postgres's 65,535 parameters).

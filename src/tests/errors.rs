@@ -7,7 +7,7 @@ mod tests {
 
     use crate::api::errors::raise;
     use crate::engine::error::{EngineError, HostCode};
-    use crate::store::subtransaction;
+    use crate::store::spi::subtransaction;
 
     fn raised(err: EngineError) -> (String, String) {
         let e = subtransaction::run(|| raise(err.clone())).unwrap_err();

@@ -54,7 +54,7 @@ mod tests {
         sync(P, actor, &request(2, client, 1, Some(epoch), commits, Some(empty_pull())), allowed)
     }
 
-    fn try_round(actor: &str, client: &str, epoch: &str, allowed: Option<&Value>) -> Result<Vec<u8>, crate::store::subtransaction::SubtransactionError> {
+    fn try_round(actor: &str, client: &str, epoch: &str, allowed: Option<&Value>) -> Result<Vec<u8>, crate::store::spi::subtransaction::SubtransactionError> {
         call("sync", P, actor, &request(2, client, 1, Some(epoch), vec![], Some(empty_pull())), allowed)
     }
 

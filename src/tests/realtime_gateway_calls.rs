@@ -9,7 +9,7 @@ mod tests {
     use serde_json::{json, Value};
     use syncular_protocol::response::{decode_response, ResponseFrame};
 
-    use crate::store::subtransaction::{self, SubtransactionError};
+    use crate::store::spi::subtransaction::{self, SubtransactionError};
     use crate::tests::realtime_support::*;
     use crate::tests::support::{expect_error, int8, try_run};
     use crate::tests::sync_pull_support::*;

@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::{json, Value};
 
-use crate::store::subtransaction::{self, SubtransactionError};
+use crate::store::spi::subtransaction::{self, SubtransactionError};
 
 /// `syncular.realtime_open(partition, actor, client_id, allowed)`.
 pub fn open(partition: &str, actor: &str, client_id: &str, allowed: Option<Value>) -> Result<Value, SubtransactionError> {

@@ -73,7 +73,7 @@ mod tests {
     #[pg_test]
     fn malformed_surfaces_as_sqlstate_39000() {
         set_resolver("RETURN '\"x\"'::jsonb;");
-        let err = crate::store::subtransaction::run(|| {
+        let err = crate::store::spi::subtransaction::run(|| {
             crate::api::errors::raise(resolve_allowed("p", "a").unwrap_err())
         })
         .unwrap_err();

@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::{json, Value};
 
-use crate::store::subtransaction::{self, SubtransactionError};
+use crate::store::spi::subtransaction::{self, SubtransactionError};
 
 /// Runs `sql` (no result) in a subtransaction.
 pub fn try_run(sql: &str) -> Result<(), SubtransactionError> {

@@ -3,7 +3,7 @@
 //! the pulled partition did not exist yet (the statistics describe other
 //! partitions), and analyzed. In each, with 20k commits/changes/rows per
 //! partition and `enable_seqscan` left ON in the session, the plans the pull
-//! runs ([`crate::store::pinned_plan::explain`]: the kept generic plan) must
+//! runs ([`crate::store::spi::pinned_plan::explain`]: the kept generic plan) must
 //! read
 //! - `sync_partitions` (the log bounds, alone or with the request's
 //!   context) through `sync_partitions_pkey`,
@@ -25,7 +25,7 @@ mod tests {
         explain_partition_bounds, explain_window_statement, read_partition_bounds, read_window_candidates,
         CandidateQuery, SeqRuns, WindowStatement,
     };
-    use crate::store::request_context::{self, PullPart};
+    use crate::store::round::context::{self, PullPart};
     use crate::tests::support::{int8, run, text};
     use crate::tests::sync_pull_support::{header, setup, sub, Client, ACCEPT_ROWS};
 
@@ -226,13 +226,13 @@ mod tests {
             &what("bounds"),
         );
         // A round that only pulls reads the bounds with its context: the same probe, the same values.
-        let plan = request_context::explain_read("p1", "c", &[]).unwrap();
+        let plan = context::explain_read("p1", "c", &[]).unwrap();
         assert_walks(&plan, "sync_partitions", &["sync_partitions_pkey"], "partition", &what("context bounds"));
         for p in ["p1", "never-seen"] {
-            let context = request_context::read(p, Some("c"), PullPart::BoundsNow, Vec::new(), false, &[]).unwrap();
+            let context = context::read(p, Some("c"), PullPart::BoundsNow, Vec::new(), false, &[]).unwrap();
             assert_eq!(context.bounds, Some(read_partition_bounds(p).unwrap()), "{}", what(p));
         }
-        let later = request_context::read("p1", Some("c"), PullPart::BoundsLater, Vec::new(), false, &[]).unwrap();
+        let later = context::read("p1", Some("c"), PullPart::BoundsLater, Vec::new(), false, &[]).unwrap();
         assert_eq!(later.bounds, None, "after a push half the pull reads its bounds itself");
         let one = vec!["w7".to_string()];
         let many = vec!["w3".to_string(), "w7".to_string(), "w11".to_string()];

@@ -17,7 +17,7 @@ use syncular_protocol::response::{
 use syncular_protocol::row_codec::{decode_row, encode_row, ColumnLayout, ColumnType, RowValue, TableLayout};
 use syncular_protocol::segment::{decode_rows_segment, RowsSegment};
 
-use crate::store::subtransaction::{self, SubtransactionError};
+use crate::store::spi::subtransaction::{self, SubtransactionError};
 use crate::tests::support::{register, run};
 
 /// Default accept mask of the reference clients without sqlite (§4.2).

@@ -47,7 +47,7 @@ mod tests {
     /// that client and partition.
     #[pg_test]
     fn stored_outcomes_come_with_the_context_by_primary_key() {
-        use crate::store::request_context;
+        use crate::store::round::context;
         // 20 000 outcomes over 2 partitions × 2 clients × 5 000 keys.
         Spi::run(
             "INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
@@ -61,11 +61,11 @@ mod tests {
             if analyzed {
                 Spi::run("ANALYZE syncular.sync_push_results").unwrap();
             }
-            let plan = request_context::explain_read("p1", "c0", &keys).unwrap();
+            let plan = context::explain_read("p1", "c0", &keys).unwrap();
             assert!(plan.contains("sync_push_results_pkey"), "analyzed={analyzed}: {plan}");
             assert!(!plan.contains("Seq Scan"), "analyzed={analyzed}: no sequential scan: {plan}");
         }
-        let context = request_context::read("p1", Some("c0"), request_context::PullPart::None, Vec::new(), false, &keys).unwrap();
+        let context = context::read("p1", Some("c0"), context::PullPart::None, Vec::new(), false, &keys).unwrap();
         let mut got: Vec<(String, i64)> = context
             .stored_outcomes
             .iter()
@@ -74,7 +74,7 @@ mod tests {
         got.sort();
         // g = 4·key + 2·client + partition: k7 → 29, k4999 → 19997; k5000 and "missing" have none.
         assert_eq!(got, vec![("k4999".to_owned(), 19997), ("k7".to_owned(), 29)]);
-        let none = request_context::read("p1", Some("c0"), request_context::PullPart::None, Vec::new(), false, &[]).unwrap();
+        let none = context::read("p1", Some("c0"), context::PullPart::None, Vec::new(), false, &[]).unwrap();
         assert!(none.stored_outcomes.is_empty());
     }
 }

@@ -842,7 +842,7 @@ mod tests {
             (Some("rejected"), Some("sync.forbidden"))
         );
         // Malformed operations fail the call.
-        let bad = crate::store::subtransaction::run(|| {
+        let bad = crate::store::spi::subtransaction::run(|| {
             call(
                 &json!([{"table": "tasks", "op": "upsert", "row": {"nope": 1}}]),
                 "op-4",
@@ -896,11 +896,11 @@ mod tests {
                           AND meta = '[true]'::jsonb AND bin = '\\x000102'::bytea AND secret = '\\x09'::bytea AND code = 'C'"), 1);
         // The hot statements (context read, app-row read and write, log statement) are kept
         // plans, and another push of the same shape prepares none.
-        let kept = crate::store::plan_cache::kept_plans();
+        let kept = crate::store::spi::plan_cache::kept_plans();
         assert!(kept >= 4, "hot statements are kept plans ({kept})");
         let third = with(task("t3", "p2", "c", None), "n", Some(RowValue::Integer(3)));
         let r = push(P, "alice", "c1", &epoch, vec![commit("k3", vec![upsert(&third, None)])], Some(&a));
         assert_eq!(r[0].status, PushStatus::Applied);
-        assert_eq!(crate::store::plan_cache::kept_plans(), kept, "no new plan for a push of the same shape");
+        assert_eq!(crate::store::spi::plan_cache::kept_plans(), kept, "no new plan for a push of the same shape");
     }
 }

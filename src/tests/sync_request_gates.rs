@@ -68,7 +68,7 @@ mod tests {
             "",
         );
         // NULL arguments.
-        let null = crate::store::subtransaction::run(|| {
+        let null = crate::store::spi::subtransaction::run(|| {
             Spi::get_one::<Vec<u8>>("SELECT syncular.sync(NULL, 'a', '\\x00'::bytea)").unwrap()
         });
         let null = null.unwrap_err();

@@ -14,7 +14,7 @@ mod tests {
     use syncular_protocol::constants::{ACCEPT_INLINE_ROWS, FRAME_END, FRAME_SEGMENT_INLINE, FRAME_SUB_START, WIRE_VERSION_1};
     use syncular_protocol::request::{PullRequest, PushCommit};
 
-    use crate::store::subtransaction::{self, SubtransactionError};
+    use crate::store::spi::subtransaction::{self, SubtransactionError};
     use crate::tests::support::run;
     use crate::tests::sync_pull_support::*;
 

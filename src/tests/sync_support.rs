@@ -15,7 +15,7 @@ use syncular_protocol::response::{decode_response, OpResult, PushResult, Respons
 use syncular_protocol::row_codec::{encode_row, RowValue, TableLayout};
 use syncular_protocol::schema_ir::Schema;
 
-use crate::store::subtransaction::{self, SubtransactionError};
+use crate::store::spi::subtransaction::{self, SubtransactionError};
 use crate::tests::support;
 
 /// Registers `support::tasks_ir(1)` (table `tasks`, scope

@@ -7,7 +7,7 @@ mod tests {
 
     use crate::tests::support::*;
 
-    fn insert(partition: &str, row_id: &str, code: &str) -> Result<(), crate::store::subtransaction::SubtransactionError> {
+    fn insert(partition: &str, row_id: &str, code: &str) -> Result<(), crate::store::spi::subtransaction::SubtransactionError> {
         // Raw stored state, not a client-visible write: bypass the capture triggers.
         try_run(&format!(
             "SET LOCAL session_replication_role = replica; \

@@ -6,8 +6,8 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::clock;
 use crate::engine::error::{EngineError, EngineResult};
-use crate::store::clients_write;
-use crate::store::request_context::ClientRow;
+use crate::store::clients::binding;
+use crate::store::round::context::ClientRow;
 
 /// The reserved server-command client id prefix (§1.5).
 pub const REMOTE_COMMAND_PREFIX: &str = "[\"remote-command\",";
@@ -28,7 +28,7 @@ pub fn bind_client_id(
 
 /// The client record's upsert; `sync.invalid_client_id` when it is bound to another actor.
 fn write_binding(partition: &str, client_id: &str, actor_id: &str, wire_version: u16, now_ms: i64) -> EngineResult<()> {
-    if !clients_write::bind_client(partition, client_id, actor_id, i32::from(wire_version), now_ms)? {
+    if !binding::bind_client(partition, client_id, actor_id, i32::from(wire_version), now_ms)? {
         return Err(client_bound_elsewhere());
     }
     Ok(())

@@ -25,7 +25,7 @@
 use crate::engine::auth::allowed::{is_outage_signal, parse_allowed_map, Allowed};
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::store::resolver_store;
-use crate::store::subtransaction;
+use crate::store::spi::subtransaction;
 
 /// Checks that `function` can serve as a resolver: a plain function (not a
 /// procedure/aggregate), arguments exactly `(text, text)`, returning a

@@ -72,6 +72,6 @@ pub fn batch(partition: &str, max_rows: i32) -> EngineResult<PruneBatch> {
     }
     out.clients = store::delete_expired_clients(partition, now.saturating_sub(retention.client_retention_ms), max_rows)?;
     // A pruned client's ROUND_FAILURE reports go with it (not counted: `clients` counts records).
-    crate::store::round_failures::delete_orphans(partition, max_rows)?;
+    crate::store::round::failures::delete_orphans(partition, max_rows)?;
     Ok(out)
 }

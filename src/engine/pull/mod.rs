@@ -58,7 +58,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::pull::limits::PullLimits;
 use crate::engine::pull::window::{run_window, WindowRequest};
 use crate::engine::pull::subscriptions::{ResolvedSubscription, SubscriptionStatus};
-use crate::store::clients::record_pull;
+use crate::store::clients::cursor::record_pull;
 use crate::store::pull::window::{read_partition_bounds, PartitionBounds};
 
 /// What the pull half did.

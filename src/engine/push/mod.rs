@@ -4,7 +4,7 @@
 //! First, the request's advisory locks are taken in ascending key order,
 //! without a statement ([`crate::store::push::locks`]; for a sync request
 //! with its fences, before its first statement —
-//! `store::request_context::read` — and [`run_locked`] follows): one per distinct
+//! `store::round::context::read` — and [`run_locked`] follows): one per distinct
 //! `clientCommitId` — simultaneous deliveries of one commit serialize there
 //! and the later one replays — and one per row bucket the operations name,
 //! so two requests writing the same rows in different orders queue instead
@@ -136,7 +136,7 @@ pub fn commit_ids(commits: &[PushCommit]) -> Vec<String> {
 /// took and whose `stored` outcomes ([`commit_ids`]) it read after them (a
 /// sync request takes the locks with its fences, before its first
 /// statement, and reads the outcomes with its context:
-/// `store::request_context::read`).
+/// `store::round::context::read`).
 pub fn run_locked(ctx: &SyncContext<'_>, commits: &[PushCommit], stored: &StoredOutcomes) -> EngineResult<Vec<CommitAnswer>> {
     run_with(ctx, commits, stored, None)
 }

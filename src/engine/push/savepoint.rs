@@ -3,7 +3,7 @@
 //! `BEGIN … EXCEPTION` pattern (BeginInternalSubTransaction, then Release or
 //! RollbackAndRelease, restoring the memory context and resource owner).
 //!
-//! Unlike `store::subtransaction::run` (which rolls back only on an ERROR),
+//! Unlike `store::spi::subtransaction::run` (which rolls back only on an ERROR),
 //! this one also rolls back when the closure *returns* `Err` — a commit-level
 //! rejection decided in Rust — and hands back a caught Postgres ERROR whole,
 //! so the push can turn selected SQLSTATEs (unique violation, data

@@ -23,7 +23,7 @@ use crate::engine::{clock, pull, push};
 use crate::store::leases::LeaseContext;
 use crate::store::partitions::RegistryRow;
 use crate::store::push::outcomes::StoredOutcomes;
-use crate::store::request_context::{self, ClientRow, PullPart, RequestContextRow};
+use crate::store::round::context::{self, ClientRow, PullPart, RequestContextRow};
 
 /// Everything of a round up to its first subscription section: the gates,
 /// validation, the lease and the push half (errors: as [`super::run`]).
@@ -111,7 +111,7 @@ fn read_context(caller: &Caller<'_>, req: &Request, halves: Halves, total_ops: u
     let leases_on = crate::settings::lease_ttl_ms().is_some();
     // With the locks taken, the context read also brings the commits' stored outcomes (§6.3).
     let commit_ids = if pushes && lookup_id.is_some() { push::commit_ids(&req.commits) } else { Vec::new() };
-    Ok(request_context::read(caller.partition, lookup_id, pull_part, push_keys, leases_on, &commit_ids)?)
+    Ok(context::read(caller.partition, lookup_id, pull_part, push_keys, leases_on, &commit_ids)?)
 }
 
 /// The header-only answers before the client record: the schema floor (an

@@ -11,18 +11,18 @@ use syncular_protocol::request::Request;
 use super::Halves;
 use crate::engine::auth::caller::Caller;
 use crate::engine::error::EngineResult;
-use crate::store::request_context::ClientRow;
-use crate::store::round_failures::{self, RoundFailureRow};
+use crate::store::round::context::ClientRow;
+use crate::store::round::failures::{self, RoundFailureRow};
 
 /// Records one report of `code` by `client_id` in `partition` at `now_ms`.
 /// Errors: store failures.
 pub fn record(partition: &str, client_id: &str, code: &str, now_ms: i64) -> EngineResult<()> {
-    Ok(round_failures::record(partition, client_id, code, now_ms)?)
+    Ok(failures::record(partition, client_id, code, now_ms)?)
 }
 
 /// Every report kept for `partition`, newest first. Errors: store failures.
 pub fn list(partition: &str) -> EngineResult<Vec<RoundFailureRow>> {
-    Ok(round_failures::list(partition)?)
+    Ok(failures::list(partition)?)
 }
 
 /// Records the request's `ROUND_FAILURE` report (wire version 3,

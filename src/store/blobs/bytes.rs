@@ -13,7 +13,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// A stored blob's record.

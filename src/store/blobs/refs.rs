@@ -9,7 +9,7 @@ use pgrx::spi::{quote_identifier, Spi, SpiClient};
 
 use super::blob_id_expr;
 use crate::store::app_table_ddl::{qualified_name, PARTITION_COLUMN, ROW_ID_COLUMN};
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::values_insert::ValuesInsert;
 use crate::store::{StoreError, StoreResult};
 

@@ -13,7 +13,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
 use pgrx::spi::{Spi, SpiClient};
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// Transition table of inserted / updated rows (`REFERENCING NEW TABLE AS`).

@@ -8,7 +8,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{Spi, SpiTupleTable};
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// A stored lease as read (the signature unchecked).

@@ -6,7 +6,7 @@
 //! COMMITTED. Were commits above its cursor deleted between those
 //! statements, it would skip them silently. So a reader takes the fence in
 //! **shared** mode *before* the statement that reads the bounds (by a direct
-//! call of the lock function, [`share`] and `store::request_context::read`:
+//! call of the lock function, [`share`] and `store::round::context::read`:
 //! no statement of its own), and a pruning
 //! batch takes it **exclusively** as its first lock, then reads the horizon
 //! and deletes at or below it. Pruning advances the horizon in an earlier,
@@ -37,8 +37,8 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
-use crate::store::subtransaction;
+use crate::store::spi::plan_cache;
+use crate::store::spi::subtransaction;
 use crate::store::{StoreError, StoreResult};
 
 /// The fence's first key ("SYNF").

@@ -3,7 +3,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::pinned_plan;
+use crate::store::spi::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// What the §4.6 floors are computed from, read in one statement.

@@ -3,7 +3,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::pinned_plan;
+use crate::store::spi::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// What one log batch deleted.

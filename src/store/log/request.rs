@@ -15,7 +15,7 @@
 //! COMMIT. Commits become visible in `commitSeq` order because the next
 //! allocation waits for this transaction to end.
 //!
-//! Both statements run through [`crate::store::pinned_plan`]: an index walk
+//! Both statements run through [`crate::store::spi::pinned_plan`]: an index walk
 //! on every table they probe (`sync_partitions`, `sync_tombstones`) however
 //! small the table was when the backend planned them.
 
@@ -23,7 +23,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
 use crate::store::log::{LogAuthor, RequestLog, MISSING_COUNTER};
-use crate::store::pinned_plan;
+use crate::store::spi::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// The parts of the log statement, each a data-modifying CTE on the counter

@@ -21,7 +21,7 @@ use pgrx::spi::{Spi, SpiClient};
 
 use crate::store::log::{LogAuthor, RequestLog, MISSING_COUNTER};
 use crate::store::values_insert::ValuesInsert;
-use crate::store::{pinned_plan, plan_cache};
+use crate::store::{spi::pinned_plan, spi::plan_cache};
 use crate::store::{StoreError, StoreResult};
 
 const ALLOCATE_SQL: &str = "\

@@ -10,7 +10,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::spi::{quote_identifier, Spi};
 
 use crate::store::app_table_ddl::{qualified_name, PARTITION_COLUMN, ROW_ID_COLUMN, SCOPES_COLUMN};
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// The statement [`delete_row_scopes`] runs (public for the EXPLAIN test).

@@ -11,7 +11,7 @@ use pgrx::spi::{quote_identifier, quote_literal, SpiClient};
 
 use crate::store::capture::transition::{CapturedOp, NEW_TABLE, OLD_TABLE};
 use crate::store::log::MISSING_COUNTER;
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// Runs one log statement through the backend's kept plans

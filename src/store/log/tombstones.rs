@@ -9,7 +9,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// Whether row `row_id` of IR table `tbl` in `partition` has a tombstone.

@@ -31,7 +31,7 @@
 //! does not depend on the two indexes sorting alike — only its cost does.
 //!
 //! What fixes the plans: each statement runs through
-//! [`crate::store::pinned_plan`] (one generic plan per backend and app table,
+//! [`crate::store::spi::pinned_plan`] (one generic plan per backend and app table,
 //! planned with sequential and bitmap scans disabled — never a hash join over
 //! the partition's rows, never a sequential scan kept from when the table was
 //! small). The candidate walk is `sync_row_scopes_pkey` or
@@ -70,7 +70,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
 use pgrx::spi::{Spi, SpiClient};
 
-use crate::store::{pinned_plan, spi_rows};
+use crate::store::{spi::pinned_plan, spi::result_rows};
 use crate::store::{StoreError, StoreResult};
 
 /// One candidate of a bootstrap page.
@@ -281,7 +281,7 @@ fn read_candidates(client: &mut SpiClient<'_>, q: &PageQuery<'_>) -> Result<Vec<
     let statement = PageStatement::Candidates(q);
     let table = pinned_plan::execute(client, &statement.sql(), None, &statement.args())?;
     let mut ids = Vec::with_capacity(table.len());
-    spi_rows::for_each(&table, [pg_sys::TEXTOID], |row| {
+    result_rows::for_each(&table, [pg_sys::TEXTOID], |row| {
         ids.push(row.get::<String>(0).unwrap_or_default());
         Ok::<_, pgrx::spi::Error>(())
     })?;
@@ -299,10 +299,10 @@ fn read_rows(
 ) -> Result<(usize, bool), pgrx::spi::Error> {
     let table = pinned_plan::execute(client, &statement.sql(), None, &statement.args())?;
     let types = [pg_sys::TEXTOID, pg_sys::INT8OID, pg_sys::JSONBOID, pg_sys::BYTEAOID];
-    let mut scopes = spi_rows::JsonbTextCache::default();
+    let mut scopes = result_rows::JsonbTextCache::default();
     let mut read = 0usize;
     let mut last_id = None;
-    spi_rows::for_each(&table, types, |row| {
+    result_rows::for_each(&table, types, |row| {
         read += 1;
         let row_id = row.get::<String>(0).unwrap_or_default();
         if keep(&row_id) {
@@ -323,7 +323,7 @@ fn read_rows(
 }
 
 /// `EXPLAIN ([ANALYZE,] FORMAT JSON)` of the plan one page statement runs
-/// (the pinned generic plan, see [`crate::store::pinned_plan::explain`]) —
+/// (the pinned generic plan, see [`crate::store::spi::pinned_plan::explain`]) —
 /// for the plan tests only.
 pub fn explain_page_statement(statement: &PageStatement<'_>, analyze: bool) -> StoreResult<String> {
     pinned_plan::explain(&statement.sql(), &statement.args(), analyze)

@@ -23,7 +23,7 @@
 //! What fixes the plans (asserted by `src/tests/sync_pull_explain.rs` on
 //! never-analyzed tables, on tables analyzed before the partition existed,
 //! and on analyzed ones):
-//! - every statement runs through [`crate::store::pinned_plan`]: one generic
+//! - every statement runs through [`crate::store::spi::pinned_plan`]: one generic
 //!   plan per backend (its estimates never look at the partition's value, so
 //!   statistics about particular partitions cannot steer it), planned with
 //!   sequential and bitmap scans disabled — an index walk whenever the table
@@ -48,7 +48,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
 use pgrx::spi::Spi;
 
-use crate::store::{pinned_plan, spi_rows};
+use crate::store::{spi::pinned_plan, spi::result_rows};
 use crate::store::{StoreError, StoreResult};
 
 /// `sync_partitions` bounds of one partition, read once per pull (§4.5, §4.6).
@@ -147,7 +147,7 @@ pub fn read_window_candidates(q: &CandidateQuery<'_>) -> StoreResult<Vec<i64>> {
     Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let table = pinned_plan::execute(client, sql, None, &args)?;
         let mut out = Vec::with_capacity(table.len());
-        spi_rows::for_each(&table, [pg_sys::INT8OID], |row| {
+        result_rows::for_each(&table, [pg_sys::INT8OID], |row| {
             out.push(row.get::<i64>(0).unwrap_or_default());
             Ok::<_, pgrx::spi::Error>(())
         })?;
@@ -233,7 +233,7 @@ pub fn read_commit_metas(partition: &str, runs: &SeqRuns) -> StoreResult<Vec<Com
         let table = pinned_plan::execute(client, COMMIT_METAS_SQL, None, &args)?;
         let mut out = Vec::with_capacity(table.len());
         let types = [pg_sys::INT8OID, pg_sys::INT8OID, pg_sys::TEXTOID];
-        spi_rows::for_each(&table, types, |row| {
+        result_rows::for_each(&table, types, |row| {
             out.push(CommitMeta {
                 commit_seq: row.get::<i64>(0).unwrap_or_default(),
                 created_at_ms: row.get::<i64>(1).unwrap_or_default(),
@@ -338,8 +338,8 @@ pub fn read_window_changes(
             pg_sys::JSONBOID,
             pg_sys::BYTEAOID,
         ];
-        let mut scopes = spi_rows::JsonbTextCache::default();
-        spi_rows::for_each(&table, types, |row| {
+        let mut scopes = result_rows::JsonbTextCache::default();
+        result_rows::for_each(&table, types, |row| {
             out.push(WindowChange {
                 commit_seq: row.get::<i64>(0).unwrap_or_default(),
                 idx: row.get::<i32>(1).unwrap_or_default(),
@@ -369,7 +369,7 @@ pub enum WindowStatement<'a> {
 
 /// `EXPLAIN ([ANALYZE,] FORMAT JSON)` of the plan a window statement runs
 /// with these parameters (the pinned generic plan, see
-/// [`crate::store::pinned_plan::explain`]); `analyze` also runs it (actual
+/// [`crate::store::spi::pinned_plan::explain`]); `analyze` also runs it (actual
 /// row counts included) — for the plan tests only.
 pub fn explain_window_statement(statement: WindowStatement<'_>, analyze: bool) -> StoreResult<String> {
     let explained = match statement {

@@ -2,7 +2,7 @@
 //! each `(partition, clientId, clientCommitId)`, replayed byte-equivalently.
 //!
 //! A sync request reads the stored outcomes of its commits with its context
-//! ([`crate::store::request_context::read`], [`OUTCOMES_JOIN`]); a server
+//! ([`crate::store::round::context::read`], [`OUTCOMES_JOIN`]); a server
 //! commit (`syncular.commit`) reads them here.
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::pinned_plan;
+use crate::store::spi::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// Persisted outcome JSON texts by `clientCommitId`.

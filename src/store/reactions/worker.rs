@@ -10,7 +10,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiTupleTable;
 use pgrx::JsonB;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// One `sync_reactions` row (without its partition).

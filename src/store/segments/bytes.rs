@@ -10,7 +10,7 @@ use pgrx::pg_sys;
 use pgrx::spi::Spi;
 use pgrx::PgMemoryContexts;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// A stored segment's record.

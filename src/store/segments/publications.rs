@@ -13,7 +13,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::{Spi, SpiHeapTupleData};
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// One publication: every column of `sync_segment_publications`.

@@ -19,7 +19,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 fn exec(statement: &'static str, sql: &str, args: &[DatumWithOid<'_>]) -> StoreResult<u64> {

@@ -7,7 +7,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// One stored key.

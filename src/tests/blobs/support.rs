@@ -4,7 +4,7 @@ use serde_json::Value;
 use syncular_protocol::blob::blob_id_of;
 
 use crate::tests::support::{run, text, try_run};
-use crate::store::subtransaction::SubtransactionError;
+use crate::store::spi::subtransaction::SubtransactionError;
 
 /// `bytes` as an SQL bytea literal.
 pub fn bytea_lit(bytes: &[u8]) -> String {

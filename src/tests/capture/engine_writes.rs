@@ -12,7 +12,7 @@ mod tests {
     use syncular_protocol::row_codec::{decode_row, RowValue};
     use syncular_protocol::schema_ir::Schema;
 
-    use crate::store::subtransaction::{self, SubtransactionError};
+    use crate::store::spi::subtransaction::{self, SubtransactionError};
     use crate::tests::capture::support::*;
     use crate::tests::support::{bytea, expect_error, register, run, text};
     use crate::tests::sync_support::{acquire_epoch, commit as push_commit, push_results, request, sync};

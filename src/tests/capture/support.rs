@@ -5,7 +5,7 @@
 use pgrx::spi::quote_literal;
 use syncular_protocol::row_codec::{RowValue, TableLayout};
 
-use crate::store::subtransaction::SubtransactionError;
+use crate::store::spi::subtransaction::SubtransactionError;
 use crate::tests::support::{int8, run, text, try_run};
 
 /// `SET LOCAL syncular.partition = p`: the test transaction's plain SQL

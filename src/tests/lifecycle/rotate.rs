@@ -39,7 +39,7 @@ mod tests {
         })
     }
 
-    fn v1_pull(p: &str, client_id: &str) -> Result<Vec<u8>, crate::store::subtransaction::SubtransactionError> {
+    fn v1_pull(p: &str, client_id: &str) -> Result<Vec<u8>, crate::store::spi::subtransaction::SubtransactionError> {
         let bytes = sync_support::request(1, client_id, 1, None, vec![], Some(sync_support::empty_pull()));
         sync_support::call("sync", p, "alice", &bytes, None)
     }

@@ -12,7 +12,7 @@ mod tests {
     use syncular_protocol::constants::ACCEPT_EXTERNAL_ROWS;
     use syncular_protocol::response::SegmentRef;
 
-    use crate::store::subtransaction::{self, SubtransactionError};
+    use crate::store::spi::subtransaction::{self, SubtransactionError};
     use crate::tests::segments::support::*;
     use crate::tests::segments::url_support::{open_signed, token_of};
     use crate::tests::support::{expect_error, run};

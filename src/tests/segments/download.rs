@@ -160,7 +160,7 @@ mod tests {
         .unwrap();
         assert_eq!(chunk, whole);
         let id = a.segment_id.clone();
-        let beyond = crate::store::subtransaction::run(move || {
+        let beyond = crate::store::spi::subtransaction::run(move || {
             Spi::get_one_with_args::<Vec<u8>>("SELECT syncular.segment_chunk('p1', $1, 1)", &[id.as_str().into()])
                 .unwrap_or_else(|e| panic!("SPI: {e}"))
         });

@@ -8,7 +8,7 @@ use syncular_protocol::response::SegmentRef;
 use syncular_protocol::scope_digest::scope_digest;
 use syncular_protocol::segment::decode_rows_segment;
 
-use crate::store::subtransaction::{self, SubtransactionError};
+use crate::store::spi::subtransaction::{self, SubtransactionError};
 use crate::tests::sync_pull_support::task_values;
 
 /// `syncular.segment(partition, actor, id, requested, allowed)` in a subtransaction.

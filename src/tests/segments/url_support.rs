@@ -5,7 +5,7 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::Value;
 
-use crate::store::subtransaction::{self, SubtransactionError};
+use crate::store::spi::subtransaction::{self, SubtransactionError};
 use crate::tests::support::run;
 
 /// The live log epoch the helpers register partitions with.

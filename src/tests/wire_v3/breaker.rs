@@ -51,7 +51,7 @@ mod tests {
     // ------------------------------------------------- bugs found, then fixed
 
     /// Was a bug (fixed: a pruning batch deletes the reports of pruned
-    /// clients, `store::round_failures::delete_orphans`): `ROUND_FAILURE` reports outlive their client. `sync_round_failures`
+    /// clients, `store::round::failures::delete_orphans`): `ROUND_FAILURE` reports outlive their client. `sync_round_failures`
     /// is deleted only with the partition (`src/store/lifecycle/drop.rs`):
     /// pruning deletes expired client records
     /// (`src/store/lifecycle/prune.rs` `delete_expired_clients`) but leaves
@@ -269,7 +269,7 @@ mod tests {
         for function in ["sync_stream", "pull_stream"] {
             for bytes in [&bad_code, &wire_65535] {
                 let b = bytes.clone();
-                let e = crate::store::subtransaction::run(move || {
+                let e = crate::store::spi::subtransaction::run(move || {
                     Spi::get_one_with_args::<i64>(
                         &format!("SELECT count(*) FROM syncular.{function}($1, 'alice', $2)"),
                         &[P.into(), b.into()],

@@ -4,7 +4,7 @@
 //! client's record, the NOTIFY signing key, the stored outcomes of the
 //! request's `clientCommitId`s and, for a round that only pulls, the
 //! partition's log bounds — primary-key probes, run through
-//! [`crate::store::pinned_plan`] so no sequential scan planned while a table
+//! [`crate::store::spi::pinned_plan`] so no sequential scan planned while a table
 //! was tiny is kept.
 
 use std::sync::OnceLock;
@@ -16,7 +16,7 @@ use crate::store::leases::{self, LeaseContext};
 use crate::store::partitions::RegistryRow;
 use crate::store::pull::window::PartitionBounds;
 use crate::store::push::outcomes::{StoredOutcomes, OUTCOMES_JOIN};
-use crate::store::pinned_plan;
+use crate::store::spi::pinned_plan;
 use crate::store::push::locks as push_locks;
 use crate::store::schema_store;
 use crate::store::{StoreError, StoreResult};

@@ -1,12 +1,12 @@
 //! `sync_clients` binding statement (SPEC §1.5, §8.1): binds a `clientId` to
 //! its actor in a partition and records the accepted wire version. The pull
 //! half updates the cursor and subscriptions of the same row
-//! (`store::clients`).
+//! (`store::clients::cursor`).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
 /// Binds `client_id` to `actor_id` in `partition`: inserts the record when

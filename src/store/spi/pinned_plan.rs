@@ -16,7 +16,7 @@
 //!    per-commit equality probes once the statistics knew nothing about the
 //!    partition).
 //! 2. **The planner settings** ([`execute`], this module): each statement is
-//!    run through this backend's kept plan ([`crate::store::plan_cache`]) under
+//!    run through this backend's kept plan ([`crate::store::spi::plan_cache`]) under
 //!    `plan_cache_mode = force_generic_plan`, `enable_seqscan = off`,
 //!    `enable_bitmapscan = off` (and `jit = off`), in effect for the one
 //!    execution and restored right after it ([`PinnedSettings`]); nothing
@@ -41,7 +41,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys;
 use pgrx::spi::{Spi, SpiClient, SpiResult, SpiTupleTable};
 
-use crate::store::plan_cache;
+use crate::store::spi::plan_cache;
 
 /// The planner settings a pinned statement is planned and run under —
 /// `plan_cache_mode = force_generic_plan` (skipped under

@@ -2,16 +2,16 @@
 //! `nextCursor` across a pull's active subscriptions (retention watermark,
 //! §4.6) and the subscription list the pull carried (omission is
 //! unregistration). The row itself is created by the request entry's client
-//! binding (`store::clients_write`) before any pull runs.
+//! binding (`store::clients::binding`) before any pull runs.
 //!
 //! The update and the existence check are primary-key lookups; they run through
-//! [`crate::store::pinned_plan`] (one generic plan per backend, never a
+//! [`crate::store::spi::pinned_plan`] (one generic plan per backend, never a
 //! sequential scan kept from when `sync_clients` was small).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::pinned_plan;
+use crate::store::spi::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
 /// Sets `subscriptions` (JSON text of `[{"id","table","scopes"}]`),
