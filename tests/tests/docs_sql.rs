@@ -154,12 +154,17 @@ fn describe(e: &postgres::Error) -> String {
 struct PageDb(String);
 
 impl PageDb {
-    fn new(idx: usize) -> (PageDb, postgres::Client) {
+    /// `with_extension`: `CREATE EXTENSION syncular` first (a page whose first block creates it
+    /// itself gets a database without it).
+    fn new(idx: usize, with_extension: bool) -> (PageDb, postgres::Client) {
         let name = format!("syncular_docs_{idx}_{}", std::process::id());
         let mut admin = connect_to(&dsn());
         admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}")).unwrap();
         let mut c = connect_to(&dsn_for_db(&dsn(), &name));
-        c.batch_execute("SET statement_timeout = '60s'; CREATE EXTENSION syncular").unwrap();
+        c.batch_execute("SET statement_timeout = '60s'").unwrap();
+        if with_extension {
+            c.batch_execute("CREATE EXTENSION syncular").unwrap();
+        }
         (PageDb(name), c)
     }
 }
@@ -183,7 +188,9 @@ fn docs_sql_blocks_run_as_their_fences_say() {
             skipped += blocks.len();
             continue;
         }
-        let (_db, mut c) = PageDb::new(idx);
+        let creates_extension = setup.iter().chain(&blocks).find(|b| b.mode != Mode::Skip)
+            .is_some_and(|b| b.sql.trim_start().starts_with("CREATE EXTENSION syncular"));
+        let (_db, mut c) = PageDb::new(idx, !creates_extension);
         for b in setup.iter().chain(&blocks) {
             if b.mode == Mode::Skip {
                 skipped += 1;
@@ -205,7 +212,7 @@ fn docs_sql_blocks_run_as_their_fences_say() {
 #[test]
 fn docs_sql_name_every_syncular_function() {
     let text: String = pages().iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
-    let (_db, mut c) = PageDb::new(9999);
+    let (_db, mut c) = PageDb::new(9999, true);
     let names: Vec<String> = c
         .query("SELECT DISTINCT proname::text FROM pg_proc WHERE pronamespace = 'syncular'::regnamespace ORDER BY 1", &[])
         .unwrap()
