@@ -110,29 +110,38 @@ fn sample_request() -> Vec<u8> {
     )
 }
 
-/// Runs one block; `Err` says why it did not behave as its fence says.
-fn run_block(c: &mut postgres::Client, b: &Block) -> Result<(), String> {
-    let result = if b.params {
-        // One statement per line-ending `;` (a `-- comment` after it allowed); $1 = the request.
-        let req = sample_request();
-        let mut r = Ok(());
-        let mut stmt = String::new();
-        for line in b.sql.lines() {
-            stmt.push_str(line);
-            stmt.push('\n');
-            let code = line.split("--").next().unwrap().trim_end();
-            if code.ends_with(';') {
-                let s = std::mem::take(&mut stmt);
-                r = if s.contains("$1") { c.execute(s.as_str(), &[&req]).map(|_| ()) } else { c.batch_execute(&s) };
-                if r.is_err() {
-                    break;
-                }
-            }
+/// The block's statements as psql sends them: split after a line ending in `;` (a `-- comment`
+/// after it allowed) outside a `$$` body; comment-only chunks dropped.
+fn statements(sql: &str) -> Vec<String> {
+    let (mut out, mut stmt, mut in_body) = (Vec::new(), String::new(), false);
+    for line in sql.lines() {
+        stmt.push_str(line);
+        stmt.push('\n');
+        if line.matches("$$").count() % 2 == 1 {
+            in_body = !in_body;
         }
-        r
-    } else {
-        c.batch_execute(&b.sql)
-    };
+        if !in_body && line.split(" --").next().unwrap().trim_end().ends_with(';') {
+            out.push(std::mem::take(&mut stmt));
+        }
+    }
+    out.push(stmt);
+    out.retain(|s| s.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--")));
+    out
+}
+
+/// Runs one block, statement by statement (autocommit, as psql), up to its first error; `Err`
+/// says why it did not behave as its fence says.
+fn run_block(c: &mut postgres::Client, b: &Block) -> Result<(), String> {
+    let req = sample_request();
+    let mut result = Ok(());
+    for s in statements(&b.sql) {
+        result = if b.params && s.contains("$1") { c.execute(s.as_str(), &[&req]).map(|_| ()) } else { c.batch_execute(&s) };
+        if result.is_err() {
+            // Close a transaction the block opened, so the next block starts clean.
+            let _ = c.batch_execute("ROLLBACK");
+            break;
+        }
+    }
     match (&b.mode, result) {
         (Mode::Run, Ok(())) => Ok(()),
         (Mode::Run, Err(e)) => Err(format!("failed: {}", describe(&e))),
@@ -199,8 +208,6 @@ fn docs_sql_blocks_run_as_their_fences_say() {
             ran += 1;
             if let Err(why) = run_block(&mut c, b) {
                 failures.push(format!("{page}:{}: {why}\n{}", b.line, b.sql.trim_end()));
-                // A failed block aborts nothing else: autocommit, and an open transaction is closed.
-                let _ = c.batch_execute("ROLLBACK");
             }
         }
     }
@@ -240,4 +247,6 @@ fn docs_sql_parser_reads_markers_and_setup() {
     assert_eq!(blocks.len(), 2, "the ```sql inside the ```sh fence is not a block");
     assert_eq!(blocks[0].mode, Mode::Error("22023".into()));
     assert_eq!((blocks[0].line, blocks[1].mode == Mode::Skip), (5, true));
+    let body = "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$\n  SELECT 1;\n$$;\nSELECT f();  -- 1\n-- output\n";
+    assert_eq!(statements(body).len(), 2, "a $$ body's ; does not split; a trailing comment is no statement");
 }
