@@ -250,3 +250,11 @@ fn docs_sql_parser_reads_markers_and_setup() {
     let body = "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$\n  SELECT 1;\n$$;\nSELECT f();  -- 1\n-- output\n";
     assert_eq!(statements(body).len(), 2, "a $$ body's ; does not split; a trailing comment is no statement");
 }
+
+#[test]
+fn docs_sql_readme_request_literal_is_the_encoders() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let hex: String = sample_request().iter().map(|b| format!("{b:02x}")).collect();
+    let literal = readme.split("'\\x").nth(1).and_then(|rest| rest.split('\'').next());
+    assert_eq!(literal, Some(hex.as_str()), "README's sample request must be the encoder's bytes (\\x{hex})");
+}
