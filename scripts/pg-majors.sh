@@ -11,7 +11,7 @@
 #                                           missing from config.toml (keeping the majors already configured)
 #   scripts/pg-majors.sh mirrors            print the Debian mirror URIs read from this machine's apt config
 #
-# Where each major comes from (see README "Supported Postgres majors"):
+# Where each major comes from (see docs/src/reference/majors.md):
 #   13  Debian bullseye binary packages, installed through a PRIVATE apt configuration
 #       (APT_CONFIG under $SYNCULAR_CI_ROOT/apt/…); /etc/apt is never written.
 #   15  Debian bookworm (postgresql-15 + postgresql-server-dev-15; the main major).

@@ -3,7 +3,7 @@
 //!
 //! Layers (data flows top to bottom): [`api`] (SQL functions, error mapping)
 //! → [`engine`] (sync logic) → [`store`] (every SQL statement) →
-//! `syncular_protocol` (pgrx-free codec). See README.md for the SQL API.
+//! `syncular_protocol` (pgrx-free codec). See docs/src/sql/index.md for the SQL API.
 
 use pgrx::prelude::*;
 

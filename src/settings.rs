@@ -8,7 +8,7 @@
 //! | `syncular.now_ms` | text | `''` | when non-empty, the engine's "now" in Unix ms, 0 ..= 2^53−1 (tests; SUSET); see [`crate::engine::clock`] |
 //! | `syncular.max_operations` | int | 500 | §6.1 operations cap per request (`sync.too_many_operations`) |
 //! | `syncular.response_budget_bytes` | int | 4194304 (max 268435456) | pull stops adding pages/commits past this many response bytes |
-//! | `syncular.partition` | text | `''` | the partition of plain SQL writes to app tables (README "Writing with plain SQL"); USERSET |
+//! | `syncular.partition` | text | `''` | the partition of plain SQL writes to app tables (docs/src/guide/plain-sql.md "Writing with plain SQL"); USERSET |
 //! | `syncular.actor_id` | text | `''` | the actor of plain SQL writes; empty = the current role; USERSET |
 //! | `syncular.prune_active_window` | seconds | `14d` (min `14d`) | §4.6 active window: a client whose record was updated within it holds the horizon; SUSET |
 //! | `syncular.prune_age_limit` | seconds | `30d` (min `30d`) | §4.6 age force limit: commits older than this are pruned even past an active laggard; SUSET |
@@ -147,7 +147,7 @@ pub fn init() {
     reserve_prefix();
 }
 
-/// The §4.6 pruning floors and the record retentions (README "The log's
+/// The §4.6 pruning floors and the record retentions (docs/src/sql/lifecycle.md "The log's
 /// lifecycle"). Minimums are the spec's defaults: hosts may raise them only.
 fn define_retention_gucs() {
     let seconds = |name: &'static std::ffi::CStr,
@@ -197,7 +197,7 @@ fn define_retention_gucs() {
     );
 }
 
-/// The §5.4 native signed segment URLs (README "Signed segment URLs").
+/// The §5.4 native signed segment URLs (docs/src/sql/segments.md "Signed segment URLs").
 fn define_segment_url_gucs() {
     GucRegistry::define_string_guc(
         c"syncular.segment_url_base",

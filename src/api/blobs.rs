@@ -1,4 +1,4 @@
-//! Blobs (SPEC §5.9; README "Blobs"): the SQL a gateway calls for
+//! Blobs (SPEC §5.9; docs/src/sql/blobs.md): the SQL a gateway calls for
 //! `PUT /blobs/{blobId}`, `POST /blobs/{blobId}/upload-grant` and
 //! `GET /blobs/{blobId}`, plus the orphan sweep (admin).
 //!

@@ -1,4 +1,4 @@
-//! The capture trigger functions on app tables (issue 9; README "Writing
+//! The capture trigger functions on app tables (issue 9; docs/src/guide/plain-sql.md "Writing
 //! with plain SQL"; DDL in [`crate::store::capture::triggers`]):
 //! `syncular.capture_statement_start()`, `syncular.capture_row()`,
 //! `syncular.capture_statement()`, `syncular.capture_truncate()`.
@@ -323,7 +323,7 @@ fn user_before_row_trigger(trigger: &PgTrigger<'_>) -> bool {
 /// when the trigger rewrote a typed column, the payload (and, for an
 /// insert, the scopes; for an update, the rewritten columns' versions)
 /// become what the table holds and the engine logs that
-/// ([`guard::restamp`]; README "What your own triggers may do").
+/// ([`guard::restamp`]; docs/src/guide/plain-sql.md "What your own triggers may do").
 fn engine_row<'a>(trigger: &PgTrigger<'_>, tbl: &str, new: &Tuple, update: bool) -> PgHeapTuple<'a, AllocatedByPostgres> {
     let t = capture::context(relid(trigger), tbl).or_raise();
     let a = attnos(trigger, &t);

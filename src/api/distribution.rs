@@ -1,4 +1,4 @@
-//! `syncular.distribute()` (README "Scaling out with Citus").
+//! `syncular.distribute()` (docs/src/operate/citus.md).
 
 use pgrx::prelude::*;
 

@@ -1,5 +1,5 @@
 //! `syncular.drop_extension_guard()`, an event trigger on `ddl_command_start`
-//! for `DROP EXTENSION` (README "Scaling out with Citus").
+//! for `DROP EXTENSION` (docs/src/operate/citus.md).
 //!
 //! Once the sync tables are Citus tables, Citus keeps shard tables (the
 //! coordinator's copy of each reference table; a distributed table's shards

@@ -26,7 +26,7 @@
 //! | `syncular.internal` | XX000 | internal_error |
 //!
 //! Every ERROR also carries the §10.1 object as JSON in its DETAIL
-//! ([`detail_json`]). The same table is in README.md ("Errors").
+//! ([`detail_json`]). The same table is in docs/src/reference/errors.md.
 
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;

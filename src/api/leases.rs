@@ -1,4 +1,4 @@
-//! The auth lease administration surface (SPEC §7.3.4; README "Auth
+//! The auth lease administration surface (SPEC §7.3.4; docs/src/sql/leases.md "Auth
 //! leases"): `syncular.revoke_lease`, `syncular.clear_lease_revocation`,
 //! `syncular.leases`, `syncular.rotate_lease_key`. Issuance and the outage
 //! seam live in the sync functions (`crate::engine::auth::leases`).

@@ -1,4 +1,4 @@
-//! The log's lifecycle in SQL (SPEC §4.6, §2.1; README "The log's
+//! The log's lifecycle in SQL (SPEC §4.6, §2.1; docs/src/sql/lifecycle.md "The log's
 //! lifecycle"): `syncular.advance_horizon`, `syncular.prune_batch`,
 //! `syncular.rotate_log_epoch`, `syncular.drop_partition_batch`,
 //! `syncular.partition_stats`, and the procedures `syncular.prune` and

@@ -1,4 +1,4 @@
-//! Durable reactions in SQL (SPEC §6.9; README "Durable reactions"):
+//! Durable reactions in SQL (SPEC §6.9; docs/src/sql/reactions.md):
 //! `syncular.set_reaction_planner` (admin), the worker functions
 //! `claim_reactions`, `extend_reaction_lease`, `complete_reaction`,
 //! `fail_reaction` (granted to `syncular_gateway`: a reaction runner is part

@@ -1,4 +1,4 @@
-//! The realtime SQL surface a gateway calls (SPEC §8; README "Realtime"):
+//! The realtime SQL surface a gateway calls (SPEC §8; docs/src/sql/realtime.md):
 //! `syncular.realtime_open`, `syncular.realtime_deltas`,
 //! `syncular.realtime_ack`, `syncular.refresh_scopes`,
 //! `syncular.realtime_scopes_payload`, `syncular.notification_key`,
@@ -69,7 +69,7 @@ fn realtime_open(
 /// the window's end — the partition's `max_commit_seq` read by the call,
 /// capped by `through_seq` (every group's new delivered cursor); `kind` is `none`, `delta` (then `delta` holds a
 /// complete SSP2 response in the group's wire version), `delta-too-large`,
-/// `catchup-required` or `reset-required` (rules: README, module
+/// `catchup-required` or `reset-required` (rules: docs/src/sql/realtime.md, module
 /// `engine::realtime::deltas`). Read-only.
 /// Errors: `syncular.invalid_argument` (22023) for malformed groups,
 /// `max_delta_bytes < 64` or a negative `through_seq`; `syncular.no_schema`

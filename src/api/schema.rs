@@ -1,7 +1,7 @@
 //! `syncular.register_schema`, `syncular.set_scope_resolver`,
 //! `syncular.set_write_validator`, `syncular.set_commit_validator`,
 //! `syncular.current_schema_version`
-//! (README "SQL API").
+//! (docs/src/sql/schema.md).
 
 use pgrx::prelude::*;
 use pgrx::JsonB;

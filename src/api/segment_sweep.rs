@@ -1,4 +1,4 @@
-//! Segment expiry and garbage collection (README "Segment expiry and
+//! Segment expiry and garbage collection (docs/src/sql/segments.md "Segment expiry and
 //! garbage collection"): `syncular.segment_sweep` (admin).
 
 use pgrx::prelude::*;

@@ -1,4 +1,4 @@
-//! Signed segment URLs (SPEC §5.4 native scheme; README "Signed segment
+//! Signed segment URLs (SPEC §5.4 native scheme; docs/src/sql/segments.md "Signed segment
 //! URLs"): the verification a gateway runs for `GET /segments/{id}?st=…`
 //! (granted to `syncular_gateway`) and the key rotation (admin). Minting
 //! happens inside the pull ([`crate::engine::segments::signed_url::mint`]).

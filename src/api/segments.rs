@@ -1,4 +1,4 @@
-//! Stored segments (SPEC §5.5; README "Stored segments"): the SQL a gateway
+//! Stored segments (SPEC §5.5; docs/src/sql/segments.md "Stored segments"): the SQL a gateway
 //! calls for `GET /segments/{segmentId}` — whole (`syncular.segment`) or
 //! streamed (`syncular.segment_open`, then `syncular.segment_chunk` per
 //! chunk, in one transaction).
@@ -48,7 +48,7 @@ fn segment(
 /// `{"segmentId", "byteLength", "chunkCount", "mediaType"}`; read chunks
 /// `0 .. chunkCount-1` with `syncular.segment_chunk`, each in any
 /// transaction (the sweep keeps bytes `grace_ms` past their last
-/// publication's expiry, README "Expiry and garbage collection").
+/// publication's expiry, docs/src/sql/segments.md "Expiry and garbage collection").
 /// Errors: as [`segment`].
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

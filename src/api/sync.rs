@@ -1,6 +1,6 @@
 //! `syncular.sync`, `syncular.push`, `syncular.pull` — one SSP2 request in,
 //! one SSP2 response out, inside the caller's transaction (SPEC §1.5, §1.6,
-//! §6, §4; README "SQL API").
+//! §6, §4; docs/src/sql/sync.md).
 //!
 //! All three are `SECURITY DEFINER` with a pinned `search_path`
 //! (`pg_catalog, pg_temp`): the gateway role needs EXECUTE only, never

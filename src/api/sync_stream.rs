@@ -1,5 +1,5 @@
 //! `syncular.sync_stream`, `syncular.pull_stream` — the streaming forms of
-//! `syncular.sync` / `syncular.pull` (SPEC §1.4; README "Streaming rounds").
+//! `syncular.sync` / `syncular.pull` (SPEC §1.4; docs/src/sql/sync.md "Streaming rounds").
 //!
 //! Value-per-call set-returning functions: called in the SELECT list behind
 //! a cursor (`DECLARE … CURSOR FOR SELECT syncular.pull_stream(…)`, then
@@ -76,7 +76,7 @@ fn sync_stream(
 /// Push commits in the request are validated but not applied, so nothing
 /// a row reports waits on this transaction's COMMIT except the pull's own
 /// bookkeeping (and, for a request without `PUSH_COMMIT` frames, the `LEASE`
-/// it issues — README "Streaming rounds"). Errors: those of `syncular.pull`.
+/// it issues — docs/src/sql/sync.md "Streaming rounds"). Errors: those of `syncular.pull`.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn pull_stream(

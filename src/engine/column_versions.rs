@@ -10,7 +10,7 @@
 //! reads the other's rows. The primary key's version is never read (it
 //! cannot change and never conflicts): it is left out.
 //!
-//! Which columns move on a write (README "Per-column versions"):
+//! Which columns move on a write (docs/src/reference/client-generations.md "Per-column versions"):
 //! - a sparse upsert (wire 3, `syncular.commit` `patch`): every present
 //!   column but the primary key — the `syncular-authority` 0.49.2 rule;
 //! - a full-row upsert (wire 1 and 2, `syncular.commit` `upsert`) and a

@@ -3,7 +3,7 @@
 //! captured plain SQL writes ([`crate::engine::capture::row`]). pgrx-free;
 //! the mergers live in the `syncular-crdt` crate.
 //!
-//! Pinned semantics (§5.10.3, README "CRDT columns"):
+//! Pinned semantics (§5.10.3, docs/src/guide/crdt.md):
 //! - a non-NULL value of a `crdt` column is an update (a full state is a
 //!   legal one) merged into the stored value: the column stores, and every
 //!   change carries, `merge(stored, incoming)` — the stored value is `None`

@@ -1,4 +1,4 @@
-//! Scaling out with Citus (README "Scaling out with Citus"): which tables
+//! Scaling out with Citus (docs/src/operate/citus.md): which tables
 //! are distributed how, and the guards that keep admin functions on the
 //! coordinator.
 //!
@@ -117,11 +117,11 @@ pub fn check_fence_placement() -> EngineResult<()> {
     Err(EngineError::host(
         HostCode::CitusWorker,
         if !on_worker && batch_delegated && delegated.iter().all(|d| *d) {
-            "syncular.prune_batch is delegated, but this call ran on the coordinator: Citus delegates only a top-level SELECT * FROM syncular.prune_batch(…) outside a transaction block (CALL syncular.prune nests it); call advance_horizon and prune_batch that way (README \"Scaling out with Citus\")"
+            "syncular.prune_batch is delegated, but this call ran on the coordinator: Citus delegates only a top-level SELECT * FROM syncular.prune_batch(…) outside a transaction block (CALL syncular.prune nests it); call advance_horizon and prune_batch that way (docs/src/operate/citus.md)"
         } else if on_worker {
-            "this pruning batch runs on a Citus worker but syncular.sync, syncular.pull and syncular.realtime_deltas are not all delegated to workers: the pruning fence would not exclude them (README \"Scaling out with Citus\")"
+            "this pruning batch runs on a Citus worker but syncular.sync, syncular.pull and syncular.realtime_deltas are not all delegated to workers: the pruning fence would not exclude them (docs/src/operate/citus.md)"
         } else {
-            "syncular.sync, syncular.pull or syncular.realtime_deltas is delegated to the workers: delegate all three and syncular.prune_batch (distribution argument $1), so the pruning fence is taken on the partition's worker (README \"Scaling out with Citus\")"
+            "syncular.sync, syncular.pull or syncular.realtime_deltas is delegated to the workers: delegate all three and syncular.prune_batch (distribution argument $1), so the pruning fence is taken on the partition's worker (docs/src/operate/citus.md)"
         },
     ))
 }

@@ -55,7 +55,7 @@ pub enum HostCode {
     /// SQLSTATE 22023 (`invalid_parameter_value`).
     InvalidArgument,
     /// A plain SQL write to an app table with no `syncular.partition` set
-    /// (README "Writing with plain SQL"). SQLSTATE 55000.
+    /// (docs/src/guide/plain-sql.md "Writing with plain SQL"). SQLSTATE 55000.
     PartitionRequired,
     /// A plain SQL write the capture refuses: a computed `_sync_*` column
     /// written, a scope or primary-key column changed by an UPDATE, a row of
@@ -105,7 +105,7 @@ impl HostCode {
     }
 
     /// The §10.1 metadata a host code carries in an error's DETAIL JSON
-    /// (README "Errors"): `(category, retryable, recommendedAction)`.
+    /// (docs/src/reference/errors.md): `(category, retryable, recommendedAction)`.
     /// Argument and schema faults are the caller's to fix; a missing schema
     /// may appear later (retry); resolver and storage faults are the
     /// operator's.

@@ -42,7 +42,7 @@ pub const COLUMN_VERSIONS_COLUMN: &str = "_sync_column_versions";
 /// Prefix marking an index as created (and rebuilt) by register_schema.
 pub const OWNED_INDEX_PREFIX: &str = "sync_ix_";
 
-/// The Postgres type of a projection column (README "App tables"):
+/// The Postgres type of a projection column (docs/src/guide/app-tables.md):
 /// string→text, integer→bigint, float→double precision, boolean→boolean,
 /// json→jsonb, bytes→bytea (also every encrypted column), blob_ref→text,
 /// crdt→bytea.
@@ -102,7 +102,7 @@ pub fn create_app_table(app_schema: &str, table: &TableSchema) -> StoreResult<()
     // columns' positions, and a positional INSERT of them still fits (the column is NULL). The
     // price: a value that changes at the tuple's end widens the span Postgres logs for a
     // same-page update (the bytes between the unchanged prefix and suffix) to the payload's
-    // tail — README "Client generations", bench-wire.
+    // tail — docs/src/reference/client-generations.md, bench-wire.
     defs.push(format!("{} bytea", quote_identifier(COLUMN_VERSIONS_COLUMN)));
     defs.push(format!(
         "PRIMARY KEY ({}, {})",

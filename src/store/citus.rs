@@ -1,4 +1,4 @@
-//! Citus's catalog and distribution functions (README "Scaling out with
+//! Citus's catalog and distribution functions (docs/src/operate/citus.md "Scaling out with
 //! Citus"). Every statement here that names a Citus object runs only after
 //! [`loaded`] said the `citus` extension exists: without it the names do
 //! not resolve. Citus's functions live in `pg_catalog`.

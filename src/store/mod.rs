@@ -5,7 +5,7 @@
 //! statements name it explicitly (`syncular.sync_commits`), so they do not
 //! depend on the caller's `search_path`.
 //!
-//! **The single-shard rule** (README "Scaling out with Citus"): every
+//! **The single-shard rule** (docs/src/operate/citus.md): every
 //! statement a sync round, the realtime calls or a per-partition
 //! maintenance batch issues names the partition — each reference to a
 //! `partition`-keyed table (and `_sync_partition` of an app table) is

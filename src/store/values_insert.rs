@@ -1,4 +1,4 @@
-//! Multi-row `INSERT … VALUES` statements (DESIGN §4; README "Scaling out
+//! Multi-row `INSERT … VALUES` statements (DESIGN §4; docs/src/operate/citus.md "Scaling out
 //! with Citus"): the shape a Citus router planner sends to one shard.
 //!
 //! The default log write inserts its rows with `INSERT … SELECT … FROM

@@ -98,7 +98,7 @@ mod tests {
     #[pg_test]
     fn every_extension_table_is_marked_for_pg_dump() {
         // Except the segment cache (§5.1: cache entries, not durable state): deliberately not
-        // dumped, rebuilt on demand (README "Segments").
+        // dumped, rebuilt on demand (docs/src/sql/segments.md "Segments").
         let unmarked = text(
             "SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_catalog.pg_class c \
                JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \

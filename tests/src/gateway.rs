@@ -81,7 +81,7 @@ impl Gateway {
             }
         }
         cmd.args(["--database-url", dsn, "--listen", "127.0.0.1:0", "--gateway-id", &id]);
-        // By hand on a Citus cluster with delegated functions (README "Scaling out with
+        // By hand on a Citus cluster with delegated functions (docs/src/operate/citus.md "Scaling out with
         // Citus"): every gateway also listens on these nodes (comma-separated URLs).
         if let Ok(urls) = std::env::var(NOTIFY_URLS_ENV) {
             for url in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {

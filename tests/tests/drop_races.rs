@@ -1,4 +1,4 @@
-//! `CALL syncular.drop_partition` racing the partition's writers (README
+//! `CALL syncular.drop_partition` racing the partition's writers (docs/src/sql/lifecycle.md
 //! `syncular.drop_partition`; `store::lifecycle::fence`, the write fence).
 //!
 //! - a push whose transaction is still open when the drop starts: the drop waits for it, and

@@ -1,4 +1,4 @@
-//! `POST /sync` streams the pull half (SPEC §1.4, README "Streaming rounds"): a response of
+//! `POST /sync` streams the pull half (SPEC §1.4, docs/src/sql/sync.md "Streaming rounds"): a response of
 //! tens of MB reaches the client while the backend is still producing it (the gateway holds a
 //! chunk or two, never the response); an error after the first bytes ends the body with an
 //! in-band `ERROR` frame and `END` and nothing of the pull is committed; the real client

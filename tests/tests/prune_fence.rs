@@ -1,4 +1,4 @@
-//! The pruning fence (README "The log's lifecycle"): a transaction that
+//! The pruning fence (docs/src/sql/lifecycle.md): a transaction that
 //! pulled holds its partition's fence until it ends, so a pruning batch
 //! deletes nothing under it (it reports `fence_busy` after waiting 200 ms)
 //! and deletes as soon as the reader is gone; a push-only transaction holds

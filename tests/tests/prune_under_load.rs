@@ -1,4 +1,4 @@
-//! Pruning under push load (SPEC §4.6; README "The log's lifecycle").
+//! Pruning under push load (SPEC §4.6; docs/src/sql/lifecycle.md).
 //!
 //! `call_prune_advances_the_horizon_deletes_in_batches_and_returns_its_counts`:
 //! the procedure itself on a small partition, no load — `CALL
@@ -23,7 +23,7 @@
 //! the horizon has passed its cursor. The prune runs `CALL syncular.prune`;
 //! `SYNCULAR_PRUNE_DRIVER=batches` runs the same steps from the client
 //! instead (`advance_horizon`, then `prune_batch` until done, each its own
-//! transaction — README: "call the batch functions yourself").
+//! transaction — docs/src/sql/lifecycle.md: "call the batch functions yourself").
 //!
 //! The pruning session's clock runs 15 days ahead (`syncular.now_ms`), so no
 //! client record is active and the horizon goes to `maxCommitSeq − 1000` at
@@ -140,7 +140,7 @@ fn change_scope_index_reads(admin: &mut postgres::Client) -> i64 {
 
 /// One `syncular.prune_batch(partition, 100)` on a partition of 20,000
 /// commits reads the change-scope entries of its 100 commits, not the
-/// partition's: the README's batches are bounded, and the statement's own
+/// partition's: the batches of docs/src/sql/lifecycle.md are bounded, and the statement's own
 /// comment promises primary-key probes. Counted with `idx_tup_read` of
 /// `sync_change_scopes_pkey` (the only index of the table) before and after
 /// the batch, whose session flushes its statistics right after it

@@ -177,7 +177,7 @@ fn sync_rounds(p: &str) {
 /// 1,005 server-authored commits in `q` (`syncular.commit`, one transaction) and one pruning
 /// batch (the horizon keeps the newest 1,000: the batch deletes 5 commits). Plain SQL writes
 /// captured by triggers are not part of the check: Citus runs triggers on the shards, so a
-/// distributed app table carries none (README "Scaling out with Citus").
+/// distributed app table carries none (docs/src/operate/citus.md).
 fn server_commits_and_prune(q: &str) {
     let mut writer = router_connection();
     let tag = HARNESS_TAG;

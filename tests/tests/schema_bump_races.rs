@@ -5,7 +5,7 @@
 //! `drop_partition_batch` against a table retirement, `lock_timeout`, two
 //! migrations that each made a request first, and pulls (bootstrap and
 //! incremental) under pushes and bumps. Found by a break attempt on the
-//! schema fence; each test states the behaviour the README promises.
+//! schema fence; each test states the behaviour docs/src/sql/schema.md promises.
 
 use std::thread;
 use std::time::Duration;
@@ -150,7 +150,7 @@ fn realtime_deltas_never_serve_a_new_layout_commit_to_an_old_version_group() {
     );
 }
 
-/// A request waiting on an open bump with lock_timeout set surfaces 55P03 (README: "set
+/// A request waiting on an open bump with lock_timeout set surfaces 55P03 (docs/src/sql/schema.md: "set
 /// lock_timeout to bound the wait").
 #[test]
 fn a_request_waiting_on_a_bump_with_lock_timeout_fails_with_55p03() {

@@ -1,4 +1,4 @@
-//! `syncular.segment_sweep` racing publishers (README "Segment expiry and garbage collection"),
+//! `syncular.segment_sweep` racing publishers (docs/src/sql/segments.md "Segment expiry and garbage collection"),
 //! two connections, no timing: waits are on `pg_stat_activity` lock waits.
 //!
 //! The publisher side is simulated with the statements of the publication protocol

@@ -1,4 +1,4 @@
-//! The payloads of the NOTIFY channels the extension raises for gateways (README "Realtime"),
+//! The payloads of the NOTIFY channels the extension raises for gateways (docs/src/sql/realtime.md),
 //! shared by the extension (which signs) and gateways (which verify).
 //!
 //! Postgres has no privilege on NOTIFY: any role connected to the database can notify any

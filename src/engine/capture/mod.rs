@@ -1,5 +1,5 @@
 //! Plain SQL writes become commits (issue 9; SPEC §6.10 server-authored
-//! commits; README "Writing with plain SQL").
+//! commits; docs/src/guide/plain-sql.md "Writing with plain SQL").
 //!
 //! `INSERT`, `UPDATE`, `DELETE` and `COPY … FROM` on an app table, by any role
 //! allowed to write it, are captured by the table's triggers
@@ -211,7 +211,7 @@ pub fn install_all() -> EngineResult<i32> {
     if crate::engine::distribution::is_distributed()? {
         return Err(EngineError::host(
             HostCode::WriteRefused,
-            "the app tables are distributed by Citus, which runs triggers on the shards: plain SQL writes cannot be captured there; write through syncular.sync or syncular.commit (README \"Scaling out with Citus\")",
+            "the app tables are distributed by Citus, which runs triggers on the shards: plain SQL writes cannot be captured there; write through syncular.sync or syncular.commit (docs/src/operate/citus.md)",
         ));
     }
     let schema = require_registered_schema()?;

@@ -272,7 +272,7 @@ pub struct Rewritten {
 
 /// What the table holds for a row the engine wrote itself, when a user
 /// BEFORE ROW trigger ran before the capture's and may have rewritten its
-/// typed columns (README "Writing with plain SQL", "What your own triggers
+/// typed columns (docs/src/guide/plain-sql.md "Writing with plain SQL", "What your own triggers
 /// may do"): `actual` the typed values as stored, `payload` the payload the
 /// engine wrote, `same` whether a payload value projects to a typed value
 /// (`json` compares as `jsonb` does). A column keeps the payload's value

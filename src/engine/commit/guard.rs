@@ -1,5 +1,5 @@
 //! The engine-write guard: which app-table rows the engine writes itself,
-//! so the capture triggers (README "Writing with plain SQL") neither log
+//! so the capture triggers (docs/src/guide/plain-sql.md "Writing with plain SQL") neither log
 //! them a second time nor miss anything else the engine's statement causes.
 //!
 //! While the engine runs one app-row statement it holds an [`EngineWrite`]

@@ -1,4 +1,4 @@
-//! A captured plain SQL statement's commit (README "Writing with plain
+//! A captured plain SQL statement's commit (docs/src/guide/plain-sql.md "Writing with plain
 //! SQL"): its `commitSeq` and header, its log rows set-based from the
 //! statement's transition table, and its NOTIFY.
 

@@ -1,4 +1,4 @@
-//! Removing a partition (a tenant) in bounded batches (README
+//! Removing a partition (a tenant) in bounded batches (docs/src/sql/lifecycle.md
 //! `syncular.drop_partition`).
 //!
 //! A batch first takes the partition's write fence exclusively

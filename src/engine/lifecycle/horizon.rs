@@ -47,7 +47,7 @@ pub fn plan(partition: &str, now_ms: i64, retention: &Retention) -> EngineResult
     }))
 }
 
-/// Raises `partition`'s horizon to its target (README
+/// Raises `partition`'s horizon to its target (docs/src/sql/lifecycle.md
 /// `syncular.advance_horizon`). Returns `(previous, new)`; `None` for a
 /// partition without a counter row. Holds the counter row until the
 /// transaction ends: commit right after. Errors: clock, store failures.

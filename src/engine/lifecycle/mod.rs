@@ -1,4 +1,4 @@
-//! The log's lifecycle (SPEC §4.6, §2.1; README "The log's lifecycle"):
+//! The log's lifecycle (SPEC §4.6, §2.1; docs/src/sql/lifecycle.md):
 //! what an operator or a scheduler (pg_cron) runs so that a partition's log
 //! does not grow forever, a restored database can rotate its log epoch, a
 //! tenant can be removed, and the horizon's position can be explained.

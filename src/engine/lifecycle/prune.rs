@@ -1,4 +1,4 @@
-//! One bounded pruning batch (SPEC §4.6; README `syncular.prune_batch`).
+//! One bounded pruning batch (SPEC §4.6; docs/src/sql/lifecycle.md `syncular.prune_batch`).
 //!
 //! A call does one kind of work, the first that remains, and at most
 //! `max_rows` of it:
@@ -11,7 +11,7 @@
 //!    `syncular.push_result_retention`;
 //! 3. **client records** not updated for `syncular.client_retention`.
 //!
-//! Policies (README): outcomes outlive the log by far (a replay must keep
+//! Policies (docs/src/sql/lifecycle.md): outcomes outlive the log by far (a replay must keep
 //! answering `cached`, §2.3); tombstones at or below the horizon serve no
 //! pull (a cursor below the horizon is reset and re-bootstraps from the
 //! current rows; one at or above it reads deletes from the log);

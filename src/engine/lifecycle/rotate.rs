@@ -1,4 +1,4 @@
-//! Log-epoch rotation (SPEC §2.1 backup-restore rule; README
+//! Log-epoch rotation (SPEC §2.1 backup-restore rule; docs/src/sql/lifecycle.md
 //! `syncular.rotate_log_epoch`).
 //!
 //! Per partition: a new unpredictable `logEpoch`, `epoch_required = true`

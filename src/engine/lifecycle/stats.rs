@@ -1,4 +1,4 @@
-//! `syncular.partition_stats` (README "The log's lifecycle"): per partition,
+//! `syncular.partition_stats` (docs/src/sql/lifecycle.md): per partition,
 //! what an operator needs to see why its horizon does or does not move.
 
 use crate::engine::clock;

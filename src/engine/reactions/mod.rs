@@ -1,4 +1,4 @@
-//! Durable server reactions (SPEC §6.9; README "Durable reactions"):
+//! Durable server reactions (SPEC §6.9; docs/src/sql/reactions.md):
 //! application work that must follow an accepted commit, planned inside the
 //! commit's transaction and delivered at least once by workers afterwards.
 //!

@@ -1,4 +1,4 @@
-//! Batched realtime acks (SPEC §8.2; README `syncular.realtime_ack`): a
+//! Batched realtime acks (SPEC §8.2; docs/src/sql/realtime.md `syncular.realtime_ack`): a
 //! client's acknowledged cursor updates its `sync_clients` record without a
 //! pull, with `MAX` semantics so acks applied in any order never move a
 //! cursor back, clamped to the partition's `max_commit_seq` so a client

@@ -1,4 +1,4 @@
-//! Realtime deltas for a notification burst (SPEC §8.2, §8.3; README
+//! Realtime deltas for a notification burst (SPEC §8.2, §8.3; docs/src/sql/realtime.md
 //! `syncular.realtime_deltas`).
 //!
 //! One call answers every session group of one partition. The window of a
@@ -44,7 +44,7 @@ use crate::store::pull::window::read_partition_bounds;
 /// section's framing alone take tens of bytes).
 pub const MIN_DELTA_BYTES: i32 = 64;
 
-/// One group of sessions with identical delivery state (README).
+/// One group of sessions with identical delivery state (docs/src/sql/realtime.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
     /// The sessions' registrations as `realtime_open` returned them; checked against the
@@ -138,7 +138,7 @@ pub fn parse_groups(value: &Value) -> EngineResult<Vec<Group>> {
         .collect()
 }
 
-/// Answers every group of `partition` (README `syncular.realtime_deltas`).
+/// Answers every group of `partition` (docs/src/sql/realtime.md `syncular.realtime_deltas`).
 /// `through_seq` (the highest `commitSeq` the gateway has seen notified, in
 /// notification order) caps the window; `None` = the partition's
 /// `max_commit_seq`. Errors: `syncular.invalid_argument` (malformed groups,

@@ -1,4 +1,4 @@
-//! The §8.7 failure response of a socket round (README
+//! The §8.7 failure response of a socket round (docs/src/sql/realtime.md
 //! `syncular.error_response`): what the HTTP binding reports as §10.1 JSON
 //! becomes `RESP_HEADER`, `ERROR`, `END` on the socket. The gateway hands in
 //! the §10.1 object it read from the failed call's DETAIL.

@@ -1,4 +1,4 @@
-//! Session open and registration reload (SPEC §8.1, §8.7; README
+//! Session open and registration reload (SPEC §8.1, §8.7; docs/src/sql/realtime.md
 //! `syncular.realtime_open`).
 //!
 //! Order of work: identity checks (partition size, `clientId` NUL / reserved
@@ -53,7 +53,7 @@ pub struct Session {
 }
 
 impl Session {
-    /// The JSON `syncular.realtime_open` returns (README).
+    /// The JSON `syncular.realtime_open` returns (docs/src/sql/realtime.md).
     pub fn to_json(&self, caller: &Caller<'_>, client_id: &str) -> Value {
         let mut out = json!({
             "sessionId": self.session_id,

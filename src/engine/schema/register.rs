@@ -107,7 +107,7 @@ pub fn register(ir: &Value, app_schema: &str, allow_drop: bool) -> EngineResult<
 }
 
 /// Once the log is distributed (`syncular.distribute()`), the app tables a
-/// registration created join it (README "Scaling out with Citus").
+/// registration created join it (docs/src/operate/citus.md).
 fn distribute_new_tables() -> EngineResult<()> {
     if !crate::engine::distribution::is_distributed()? {
         return Ok(());

@@ -43,7 +43,7 @@ pub fn store_bytes(
     };
     // Stored already: lock the row `FOR KEY SHARE` to the end of the
     // transaction so a concurrent `syncular.segment_sweep` cannot delete the
-    // bytes the caller is about to publish (README "Expiry and garbage
+    // bytes the caller is about to publish (docs/src/sql/segments.md "Expiry and garbage
     // collection"); when the sweep got there first (the lock waited, then
     // found the row gone), store them again.
     let mut inserted = bytes::insert_segment(partition, segment_id, record)?;

@@ -1,4 +1,4 @@
-//! Segment expiry and garbage collection (SPEC §5.1, §5.5; README "Segment
+//! Segment expiry and garbage collection (SPEC §5.1, §5.5; docs/src/sql/segments.md "Segment
 //! expiry and garbage collection"): `syncular.segment_sweep`.
 //!
 //! One call, in bounded batches of at most `max_rows` each:

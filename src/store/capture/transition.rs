@@ -1,4 +1,4 @@
-//! The transition tables of a captured statement (README "Writing with
+//! The transition tables of a captured statement (docs/src/guide/plain-sql.md "Writing with
 //! plain SQL"): the names the capture triggers declare them under, their
 //! registration with SPI, and the read that checks every row is in the
 //! statement's partition. The log rows written from them:

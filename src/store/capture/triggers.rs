@@ -1,4 +1,4 @@
-//! DDL of the capture triggers on one app table (README "Writing with plain
+//! DDL of the capture triggers on one app table (docs/src/guide/plain-sql.md "Writing with plain
 //! SQL"). Per app table:
 //!
 //! | trigger | when | function |
@@ -81,7 +81,7 @@ pub fn install(app_schema: &str, table: &str) -> StoreResult<()> {
 }
 
 /// Drops the capture triggers of app table `table` of `app_schema` (those
-/// that exist): a table distributed by Citus carries none (README "Scaling
+/// that exist): a table distributed by Citus carries none (docs/src/operate/citus.md "Scaling
 /// out with Citus"). Errors: SPI failures.
 pub fn remove(app_schema: &str, table: &str) -> StoreResult<()> {
     let statements = drop_statements(&qualified_name(app_schema, table))?;

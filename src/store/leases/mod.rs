@@ -1,4 +1,4 @@
-//! The auth lease store (SPEC §7.3; README "Auth leases"): one row per
+//! The auth lease store (SPEC §7.3; docs/src/sql/leases.md "Auth leases"): one row per
 //! `(partition, clientId)` in `syncular.sync_auth_leases` and the signing key
 //! in `syncular.sync_lease_key` (one row, readable by the extension owner
 //! only). Every statement names one partition (the key table is a Citus

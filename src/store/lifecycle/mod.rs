@@ -1,5 +1,5 @@
 //! The log's lifecycle statements (SPEC §4.6 pruning, §2.1 epoch rotation;
-//! README "The log's lifecycle"): the pruning fence, the horizon inputs and
+//! docs/src/sql/lifecycle.md): the pruning fence, the horizon inputs and
 //! advance, the bounded deletion batches, epoch rotation, partition removal
 //! and the operator's statistics.
 //!

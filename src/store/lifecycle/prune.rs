@@ -1,4 +1,4 @@
-//! Bounded pruning batches (SPEC §4.6; README "The log's lifecycle").
+//! Bounded pruning batches (SPEC §4.6; docs/src/sql/lifecycle.md).
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;

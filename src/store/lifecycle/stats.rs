@@ -1,4 +1,4 @@
-//! The operator's view of each partition (README "The log's lifecycle",
+//! The operator's view of each partition (docs/src/sql/lifecycle.md,
 //! `syncular.partition_stats`). Counts scan the partition's rows: an
 //! operator's query, not a hot path.
 

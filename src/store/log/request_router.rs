@@ -1,5 +1,5 @@
 //! The log of one push request in single-shard statements (SPEC §2.1, §2.3,
-//! §6.4; README "Scaling out with Citus"): what
+//! §6.4; docs/src/operate/citus.md): what
 //! [`crate::store::log::request::write_request_log`] writes in one statement,
 //! written as one router-plannable statement per table when
 //! `syncular.router_statements` is on.

@@ -1,4 +1,4 @@
-//! Segment expiry and garbage collection statements (README "Segment
+//! Segment expiry and garbage collection statements (docs/src/sql/segments.md "Segment
 //! expiry and garbage collection"), used by
 //! [`crate::engine::segments::sweep`].
 //!

@@ -1,4 +1,4 @@
-//! `#[pg_test]`s of plain SQL writes becoming commits (README "Writing with
+//! `#[pg_test]`s of plain SQL writes becoming commits (docs/src/guide/plain-sql.md "Writing with
 //! plain SQL"): what is captured ([`writes`]) and what is refused
 //! ([`refusals`]); shared helpers in [`support`].
 

@@ -1,4 +1,4 @@
-//! What a plain SQL write to an app table may not do (issue 9, README
+//! What a plain SQL write to an app table may not do (issue 9, docs/src/guide/plain-sql.md
 //! "Writing with plain SQL"): each refusal raises its code and SQLSTATE
 //! (§10.1 JSON in DETAIL) and changes nothing — no row, version, log entry,
 //! counter or notification; failed, rolled-back and row-less statements

@@ -1,4 +1,4 @@
-//! Plain SQL writes to app tables become commits (issue 9, README "Writing
+//! Plain SQL writes to app tables become commits (issue 9, docs/src/guide/plain-sql.md "Writing
 //! with plain SQL"): one commit per statement with the log a push writes
 //! (header, changes, scope indexes, tombstones, NOTIFY), payloads equal to
 //! what `syncular.commit` encodes for the same values, versions bumped, the

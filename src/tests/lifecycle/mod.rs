@@ -1,4 +1,4 @@
-//! `#[pg_test]`s of the log's lifecycle (README "The log's lifecycle"):
+//! `#[pg_test]`s of the log's lifecycle (docs/src/sql/lifecycle.md):
 //! the §4.6 floors and bounded pruning ([`prune`]), what a pull and a replay
 //! see after pruning ([`after_prune`]), epoch rotation ([`rotate`]),
 //! partition removal ([`drop`]) and the operator's statistics ([`stats`]).

@@ -137,7 +137,7 @@ mod tests {
     }
 
     /// Was a bug (fixed: each `syncular.commit` operation has its own payload
-    /// form, `push::run`'s `forms`): README "Per-column versions" says a
+    /// form, `push::run`'s `forms`): docs/src/reference/client-generations.md "Per-column versions" says a
     /// `syncular.commit` `upsert` moves only the columns whose value changed,
     /// but `src/engine/server_commit.rs` `parse_operations` switches every
     /// upsert of a commit that also has a `patch` to a sparse row with every
@@ -167,7 +167,7 @@ mod tests {
         assert_eq!(
             (version_of(&state, "title"), version_of(&state, "done")),
             (1, 1),
-            "an upsert moves the columns whose value changed (README), whatever else the commit holds"
+            "an upsert moves the columns whose value changed (docs/src/reference/client-generations.md), whatever else the commit holds"
         );
     }
 

@@ -1,4 +1,4 @@
-//! Every writer keeps `_sync_column_versions` (README "Per-column
+//! Every writer keeps `_sync_column_versions` (docs/src/reference/client-generations.md "Per-column
 //! versions"): a captured plain SQL `UPDATE` moves exactly the columns whose
 //! value it changed (an `INSERT` stores NULL), the computed column cannot be
 //! written by hand, `syncular.commit` moves the changed columns of an

@@ -1,5 +1,5 @@
 //! `bench_prune`: pruning a large log while connections keep pushing
-//! (SPEC §4.6; README `syncular.prune`), on a durable server.
+//! (SPEC §4.6; docs/src/sql/lifecycle.md `syncular.prune`), on a durable server.
 //!
 //! 1. **The log**: one partition filled with `BENCH_PRUNE_COMMITS` (default
 //!    1,000,000; 50,000 with `BENCH_QUICK=1`) commits written through the

@@ -1,4 +1,4 @@
-//! Pruning under load (SPEC §4.6; README `syncular.prune`): the machinery
+//! Pruning under load (SPEC §4.6; docs/src/sql/lifecycle.md `syncular.prune`): the machinery
 //! shared by the integration test `tests/tests/prune_under_load.rs` and the
 //! benchmark `scripts/bench-prune` (binary `tests/src/bin/bench_prune.rs`).
 //!

@@ -4,7 +4,7 @@
 //! - [`push_commits`]: commits pushed through `syncular.sync` (their
 //!   `PUSH_RESULT`s are stored as §2.3 outcomes, which pruning keeps);
 //! - [`captured_statements`]: plain SQL writes to `public.tasks` captured
-//!   as commits (README "Writing with plain SQL": one statement = one
+//!   as commits (docs/src/guide/plain-sql.md "Writing with plain SQL": one statement = one
 //!   commit). Statement `i` (a global index, so chunks continue each other):
 //!   `i % 10 == 3` inserts three rows (projects p0, p1, p2: one commit, three
 //!   changes, three scopes), `== 7` updates row `r<i-1>`, `== 9` deletes row

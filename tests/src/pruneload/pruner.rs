@@ -76,7 +76,7 @@ pub struct PruneCall {
 pub enum Driver {
     /// `CALL syncular.prune(partition, batch_rows)` (the procedure).
     Call,
-    /// What the procedure does, from the client (README: "call the batch
+    /// What the procedure does, from the client (docs/src/sql/lifecycle.md: "call the batch
     /// functions yourself, each in its own transaction"):
     /// `syncular.advance_horizon`, then `syncular.prune_batch` until `done`,
     /// each an autocommit statement, giving up after 50 `fence_busy`

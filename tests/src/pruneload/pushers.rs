@@ -8,7 +8,7 @@
 //! - [`Kind::PushPull`] (odd indexes): one `PUSH_COMMIT` and an incremental
 //!   pull of the pusher's own project, in one request — a real client's
 //!   round, which takes the pruning fence in shared mode at request start
-//!   (README `syncular.prune_batch`), so it is the one a pruning batch can
+//!   (docs/src/sql/lifecycle.md `syncular.prune_batch`), so it is the one a pruning batch can
 //!   make wait.
 //!
 //! Pusher `i` writes rows `load-<i>-<k>` into project `q<i>` as client

@@ -1,4 +1,4 @@
-//! The blob SQL of the gateway (README "Blobs"; SPEC §5.9.3, §5.9.5): uploads stream the body
+//! The blob SQL of the gateway (docs/src/sql/blobs.md; SPEC §5.9.3, §5.9.5): uploads stream the body
 //! into `syncular.blob_upload_begin/append/finish` inside one transaction (the extension hashes
 //! the bytes and records the blob only when they match the id); downloads authorize with
 //! `syncular.blob_open` and stream `syncular.blob_read` chunk by chunk, one chunk ahead of the

@@ -1,11 +1,11 @@
-//! The segment SQL of the gateway (README "Segments: download, signed URLs, expiry"; SPEC
+//! The segment SQL of the gateway (docs/src/sql/segments.md "Segments: download, signed URLs, expiry"; SPEC
 //! §5.4, §5.5): a download is opened by `syncular.segment_open` (host auth + §5.5
 //! re-authorization) or `syncular.segment_open_signed` (a §5.4 signed URL, no host auth), then
 //! its chunks stream from `syncular.segment_chunk(partition, segment_id, idx)`, each read with
 //! its own short pool checkout, one chunk ahead of the client (as blobs: a slow reader holds no
 //! connection and no snapshot). Segment bytes are immutable (content-addressed), so chunks read
 //! at different moments belong to one body; the sweep keeps them at least its grace period after
-//! the open (README), and a chunk that is gone ends the body early.
+//! the open (docs/src/sql/segments.md), and a chunk that is gone ends the body early.
 //!
 //! The signed path learns the segment's partition from the extension (the gateway is trusted);
 //! it is used for the chunk reads only and never leaves the gateway.

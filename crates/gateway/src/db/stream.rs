@@ -1,4 +1,4 @@
-//! The pull half of an HTTP round, streamed (SPEC §1.4; README "Streaming rounds").
+//! The pull half of an HTTP round, streamed (SPEC §1.4; docs/src/sql/sync.md "Streaming rounds").
 //!
 //! `SELECT syncular.pull_stream(…)` in its own transaction (`synchronous_commit = off`, like
 //! the buffered pull): a value-per-call set-returning function in the select list, so

@@ -1,4 +1,4 @@
-//! `{mount}/blobs/{blobId}` (§5.9; README "Blobs"): the bytes are stored in the database by the
+//! `{mount}/blobs/{blobId}` (§5.9; docs/src/sql/blobs.md): the bytes are stored in the database by the
 //! extension, which verifies the content address; this module only moves bytes.
 //!
 //! - `PUT` (host auth; §5.9.3): the body (decoded per `Content-Encoding: gzip`) streams into

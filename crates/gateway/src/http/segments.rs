@@ -1,4 +1,4 @@
-//! `GET {mount}/segments/{segmentId}` (SPEC §5.4, §5.5, §5.8; README "Segments"): two ways in.
+//! `GET {mount}/segments/{segmentId}` (SPEC §5.4, §5.5, §5.8; docs/src/sql/segments.md "Segments"): two ways in.
 //!
 //! - **Direct endpoint** (§5.5): host auth (401 `sync.auth_required`) plus `X-Syncular-Scopes`,
 //!   the canonical JSON of the owning subscription's requested scopes (missing: 403

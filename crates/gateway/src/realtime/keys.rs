@@ -1,4 +1,4 @@
-//! The extension's notification key (`syncular.notification_key()`, README "Realtime") and
+//! The extension's notification key (`syncular.notification_key()`, docs/src/sql/realtime.md) and
 //! what the gateway does with it. Postgres lets any role NOTIFY any channel and LISTEN to any
 //! channel, so:
 //! - `syncular_commit` / `syncular_scopes` payloads are accepted only when their HMAC tag

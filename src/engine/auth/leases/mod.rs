@@ -1,4 +1,4 @@
-//! Auth leases (SPEC §7.3; README "Auth leases"): issuance and sliding
+//! Auth leases (SPEC §7.3; docs/src/sql/leases.md "Auth leases"): issuance and sliding
 //! refresh on resolved rounds, the outage seam, revocation.
 //!
 //! - **Off unless configured.** `syncular.lease_ttl` = 0 (the default) is the
