@@ -361,6 +361,26 @@ mod tests {
         }
     }
 
+    /// The docs' flag table (docs/src/operate/gateway.md) names every flag, and no flag that
+    /// does not exist.
+    #[test]
+    fn the_docs_flag_table_is_the_flag_list() {
+        use clap::CommandFactory;
+        let page = include_str!("../../../docs/src/operate/gateway.md");
+        let documented: std::collections::BTreeSet<&str> = page
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `--"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        let flags: std::collections::BTreeSet<&str> = Config::command()
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| *l != "help" && *l != "version")
+            .collect();
+        assert!(!flags.is_empty());
+        assert_eq!(documented, flags, "docs/src/operate/gateway.md's flag table vs the flags");
+    }
+
     #[test]
     fn dev_auth_refuses_jwt_settings() {
         let base = ["g", "--database-url", "x"];
