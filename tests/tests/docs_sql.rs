@@ -168,7 +168,8 @@ impl PageDb {
     fn new(idx: usize, with_extension: bool) -> (PageDb, postgres::Client) {
         let name = format!("syncular_docs_{idx}_{}", std::process::id());
         let mut admin = connect_to(&dsn());
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}")).unwrap();
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
         let mut c = connect_to(&dsn_for_db(&dsn(), &name));
         c.batch_execute("SET statement_timeout = '60s'").unwrap();
         if with_extension {
