@@ -372,7 +372,8 @@ mod tests {
             .filter_map(|l| l.strip_prefix("| `--"))
             .filter_map(|l| l.split('`').next())
             .collect();
-        let flags: std::collections::BTreeSet<&str> = Config::command()
+        let command = Config::command();
+        let flags: std::collections::BTreeSet<&str> = command
             .get_arguments()
             .filter_map(|a| a.get_long())
             .filter(|l| *l != "help" && *l != "version")
