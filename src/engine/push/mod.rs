@@ -53,7 +53,7 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::push::validator::{self as commit_validator, Verdict};
 use crate::engine::context::SyncContext;
-use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::push::apply::{apply_operation, side_effect_change, Busy, PayloadForm, StagedChange, Terminated};
 use crate::engine::push::outcomes::{cache_miss, StoredDetail, StoredOpResult, StoredPushResult, StoredStatus};
 use crate::engine::auth::resolver::is_transient_sqlstate;
@@ -364,8 +364,8 @@ fn apply_commit(
 
 /// The rejection record of a Postgres ERROR caught while the commit ran
 /// (`busy`: what it was doing): an app-table write's class-23 / class-22
-/// error and a write validator's non-transient exception reject the
-/// commit; a planner's non-transient exception fails the request (its text
+/// error, a `syncular.write_refused` an app trigger's rewrite caused and a
+/// write validator's non-transient exception reject the commit; a planner's non-transient exception fails the request (its text
 /// to the server log only, §6.9); anything else is raised again.
 fn caught_rejection(ctx: &SyncContext<'_>, busy: Option<Busy>, caught: pgrx::pg_sys::panic::CaughtError) -> EngineResult<StoredOpResult> {
     let class = sqlstate_class(caught_sqlstate(&caught));
@@ -375,6 +375,13 @@ fn caught_rejection(ctx: &SyncContext<'_>, busy: Option<Busy>, caught: pgrx::pg_
         }
         (Some(Busy::Writing(op_index)), "22") => {
             StoredOpResult::error(op_index, ErrorCode::InvalidRequest, "a row value cannot be stored in its Postgres column")
+        }
+        // An app trigger moved the row to other scopes or another id on update (docs "What
+        // your own triggers may do"): this commit cannot be logged as stored, the next can.
+        (Some(Busy::Writing(op_index)), "0A") if caught_message(&caught).starts_with(HostCode::WriteRefused.as_str()) => {
+            let message = caught_message(&caught);
+            let reason = message.strip_prefix(HostCode::WriteRefused.as_str()).and_then(|m| m.strip_prefix(": ")).unwrap_or(&message);
+            StoredOpResult::error(op_index, ErrorCode::ConstraintViolation, reason)
         }
         // §6.7, §6.8: a validator's exception (not a deliberate rejection) is the generic
         // constraint code, without its text; a transient failure fails the request.

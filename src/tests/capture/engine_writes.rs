@@ -14,7 +14,7 @@ mod tests {
 
     use crate::store::spi::subtransaction::{self, SubtransactionError};
     use crate::tests::capture::support::*;
-    use crate::tests::support::{bytea, expect_error, register, run, text};
+    use crate::tests::support::{bytea, register, run, text};
     use crate::tests::sync_support::{acquire_epoch, commit as push_commit, push_results, request, sync};
     use syncular_protocol::frame_fields::Op;
     use syncular_protocol::request::Operation;
@@ -227,18 +227,32 @@ mod tests {
     }
 
     #[pg_test]
-    fn a_user_trigger_moving_an_updated_row_to_another_scope_is_refused() {
+    fn a_user_trigger_moving_an_updated_row_to_another_scope_rejects_the_commit() {
         const P: &str = "ew-scope-update";
         setup("CASCADE");
         applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
-        trigger("IF TG_OP = 'UPDATE' THEN NEW.ws := 'w2'; END IF;");
+        trigger("IF TG_OP = 'UPDATE' AND NEW.title = 'x' THEN NEW.ws := 'w2'; END IF;");
         let before = fingerprint_of(&["public.nodes"]);
-        let result = crate::tests::support::try_run(&format!(
-            "SELECT syncular.commit('{P}', 'svc', '[{{\"table\": \"nodes\", \"op\": \"upsert\", \"baseVersion\": 1, \
-             \"row\": {{\"id\": \"a\", \"ws\": \"w1\", \"title\": \"x\"}}}}]'::jsonb, allowed_scopes => '{{\"ws\": [\"w1\", \"w2\"]}}')"
-        ));
-        expect_error(result, "0A000", "syncular.write_refused", "changed a scope column of row \"a\" on update");
-        assert_eq!(fingerprint_of(&["public.nodes"]), before, "nothing of the refused commit survives");
+        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "x"}}])).unwrap();
+        assert_eq!(out["status"], "rejected", "{out}");
+        assert_eq!(out["results"][0]["code"], "sync.constraint_violation", "{out}");
+        let message = out["results"][0]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("changed a scope column of row \"a\" on update"), "{out}");
+        assert_eq!(fingerprint_of(&["public.nodes"]), before, "nothing of the rejected commit survives");
+        assert_log_is_the_table(P);
+        // A pushed commit is rejected the same way, and the next commit of the request applies.
+        let epoch = acquire_epoch(P, "svc", "c1");
+        let schema = Schema::from_value(&ir()).unwrap();
+        let op = |title: &str, base: i64| {
+            let payload = encode_row(schema.tables[0].layout(), &[s("a"), s("w1"), None, s(title), None]).unwrap();
+            Operation { table: "nodes".into(), row_id: "a".into(), op: Op::Upsert, base_version: Some(base), payload: Some(payload) }
+        };
+        let commits = vec![push_commit("k1", vec![op("x", 1)]), push_commit("k2", vec![op("y", 1)])];
+        let results = push_results(&sync(P, "svc", &request(2, "c1", 1, Some(&epoch), commits, None), Some(&json!({"ws": ["w1", "w2"]}))));
+        assert_eq!(results.len(), 2);
+        assert!(results[0].commit_seq.is_none(), "k1 rejected: {:?}", results[0]);
+        assert!(results[1].commit_seq.is_some(), "k2 applied: {:?}", results[1]);
+        assert_eq!(payload_row(P, "a")[3], s("y"));
         assert_log_is_the_table(P);
     }
 }
