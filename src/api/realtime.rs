@@ -54,7 +54,7 @@ fn realtime_open(
         allowed_scopes: allowed.as_ref(),
         connection_client_id: None,
     };
-    JsonB(open::open(&caller, client_id).or_raise().to_json(&caller, client_id))
+    JsonB(open::open(&caller, client_id).and_then(|session| session.to_json(&caller, client_id)).or_raise())
 }
 
 /// `syncular.realtime_deltas(partition text, groups jsonb, max_delta_bytes

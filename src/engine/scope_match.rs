@@ -48,7 +48,7 @@ pub fn matches(stored: &StoredScopes, effective: &ScopeMap) -> bool {
     )
 }
 
-/// [`parse_stored_scopes`] then [`matches`].
+/// [`parse_stored_scopes`] then [`matches()`].
 pub fn stored_scopes_match(json: &str, effective: &ScopeMap) -> EngineResult<bool> {
     Ok(matches(&parse_stored_scopes(json)?, effective))
 }

@@ -5,6 +5,9 @@
 //! `tests`). Shared helpers live in [`support`].
 
 mod catalog;
+// A plain #[test] (no Postgres): no import circle between the engine's modules.
+#[cfg(test)]
+mod engine_circles;
 mod clock;
 mod hardening;
 mod errors;

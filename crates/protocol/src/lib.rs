@@ -30,6 +30,7 @@ pub mod response;
 pub mod message;
 pub mod resume_token;
 pub mod realtime;
+pub mod realtime_open;
 pub mod canonical_json;
 pub mod scope_digest;
 pub mod scopes;

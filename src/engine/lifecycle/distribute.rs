@@ -1,4 +1,4 @@
-//! `syncular.distribute` (README "Scaling out with Citus"): distributes
+//! `syncular.distribute` (docs/src/operate/citus.md): distributes
 //! every log table on `partition`, makes the partition-less tables reference
 //! tables and distributes the registered app tables — the tables and guards
 //! are [`crate::engine::distribution`]'s.

@@ -7,7 +7,7 @@
 //! - [`prune`] — one bounded deletion batch (log, tombstones, push outcomes,
 //!   client records);
 //! - [`rotate`] — epoch rotation;
-//! - [`drop`] — removing a partition in bounded batches;
+//! - [`drop`](mod@drop) — removing a partition in bounded batches;
 //! - [`distribute`] — scaling out with Citus (`syncular.distribute`);
 //! - [`stats`] — `syncular.partition_stats`.
 //!

@@ -110,7 +110,7 @@ enum Outcome {
 /// ([`push_locks`]); one statement reads the stored outcomes of its keys;
 /// per new commit, its operations in its own subtransaction; then one
 /// statement writes the whole request's log and outcomes, allocating the
-/// `commitSeq`s ([`push_log`]) — the partition's counter row is taken
+/// `commitSeq`s ([`commit::write_request`]) — the partition's counter row is taken
 /// there, last. `forms` gives the payload form of each operation of each
 /// commit (`syncular.commit`: `upsert` full, `patch` sparse); without it,
 /// the form of the request's wire version ([`PayloadForm::of_wire`]).

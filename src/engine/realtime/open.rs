@@ -11,9 +11,10 @@
 //! their scope keys. Nothing but the
 //! registry's last-seen time is written: no client record is created.
 
-use serde_json::{json, Value};
+use serde_json::Value;
+use syncular_protocol::realtime_open::Opened;
 
-use crate::engine::error::EngineResult;
+use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::realtime::registrations::{self, Registration};
 use crate::engine::auth::caller::{check_caller, resolve_allowed, Caller};
 use crate::engine::auth::client_id::{check_client_id, client_bound_elsewhere};
@@ -53,25 +54,30 @@ pub struct Session {
 }
 
 impl Session {
-    /// The JSON `syncular.realtime_open` returns (docs/src/sql/realtime.md).
-    pub fn to_json(&self, caller: &Caller<'_>, client_id: &str) -> Value {
-        let mut out = json!({
-            "sessionId": self.session_id,
-            "actorId": caller.actor_id,
-            "clientId": client_id,
-            "cursor": self.cursor,
-            "latestCursor": self.latest_cursor,
-            "requiresSync": self.requires_sync,
-            "wireVersion": self.wire_version,
-            "logEpoch": self.log_epoch,
-            "schemaVersion": self.schema_version,
-            "registrations": registrations::to_json(&self.registrations),
-            "scopeKeys": self.scope_keys,
-        });
-        if let Some(at) = self.lease_expires_at_ms {
-            out["leaseExpiresAtMs"] = json!(at);
+    /// What `syncular.realtime_open` returns (the gateway contract §2; the
+    /// one type gateways decode).
+    pub fn to_opened(&self, caller: &Caller<'_>, client_id: &str) -> Opened {
+        Opened {
+            session_id: self.session_id.clone(),
+            actor_id: caller.actor_id.to_owned(),
+            client_id: client_id.to_owned(),
+            cursor: self.cursor,
+            latest_cursor: self.latest_cursor,
+            requires_sync: self.requires_sync,
+            wire_version: i64::from(self.wire_version),
+            log_epoch: self.log_epoch.clone(),
+            schema_version: i64::from(self.schema_version),
+            registrations: registrations::to_json(&self.registrations),
+            scope_keys: self.scope_keys.clone(),
+            lease_expires_at_ms: self.lease_expires_at_ms,
         }
-        out
+    }
+
+    /// [`Session::to_opened`] as the JSON `syncular.realtime_open` returns.
+    /// Errors: `syncular.internal` (never for this shape).
+    pub fn to_json(&self, caller: &Caller<'_>, client_id: &str) -> EngineResult<Value> {
+        serde_json::to_value(self.to_opened(caller, client_id))
+            .map_err(|e| EngineError::internal(format!("realtime_open answer does not encode: {e}")))
     }
 }
 

@@ -8,7 +8,7 @@
 //! transaction aborts anyway). The response is written in the request's
 //! wire version (§9).
 //!
-//! [`begin`] holds the steps up to the first subscription section, one
+//! `begin` holds the steps up to the first subscription section, one
 //! function each; [`failures`] the wire-3 `ROUND_FAILURE` reports. The
 //! caller's identity, allowed map and client binding are
 //! [`crate::engine::auth`]'s.

@@ -22,7 +22,7 @@
 //! Intended call sequence in the bootstrap (not wired here): offered →
 //! reuse lookup of an unexpired publication for (partition, epoch, table,
 //! schemaVersion, mediaType 2, scopeDigest, asOfCommitSeq, from the table
-//! start, whole table) → on a miss, [`snapshot_exceeds_one_page`] → on
+//! start, whole table) → on a miss, [`crate::engine::pull::bootstrap::image::snapshot_exceeds_one_page`] → on
 //! `true`, [`build_image`] → store the bytes from [`BuiltImage::reader`]
 //! under [`BuiltImage::segment_id`] → publish → `SEGMENT_REF` (mediaType 2,
 //! no `rowCursor` / `nextRowCursor`) and the table is done (no token).

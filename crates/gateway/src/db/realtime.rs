@@ -3,42 +3,10 @@
 //! per SQL statement; transient failures are retried ([`super::with_retry`]).
 
 use deadpool_postgres::Pool;
-use serde::Deserialize;
 use serde_json::Value;
+use syncular_protocol::realtime_open::Opened;
 
 use super::{checkout, with_retry, ApiError};
-
-/// Contract §2: what `syncular.realtime_open` answers (session open / registration reload).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Opened {
-    /// Fresh per call (used in `hello`).
-    pub session_id: String,
-    /// The actor.
-    pub actor_id: String,
-    /// The client.
-    pub client_id: String,
-    /// `sync_clients.cursor`, −1 without a record.
-    pub cursor: i64,
-    /// The partition's `max_commit_seq`, read before the scopes were resolved.
-    pub latest_cursor: i64,
-    /// No record, or `cursor < latestCursor`.
-    pub requires_sync: bool,
-    /// The record's accepted wire version (2 without a record).
-    pub wire_version: i64,
-    /// The partition's current `logEpoch`.
-    pub log_epoch: String,
-    /// The registered schema version served.
-    pub schema_version: i64,
-    /// `[{"id","table","effective"}]`, kept verbatim for `realtime_deltas`.
-    pub registrations: Value,
-    /// Sorted distinct `prefix:value` keys of every effective value (presence grant, §8.6.3).
-    pub scope_keys: Vec<String>,
-    /// Present when the registrations came from the client's auth lease (the §7.3.3 outage
-    /// signal): the lease's expiry, Unix ms — the session ends then.
-    #[serde(default)]
-    pub lease_expires_at_ms: Option<i64>,
-}
 
 /// `syncular.realtime_open(partition, actor_id, client_id, allowed_scopes)`.
 ///

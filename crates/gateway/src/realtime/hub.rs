@@ -11,6 +11,7 @@ use std::time::Duration;
 use deadpool_postgres::Pool;
 use serde_json::Value;
 use syncular_protocol::realtime::WakeReason;
+use syncular_protocol::realtime_open::Opened;
 use tokio_util::sync::CancellationToken;
 
 use super::acks::AckBuffer;
@@ -19,7 +20,7 @@ use super::keys::NotificationKeys;
 use super::presence::PresenceRegistry;
 use super::relay::Relay;
 use super::session::{close_code, Registrations, Session, SessionState};
-use crate::db::realtime::{realtime_open, Opened};
+use crate::db::realtime::realtime_open;
 use crate::db::ApiError;
 use crate::metrics::Metrics;
 

@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
 use syncular_protocol::realtime::{parse_control, ControlMessage, Hello, WakeReason};
+use syncular_protocol::realtime_open::Opened;
 
 use super::deltas::ScopesEpoch;
 use super::hub::{initial_state, Hub, Slot};
@@ -29,7 +30,7 @@ use super::presence;
 use super::round;
 use super::session::{close_code, now_ms, run_writer, Session, SessionInit};
 use crate::auth::Identity;
-use crate::db::realtime::{realtime_open, Opened};
+use crate::db::realtime::realtime_open;
 use crate::db::ApiError;
 use crate::framing::{FramingError, TAG_ROUND};
 use crate::http::error_response;

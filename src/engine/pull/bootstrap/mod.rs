@@ -41,7 +41,7 @@
 //! - `SEGMENT_REF` (§5.4) carries the caller's scope digest, the page's
 //!   cursors (`rowCursor` absent on a table-start page) and, for a client
 //!   that advertised bit 3 when `syncular.segment_url_base` is set, a signed
-//!   `url` ([`attach_signed_url`], the one place they are attached).
+//!   `url` ([`stored::attach_signed_url`], the one place they are attached).
 //! - Snapshot semantics: pages read current rows (see the store module's
 //!   note); every change after the pin is replayed by the incremental pull
 //!   that follows, so the client converges — a reused page built earlier at
