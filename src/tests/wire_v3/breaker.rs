@@ -109,7 +109,7 @@ mod tests {
     /// their bits): a `float` column holding NaN "changes" on every write that leaves
     /// it alone. The writers decide which columns moved by comparing values
     /// with `RowValue`'s derived `PartialEq` (`f64`: NaN ≠ NaN):
-    /// `src/engine/push_apply.rs` `update` (`|i| row[i] != stored_row[i]`
+    /// `src/engine/push/apply.rs` `update` (`|i| row[i] != stored_row[i]`
     /// for a full row) and `src/engine/capture/row.rs` `update_row`
     /// (`old != new`). The NaN column's version moves to every new version,
     /// so a v3 client editing it from any earlier base conflicts although
