@@ -69,11 +69,11 @@ fn current_schema_version() -> Option<i32> {
 fn set_scope_resolver_oid(function: Option<pg_sys::Oid>) {
     crate::engine::distribution::refuse_worker().or_raise();
     match function {
-        None => crate::store::resolver_store::delete_scope_resolver().or_raise(),
+        None => crate::store::auth::resolver::delete_scope_resolver().or_raise(),
         Some(function) => {
             resolver::check_resolver_shape(function).or_raise();
             resolver::check_resolver_owner_of(function).or_raise();
-            crate::store::resolver_store::upsert_scope_resolver(function).or_raise();
+            crate::store::auth::resolver::upsert_scope_resolver(function).or_raise();
         }
     }
 }

@@ -31,7 +31,7 @@ use syncular_protocol::row_codec::{render_row, Row};
 use syncular_protocol::schema_ir::TableSchema;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
-use crate::store::resolver_store::ResolverName;
+use crate::store::auth::resolver::ResolverName;
 use crate::store::validator_store;
 
 /// Longest host code a validator may return, in bytes.

@@ -28,12 +28,12 @@
 
 pub mod app_table_ddl;
 pub mod error;
-pub mod resolver_store;
 pub mod validator_store;
 pub mod schema_store;
 
 pub use error::{StoreError, StoreResult};
 pub mod app_rows;
+pub mod auth;
 pub mod clients;
 pub mod round;
 pub mod spi;
@@ -47,7 +47,6 @@ pub mod capture;
 pub mod lifecycle;
 pub mod values_insert;
 pub mod citus;
-pub mod leases;
 pub mod blobs;
 pub mod segments;
 pub mod reactions;

@@ -9,7 +9,7 @@ use pgrx::JsonB;
 use serde_json::Value;
 
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::resolver_store::{signature_of_param, ResolverName};
+use crate::store::auth::resolver::{signature_of_param, ResolverName};
 
 /// Stores `function` as the validator of IR table `tbl` (replacing any).
 pub fn upsert_write_validator(tbl: &str, function: pg_sys::Oid) -> StoreResult<()> {

@@ -12,7 +12,7 @@ use crate::engine::auth::leases;
 use crate::engine::auth::resolver::{self, Resolution};
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::schema::RegisteredSchema;
-use crate::store::leases::LeaseContext;
+use crate::store::auth::leases::LeaseContext;
 
 /// Longest partition name accepted, in bytes: its commit NOTIFY payload
 /// (`base64url(partition) + ":" + commitSeq`) must stay under Postgres's

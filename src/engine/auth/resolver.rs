@@ -24,22 +24,22 @@
 
 use crate::engine::auth::allowed::{is_outage_signal, parse_allowed_map, Allowed};
 use crate::engine::error::{EngineError, EngineResult, HostCode};
-use crate::store::resolver_store;
+use crate::store::auth::resolver as store;
 use crate::store::spi::subtransaction;
 
 /// Checks that `function` can serve as a resolver: a plain function (not a
 /// procedure/aggregate), arguments exactly `(text, text)`, returning a
 /// single `jsonb`. Errors: `syncular.invalid_resolver`.
 pub fn check_resolver_shape(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
-    let shape = resolver_store::describe_function(function)?.ok_or_else(|| {
+    let shape = store::describe_function(function)?.ok_or_else(|| {
         EngineError::host(HostCode::InvalidResolver, format!("no function with OID {}", u32::from(function)))
     })?;
-    let text = resolver_store::text_type_oid();
+    let text = store::text_type_oid();
     let problems = [
         (shape.kind != "f").then(|| format!("it is not a plain function (prokind {:?})", shape.kind)),
         (shape.arg_types != [text, text])
             .then(|| "its arguments must be exactly (partition text, actor_id text)".to_string()),
-        (shape.return_type != resolver_store::jsonb_type_oid()).then(|| "it must return jsonb".to_string()),
+        (shape.return_type != store::jsonb_type_oid()).then(|| "it must return jsonb".to_string()),
         shape.returns_set.then(|| "it must not return a set".to_string()),
     ];
     match problems.into_iter().flatten().next() {
@@ -77,10 +77,10 @@ pub fn check_resolver_owner(signature: &str, owner: &str, owner_is_superuser: bo
 /// [`check_resolver_owner`] for a function by OID (at registration).
 /// Errors: `syncular.invalid_resolver` (22023).
 pub fn check_resolver_owner_of(function: pgrx::pg_sys::Oid) -> EngineResult<()> {
-    let signature = resolver_store::describe_function(function)?
+    let signature = store::describe_function(function)?
         .map(|shape| shape.signature)
         .unwrap_or_else(|| format!("function {}", u32::from(function)));
-    let owner = resolver_store::function_owner(function)?.ok_or_else(|| {
+    let owner = store::function_owner(function)?.ok_or_else(|| {
         EngineError::host(HostCode::InvalidResolver, format!("no function with OID {}", u32::from(function)))
     })?;
     check_resolver_owner(&signature, &owner.role, owner.is_superuser)
@@ -118,13 +118,13 @@ pub fn resolve_allowed(partition: &str, actor_id: &str) -> EngineResult<Allowed>
 /// no longer a superuser. A transient error ([`is_transient_sqlstate`])
 /// raised by the resolver is re-raised as is (the request fails).
 pub fn resolve(partition: &str, actor_id: &str) -> EngineResult<Resolution> {
-    let Some(resolver) = resolver_store::load_scope_resolver()? else {
+    let Some(resolver) = store::load_scope_resolver()? else {
         return Ok(Resolution::Live(Allowed::Denied { reason: "no scope resolver is registered".into() }));
     };
     let name = format!("{}.{}", resolver.schema, resolver.name);
     check_resolver_owner(&name, &resolver.owner, resolver.owner_is_superuser)?;
     let outcome = subtransaction::run_rethrowing(
-        || resolver_store::call_scope_resolver(&resolver, partition, actor_id),
+        || store::call_scope_resolver(&resolver, partition, actor_id),
         is_transient_sqlstate,
     );
     let returned = match outcome {

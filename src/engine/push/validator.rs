@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use crate::engine::error::EngineResult;
 use crate::engine::validators::{parse_answer, Rejection};
-use crate::store::resolver_store::ResolverName;
+use crate::store::auth::resolver::ResolverName;
 use crate::store::validator_store;
 
 /// What the commit validator decided.

@@ -20,7 +20,7 @@ use crate::engine::partition::{self, EpochGate};
 use crate::engine::pull::subscriptions;
 use crate::engine::schema::RegisteredSchema;
 use crate::engine::{clock, pull, push};
-use crate::store::leases::LeaseContext;
+use crate::store::auth::leases::LeaseContext;
 use crate::store::partitions::RegistryRow;
 use crate::store::push::outcomes::StoredOutcomes;
 use crate::store::round::context::{self, ClientRow, PullPart, RequestContextRow};

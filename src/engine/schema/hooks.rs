@@ -6,7 +6,7 @@
 
 use crate::engine::error::EngineResult;
 use crate::engine::validators::{check_owner, invalid};
-use crate::store::resolver_store;
+use crate::store::auth::resolver;
 use crate::store::{schema_store, validator_store};
 
 /// `syncular.set_write_validator(tbl, fn)`: registers `function` as the
@@ -69,9 +69,9 @@ pub fn check_function(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> Eng
 }
 
 fn check_shape(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> EngineResult<()> {
-    let shape = resolver_store::describe_function(function)?
+    let shape = resolver::describe_function(function)?
         .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
-    let jsonb = resolver_store::jsonb_type_oid();
+    let jsonb = resolver::jsonb_type_oid();
     let problems = [
         (shape.kind != "f").then(|| format!("it is not a plain function (prokind {:?})", shape.kind)),
         (shape.arg_types != [jsonb]).then(|| format!("its arguments must be exactly ({arg} jsonb)")),
@@ -85,10 +85,10 @@ fn check_shape(function: pgrx::pg_sys::Oid, arg: &str, what: &str) -> EngineResu
 }
 
 fn check_owner_of(function: pgrx::pg_sys::Oid, what: &str) -> EngineResult<()> {
-    let signature = resolver_store::describe_function(function)?
+    let signature = resolver::describe_function(function)?
         .map(|shape| shape.signature)
         .unwrap_or_else(|| format!("function {}", u32::from(function)));
-    let owner = resolver_store::function_owner(function)?
+    let owner = resolver::function_owner(function)?
         .ok_or_else(|| invalid(format!("no function with OID {}", u32::from(function))))?;
     check_owner(&signature, what, &owner.role, owner.is_superuser)
 }

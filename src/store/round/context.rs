@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::leases::{self, LeaseContext};
+use crate::store::auth::leases::{self, LeaseContext};
 use crate::store::partitions::RegistryRow;
 use crate::store::pull::window::PartitionBounds;
 use crate::store::push::outcomes::{StoredOutcomes, OUTCOMES_JOIN};

@@ -34,7 +34,7 @@ use syncular_protocol::ErrorCode;
 use crate::engine::clock::MAX_NOW_MS;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::auth::allowed::{parse_allowed_map, AllowedMap};
-use crate::store::leases::{self as store, LeaseContext, LeaseRow, LeaseWrite};
+use crate::store::auth::leases::{self as store, LeaseContext, LeaseRow, LeaseWrite};
 
 /// Bytes of a generated lease key.
 const KEY_BYTES: usize = 32;
