@@ -6,7 +6,7 @@
 //!
 //! Order: the counter `UPDATE` first — it allocates the `commitSeq`s and
 //! takes the partition's counter row, exactly where the one-statement form
-//! takes it, so everything the module docs of `push_log` argue (commits
+//! takes it, so everything the module docs of [`super::request`] argue (commits
 //! visible in `commitSeq` order, the lock held only to COMMIT) holds
 //! unchanged. When it finds no counter row nothing has been written and the
 //! caller gets the same [`MISSING_COUNTER`] error. Then the commit headers,
