@@ -793,15 +793,17 @@ mod tests {
     #[pg_test]
     fn attack_before_trigger_deletes_the_same_id_in_another_partition() {
         setup();
-        plain("ea-main", &["INSERT INTO public.nodes (id, ws) VALUES ('a', 'w1')"]);
         plain("ea-mirror", &["INSERT INTO public.nodes (id, ws) VALUES ('a', 'w1')"]);
+        // The last plain statement on nodes is in ea-main (the capture caches a statement's
+        // partition per table; see attack_stale_capture_context_rejects_a_side_effect).
+        plain("ea-main", &["INSERT INTO public.nodes (id, ws) VALUES ('a', 'w1')"]);
         function("aa_mirror", "IF OLD._sync_partition = 'ea-main' THEN \
              DELETE FROM public.nodes WHERE _sync_partition = 'ea-mirror' AND id = OLD.id; END IF; RETURN OLD;");
         run("CREATE TRIGGER aa_mirror BEFORE DELETE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.aa_mirror()");
         let out = commit("ea-main", json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         // FAILS: the guard claims the engine's row by table and id only: the mirror's delete
-        // fires first and is taken for the engine's own row (nothing logged in ea-mirror); the
-        // engine's real delete is then logged as a side effect.
+        // fires first and is taken for the engine's own row (ea-mirror's a is gone, nothing logged
+        // there); the engine's real delete is then logged as a side effect in ea-main.
         assert_log_is_the_table("ea-mirror");
         assert_log_is_the_table("ea-main");
         let _ = out;
@@ -839,5 +841,24 @@ mod tests {
         assert_eq!(out["status"], "rejected", "{out}");
         assert_eq!(all_fingerprint().0, before.0);
         assert_log_is_the_table(P);
+    }
+
+    /// A plain SQL statement on notes in partition ea-s1, then an engine
+    /// commit in ea-s2 whose AFTER trigger inserts into notes. Expected:
+    /// applied, the note in ea-s2's commit.
+    #[pg_test]
+    fn attack_stale_capture_context_rejects_a_side_effect() {
+        setup();
+        plain("ea-s1", &["INSERT INTO public.notes (id, ws) VALUES ('n0', 'w1')"]);
+        function("follow", "INSERT INTO public.notes (id, ws) VALUES ('n-' || NEW.id, NEW.ws); RETURN NULL;");
+        run("CREATE TRIGGER follow AFTER INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.follow()");
+        let out = commit("ea-s2", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]))
+            .unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
+        // FAILS: the side effect reuses the capture context cached (thread-local, per relid,
+        // never cleared) by the earlier plain statement in ea-s1 and is refused: "syncular.partition
+        // changed while a statement on synced table \"notes\" ran (from \"ea-s1\" to \"ea-s2\")".
+        assert_eq!(out["status"], "applied", "{out}");
+        assert_log_is_the_table("ea-s1");
+        assert_log_is_the_table("ea-s2");
     }
 }
