@@ -5,5 +5,6 @@
 pub mod support;
 mod refusals;
 mod engine_writes;
+mod engine_attack;
 mod guards;
 mod writes;
