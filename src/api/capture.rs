@@ -270,22 +270,23 @@ fn unchanged<'a>(tuple: &Tuple) -> PgHeapTuple<'a, AllocatedByPostgres> {
     unsafe { PgHeapTuple::from_heap_tuple(PgTupleDesc::from_pg_unchecked(tuple.desc), tuple.ptr) }
 }
 
-/// `_sync_row_id` of `tuple`, when set (the engine's rows carry theirs; the
-/// attribute is found by name, cached per relation).
-fn stored_row_id(trigger: &PgTrigger<'_>, tuple: &Tuple) -> Option<String> {
+/// Text column `column` (`_sync_row_id`, `_sync_partition`) of `tuple`, when
+/// set (the engine's rows carry theirs; the attribute is found by name,
+/// cached per relation and column).
+fn stored_text(trigger: &PgTrigger<'_>, tuple: &Tuple, column: &'static str) -> Option<String> {
     thread_local! {
-        static ROW_ID_ATTNO: RefCell<HashMap<u32, NonZeroUsize>> = RefCell::new(HashMap::new());
+        static ATTNOS: RefCell<HashMap<(u32, &'static str), NonZeroUsize>> = RefCell::new(HashMap::new());
     }
     // SAFETY: a live descriptor of the firing trigger's relation.
     let desc = unsafe { PgTupleDesc::from_pg_unchecked(tuple.desc) };
-    let named = |attno: NonZeroUsize| desc.get(attno.get() - 1).is_some_and(|a| !a.is_dropped() && a.name() == ROW_ID_COLUMN);
-    let key = u32::from(relid(trigger));
-    let attno = match ROW_ID_ATTNO.with(|m| m.borrow().get(&key).copied()).filter(|a| named(*a)) {
+    let named = |attno: NonZeroUsize| desc.get(attno.get() - 1).is_some_and(|a| !a.is_dropped() && a.name() == column);
+    let key = (u32::from(relid(trigger)), column);
+    let attno = match ATTNOS.with(|m| m.borrow().get(&key).copied()).filter(|a| named(*a)) {
         Some(attno) => attno,
         None => {
-            let i = desc.iter().position(|a| !a.is_dropped() && a.name() == ROW_ID_COLUMN)?;
+            let i = desc.iter().position(|a| !a.is_dropped() && a.name() == column)?;
             let attno = NonZeroUsize::new(i + 1)?;
-            ROW_ID_ATTNO.with(|m| m.borrow_mut().insert(key, attno));
+            ATTNOS.with(|m| m.borrow_mut().insert(key, attno));
             attno
         }
     };
@@ -324,9 +325,15 @@ fn user_before_row_trigger(trigger: &PgTrigger<'_>) -> bool {
 /// insert, the scopes; for an update, the rewritten columns' versions)
 /// become what the table holds and the engine logs that
 /// ([`guard::restamp`]; docs/src/guide/plain-sql.md "What your own triggers may do").
-fn engine_row<'a>(trigger: &PgTrigger<'_>, tbl: &str, new: &Tuple, update: bool) -> PgHeapTuple<'a, AllocatedByPostgres> {
+fn engine_row<'a>(trigger: &PgTrigger<'_>, tbl: &str, new: &Tuple, old: Option<&Tuple>) -> PgHeapTuple<'a, AllocatedByPostgres> {
+    let update = old.is_some();
     let t = capture::context(relid(trigger), tbl).or_raise();
     let a = attnos(trigger, &t);
+    // The engine writes version 1 on insert and the stored version + 1 on update.
+    let written_version = old.map_or(Some(1), |o| o.get::<i64>(a.version).map(|v| v + 1));
+    if new.get::<i64>(a.version) != written_version {
+        raise(capture::refused_rewrite(tbl, VERSION_COLUMN));
+    }
     let actual = read_row(new, &t, &a);
     let written = new
         .get::<Vec<u8>>(a.payload)
@@ -444,14 +451,18 @@ fn capture_row<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     };
     let tbl = ir_table(trigger);
     let claim = if guard::engine_writing() {
-        guard::claim(tbl, old.or(new).and_then(|t| stored_row_id(trigger, &t)).as_deref())
+        // The row id the engine named (an update's stored one), the partition the row is
+        // stored in after the app's BEFORE triggers (one they moved is not the engine's row).
+        let row_id = old.or(new).and_then(|t| stored_text(trigger, &t, ROW_ID_COLUMN));
+        let partition = new.or(old).and_then(|t| stored_text(trigger, &t, PARTITION_COLUMN));
+        guard::claim(tbl, partition.as_deref(), row_id.as_deref())
     } else {
         Claim::None
     };
     match (claim, new) {
         (Claim::EngineTable, _) | (Claim::Engine, None) => return Ok(new.or(old).map(|t| unchanged(&t))),
         (Claim::Engine, Some(new)) if !user_before_row_trigger(trigger) => return Ok(Some(unchanged(&new))),
-        (Claim::Engine, Some(new)) => return Ok(Some(engine_row(trigger, tbl, &new, old.is_some()))),
+        (Claim::Engine, Some(new)) => return Ok(Some(engine_row(trigger, tbl, &new, old.as_ref()))),
         (Claim::SideEffect | Claim::None, _) => {}
     }
     let side = claim == Claim::SideEffect;

@@ -268,10 +268,10 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>, probe_tombstone: boo
 /// statement shape for every presence pattern: `col = CASE WHEN $m[i] THEN
 /// $k ELSE col END`, the pattern bound as a `bool[]`, so kept plans stay one
 /// per table), then version, scopes, payload and column versions. Errors as
-/// [`insert_app_row`]; an `UPDATE` that changed no row (under the lock only
-/// possible when a BEFORE UPDATE trigger returns NULL or a forced row-level
-/// security policy hides the row) is an error, never a silently lost write.
-pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
+/// [`insert_app_row`]. Returns whether a row was updated (under the lock it
+/// is not only when a BEFORE UPDATE trigger returns NULL or a forced
+/// row-level security policy hides the row: the caller refuses the write).
+pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<bool> {
     let n = checked_width(t, w, "update_app_row")?;
     if w.present.is_some_and(|p| p.len() != n) {
         return Err(StoreError::new("update_app_row", format!("a presence mask for {} column(s)", t.columns.len())));
@@ -300,14 +300,7 @@ pub fn update_app_row(t: &AppTableSql, w: &AppRowWrite<'_>) -> StoreResult<()> {
     if let Some(present) = w.present {
         args.push(DatumWithOid::from(present.to_vec()));
     }
-    if engine_write(&sql, &args, "update_app_row")? {
-        Ok(())
-    } else {
-        Err(StoreError::new(
-            "update_app_row",
-            format!("the UPDATE of locked row {:?} changed nothing (a trigger or policy on the app table?)", w.row_id),
-        ))
-    }
+    engine_write(&sql, &args, "update_app_row")
 }
 
 /// The column count of `t`, checked against the values of `w`.

@@ -52,7 +52,7 @@ use crate::engine::commit::guard;
 use crate::store::capture::triggers;
 
 pub use row::{
-    delete_row, insert_row, restamped_column_versions, restamped_scopes, stored_truth, update_row, Inserted, Rewritten, RowStorage, Updated,
+    delete_row, insert_row, refused_rewrite, restamped_column_versions, restamped_scopes, stored_truth, update_row, Inserted, Rewritten, RowStorage, Updated,
 };
 pub use statement::statement_end;
 
@@ -172,10 +172,17 @@ pub fn context(relid: pg_sys::Oid, tbl: &str) -> EngineResult<Rc<CaptureTable>> 
     let key = u32::from(relid);
     let hit = CONTEXT.with(|c| c.borrow().get(&key).filter(|t| t.name() == tbl).cloned());
     if let Some(t) = hit {
-        if t.partition != partition {
-            return Err(partition_changed(tbl, &t.partition, &partition));
+        if !guard::engine_writing() {
+            if t.partition != partition {
+                return Err(partition_changed(tbl, &t.partition, &partition));
+            }
+            return Ok(t);
         }
-        return Ok(t);
+        // Under an engine write no statement trigger set the context up: one left by an
+        // earlier statement (another partition, an older schema) is not this write's.
+        if t.partition == partition && Rc::ptr_eq(&t.schema, &require_registered_schema()?) {
+            return Ok(t);
+        }
     }
     statement_start(relid, tbl)?;
     CONTEXT

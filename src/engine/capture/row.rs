@@ -72,6 +72,12 @@ fn refused(message: String) -> EngineError {
     EngineError::host(HostCode::WriteRefused, message)
 }
 
+/// The refusal of an app trigger's rewrite of computed column `column` of a
+/// row the engine writes (docs "What your own triggers may do").
+pub fn refused_rewrite(tbl: &str, column: &str) -> EngineError {
+    refused(format!("a trigger on synced table {tbl:?} rewrote {column} while the engine wrote the row: computed columns are the engine's"))
+}
+
 fn invalid_row(message: String) -> EngineError {
     EngineError::host(HostCode::InvalidRow, message)
 }

@@ -21,7 +21,9 @@
 //!   by the statement triggers as its own commit.
 //!
 //! What the triggers record lives in the guard's frame and is taken by
-//! [`EngineWrite::finish`]; a Postgres ERROR unwinds through the guard
+//! [`EngineWrite::finish`]; what a rolled-back subtransaction recorded (an
+//! app trigger's `EXCEPTION` block) is dropped when it aborts
+//! ([`subtransaction_aborted`]); a Postgres ERROR unwinds through the guard
 //! (pgrx turns it into a Rust panic, so `Drop` runs) and the frame — with
 //! whatever it recorded for the failed statement — goes with it.
 
@@ -92,16 +94,37 @@ pub enum Claim {
 enum Covers {
     /// Every row of the table.
     Table,
-    /// One row, until its first firing claims it.
-    Row { row_id: String, claimed: bool },
+    /// One row, until its first firing claims it (`claimed`: in which
+    /// subtransaction).
+    Row { row_id: String, claimed: Option<Subtransaction> },
 }
+
+/// A subtransaction id of the current transaction (Postgres assigns them in
+/// increasing order: a subtransaction's descendants have larger ids).
+type Subtransaction = u32;
 
 #[derive(Debug)]
 struct Frame {
     table: String,
     partition: Option<String>,
     covers: Covers,
-    effects: Effects,
+    /// What the triggers recorded, each with the subtransaction it was
+    /// recorded in: a rolled-back subtransaction takes its records with it
+    /// ([`subtransaction_aborted`]).
+    restamped: Vec<(Subtransaction, Restamp)>,
+    side_effects: Vec<(Subtransaction, SideEffect)>,
+}
+
+impl Frame {
+    fn new(table: &str, partition: Option<&str>, covers: Covers) -> Frame {
+        Frame { table: table.to_owned(), partition: partition.map(str::to_owned), covers, restamped: Vec::new(), side_effects: Vec::new() }
+    }
+}
+
+/// The subtransaction the trigger runs in.
+fn current_subtransaction() -> Subtransaction {
+    // SAFETY: reads the transaction state of this backend; any time inside a transaction.
+    unsafe { pgrx::pg_sys::GetCurrentSubTransactionId() }
 }
 
 thread_local! {
@@ -126,31 +149,27 @@ impl EngineWrite {
     /// The engine writes row `row_id` of IR table `table` in `partition`
     /// (one statement, one row).
     pub fn row(table: &str, partition: &str, row_id: &str) -> EngineWrite {
-        EngineWrite::push(Frame {
-            table: table.to_owned(),
-            partition: Some(partition.to_owned()),
-            covers: Covers::Row { row_id: row_id.to_owned(), claimed: false },
-            effects: Effects::default(),
-        })
+        EngineWrite::push(Frame::new(table, Some(partition), Covers::Row { row_id: row_id.to_owned(), claimed: None }))
     }
 
     /// The engine writes any rows of IR table `table` of `partition`
     /// (`None`: every partition, e.g. a schema rewrite). Nothing is recorded
     /// for them.
     pub fn table(table: &str, partition: Option<&str>) -> EngineWrite {
-        EngineWrite::push(Frame {
-            table: table.to_owned(),
-            partition: partition.map(str::to_owned),
-            covers: Covers::Table,
-            effects: Effects::default(),
-        })
+        EngineWrite::push(Frame::new(table, partition, Covers::Table))
     }
 
-    /// Ends the write and returns what the triggers recorded during it.
+    /// Ends the write and returns what the triggers recorded during it (and
+    /// kept: nothing of a rolled-back subtransaction).
     pub fn finish(self) -> Effects {
         let effects = STACK.with(|s| {
             let mut s = s.borrow_mut();
-            s.get_mut(self.depth - 1).map(|f| std::mem::take(&mut f.effects)).unwrap_or_default()
+            s.get_mut(self.depth - 1)
+                .map(|f| Effects {
+                    restamped: std::mem::take(&mut f.restamped).into_iter().map(|(_, r)| r).collect(),
+                    side_effects: std::mem::take(&mut f.side_effects).into_iter().map(|(_, e)| e).collect(),
+                })
+                .unwrap_or_default()
         });
         drop(self);
         effects
@@ -163,10 +182,11 @@ impl Drop for EngineWrite {
     }
 }
 
-/// How the row trigger treats row `row_id` of IR table `table` (module
-/// docs). The first firing of a guarded row claims it: a second write of
-/// the same row during the statement is a side effect.
-pub fn claim(table: &str, row_id: Option<&str>) -> Claim {
+/// How the row trigger treats row `row_id` of IR table `table` stored in
+/// `partition` (module docs). The first firing of a guarded row claims it: a
+/// second write of the same row during the statement, and a row of the same
+/// id in another partition, are side effects.
+pub fn claim(table: &str, partition: Option<&str>, row_id: Option<&str>) -> Claim {
     STACK.with(|s| {
         let mut s = s.borrow_mut();
         if s.is_empty() {
@@ -176,11 +196,12 @@ pub fn claim(table: &str, row_id: Option<&str>) -> Claim {
             if frame.table != table {
                 continue;
             }
+            let same_partition = frame.partition.as_deref() == partition;
             match &mut frame.covers {
                 Covers::Table => return Claim::EngineTable,
                 Covers::Row { row_id: own, claimed } => {
-                    if !*claimed && row_id == Some(own.as_str()) {
-                        *claimed = true;
+                    if claimed.is_none() && same_partition && row_id == Some(own.as_str()) {
+                        *claimed = Some(current_subtransaction());
                         return Claim::Engine;
                     }
                 }
@@ -211,18 +232,57 @@ pub fn engine_partition() -> Option<String> {
 /// Records a side effect in the innermost row write (ignored under a
 /// table write: nothing is logged there).
 pub fn record_side_effect(effect: SideEffect) {
+    let at = current_subtransaction();
     STACK.with(|s| {
         if let Some(f) = s.borrow_mut().iter_mut().rev().find(|f| matches!(f.covers, Covers::Row { .. })) {
-            f.effects.side_effects.push(effect);
+            f.side_effects.push((at, effect));
         }
     });
 }
 
 /// Records a rewrite of the engine's own row.
 pub fn restamp(r: Restamp) {
+    let at = current_subtransaction();
     STACK.with(|s| {
         if let Some(f) = s.borrow_mut().iter_mut().rev().find(|f| matches!(f.covers, Covers::Row { .. })) {
-            f.effects.restamped.push(r);
+            f.restamped.push((at, r));
         }
     });
+}
+
+/// Subtransaction `aborted` rolled back (an app trigger's `EXCEPTION` block,
+/// a savepoint): what was recorded in it or its descendants (ids at least
+/// `aborted`) never happened, and a row it claimed is unclaimed. Never
+/// fails (it runs while Postgres aborts).
+pub fn subtransaction_aborted(aborted: Subtransaction) {
+    let _ = STACK.try_with(|s| {
+        let Ok(mut s) = s.try_borrow_mut() else { return };
+        for f in s.iter_mut() {
+            f.restamped.retain(|(at, _)| *at < aborted);
+            f.side_effects.retain(|(at, _)| *at < aborted);
+            if let Covers::Row { claimed, .. } = &mut f.covers {
+                if claimed.is_some_and(|at| at >= aborted) {
+                    *claimed = None;
+                }
+            }
+        }
+    });
+}
+
+/// Registers [`subtransaction_aborted`] with Postgres (once per backend,
+/// from `_PG_init`).
+pub fn register_subtransaction_callback() {
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn on_subtransaction(
+        event: pgrx::pg_sys::SubXactEvent::Type,
+        my_subid: pgrx::pg_sys::SubTransactionId,
+        _parent: pgrx::pg_sys::SubTransactionId,
+        _arg: *mut std::ffi::c_void,
+    ) {
+        if event == pgrx::pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+            subtransaction_aborted(my_subid);
+        }
+    }
+    // SAFETY: a static function with no argument, registered once per backend.
+    unsafe { pgrx::pg_sys::RegisterSubXactCallback(Some(on_subtransaction), std::ptr::null_mut()) };
 }

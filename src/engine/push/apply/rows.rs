@@ -13,14 +13,28 @@ impl Target<'_> {
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
         let stored_row = self.stored_row_for_validator(&stored)?;
         self.validate(Op::Delete, None, stored_row.as_ref(), (Some(stored.version), None))?;
-        self.write(|| {
-            app_rows::delete_app_row(self.sql, partition, &self.op.row_id)?;
-            row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)
+        let deleted = self.write(|| {
+            let deleted = app_rows::delete_app_row(self.sql, partition, &self.op.row_id)?;
+            row_scopes::delete_row_scopes(partition, &self.table.name, &self.op.row_id)?;
+            Ok(deleted)
         })?;
+        if !deleted {
+            return Err(self.skipped());
+        }
         if self.table.layout().columns.iter().any(|c| c.ty == ColumnType::BlobRef) {
             crate::store::blobs::refs::delete_row_blob_refs(partition, &self.table.name, &self.op.row_id)?;
         }
         Ok(self.change(Op::Delete, None, scopes, None, false))
+    }
+
+    /// The rejection of a write that changed no row although the row is
+    /// locked: an app BEFORE trigger returned NULL (or a forced row-level
+    /// security policy hid the row). The commit cannot be logged as stored.
+    fn skipped(&self) -> Stop {
+        self.error(
+            ErrorCode::ConstraintViolation,
+            format!("a trigger on synced table {:?} skipped the write of row {:?} (a BEFORE trigger returned NULL)", self.table.name, self.op.row_id),
+        )
     }
 
     /// The version check of an update: SPEC 0.15.48 §6.2 for a full row
@@ -136,7 +150,7 @@ impl Target<'_> {
         };
         let scopes_text = scopes_json(&scopes);
         let present = decoded.present.as_deref();
-        self.write(|| {
+        let updated = self.write(|| {
             app_rows::update_app_row(
                 self.sql,
                 &AppRowWrite {
@@ -151,6 +165,9 @@ impl Target<'_> {
                 },
             )
         })?;
+        if !updated {
+            return Err(self.skipped());
+        }
         // The row's scopes are unchanged (rule 5): its sync_row_scopes entries stay.
         let old_ids = row_blob_ids(self.table.layout(), &stored_row);
         blob_refs::record_row(&self.ctx.partition, &self.table.name, &self.op.row_id, &old_ids, &blob_ids)?;
