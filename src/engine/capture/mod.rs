@@ -65,6 +65,8 @@ pub struct CaptureTable {
     pub index: usize,
     /// `syncular.partition` of the statement.
     pub partition: String,
+    /// [`crate::engine::commit::log_writes`] when the statement started.
+    pub log_writes_at_start: u64,
 }
 
 impl CaptureTable {
@@ -159,7 +161,7 @@ pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
     // counter row itself is taken only by the commit's log write at the
     // statement's end — after the rows, as a push takes it.
     partition::ensure_registered(&partition, clock::now_ms()?)?;
-    let t = Rc::new(CaptureTable { schema, index, partition });
+    let t = Rc::new(CaptureTable { schema, index, partition, log_writes_at_start: crate::engine::commit::log_writes() });
     CONTEXT.with(|c| c.borrow_mut().insert(u32::from(relid), t));
     Ok(())
 }

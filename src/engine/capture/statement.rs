@@ -72,7 +72,10 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
         actor_id: &actor,
         created_at_ms: now_ms,
     };
+    // An app trigger's nested write logged rows meanwhile: log only what the table still holds.
+    let nested = commit::log_writes() != t.log_writes_at_start;
+    let current_rows = nested.then(|| t.registered().sql.qualified_name.as_str());
     // SAFETY: forwarded from the caller.
-    unsafe { commit::write_statement(trigger_data, &plan_key, &author, tbl, op, &scope_columns) }?;
+    unsafe { commit::write_statement(trigger_data, &plan_key, &author, tbl, op, &scope_columns, current_rows) }?;
     Ok(())
 }

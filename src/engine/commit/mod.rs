@@ -20,3 +20,21 @@ mod statement;
 
 pub use request::{scopes_json, write_request, RequestLogBuilder, StagedChange};
 pub use statement::write_statement;
+
+use std::cell::Cell;
+
+thread_local! {
+    static LOG_WRITES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many times this backend has written the log (never reset): a
+/// captured statement compares it at its start and end to learn whether a
+/// nested statement or commit logged rows meanwhile
+/// ([`write_statement`]'s `current_rows`).
+pub fn log_writes() -> u64 {
+    LOG_WRITES.with(Cell::get)
+}
+
+fn count_log_write() {
+    LOG_WRITES.with(|c| c.set(c.get() + 1));
+}

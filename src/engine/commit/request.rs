@@ -159,6 +159,7 @@ pub fn write_request(author: &LogAuthor<'_>, log: &mut RequestLogBuilder, key: O
         Err(e) => return Err(e.into()),
     }
     .unwrap_or(0);
+    super::count_log_write();
     let with_changes: BTreeSet<i32> = log.changes.iter().map(|c| c.commit).collect();
     for position in with_changes {
         notify::notify_commit(key, author.partition, base + i64::from(position))?;

@@ -74,9 +74,13 @@ pub fn allocate_commit(client: &mut SpiClient<'_>, a: &StatementAuthor<'_>) -> S
 /// app table's layout (see [`run`]; no `*/` in it); `scope_columns` are its
 /// `(variable, column)` pairs, read straight from the typed columns (the row
 /// trigger checked they are non-empty strings). A new row's scope entries
-/// are inserted without `ON CONFLICT`: deletes remove a row's entries, so a
-/// conflict means the index was edited behind the engine's back — the
-/// statement fails rather than guess. Errors: SPI failures.
+/// may exist already (`ON CONFLICT DO NOTHING`) when an app trigger
+/// re-inserted a row an enclosing `DELETE` removed: that statement's end
+/// keeps the entries the row holds then. With `current_rows` (the app table's
+/// qualified name) only the transition rows the table still holds as they
+/// are — an upsert's row at its version and payload, a delete's row absent —
+/// are logged (a nested write logged the others). Errors: SPI failures.
+#[allow(clippy::too_many_arguments)]
 pub fn write_statement_log(
     client: &mut SpiClient<'_>,
     plan_key: &str,
@@ -85,7 +89,9 @@ pub fn write_statement_log(
     tbl: &str,
     op: CapturedOp,
     scope_columns: &[(String, String)],
+    current_rows: Option<&str>,
 ) -> StoreResult<()> {
+    let rows = rows_of(op, current_rows, true);
     let args = [DatumWithOid::from(partition), DatumWithOid::from(commit_seq), DatumWithOid::from(tbl)];
     // `t` → its scope entries `s(key, value)`, one per declared variable.
     let scopes = scope_columns
@@ -94,16 +100,15 @@ pub fn write_statement_log(
         .collect::<Vec<_>>()
         .join(", ");
     let scopes = format!("CROSS JOIN LATERAL (VALUES {scopes}) AS s(key, value)");
-    let source = if op == CapturedOp::Delete { OLD_TABLE } else { NEW_TABLE };
     let change_select = if op == CapturedOp::Delete {
         format!(
             "SELECT $1, $2, (row_number() OVER () - 1)::int4, $3, t._sync_row_id, 2::int2, NULL::int8, t._sync_scopes, NULL::bytea \
-             FROM {OLD_TABLE} t"
+             FROM {rows}"
         )
     } else {
         format!(
             "SELECT $1, $2, (row_number() OVER () - 1)::int4, $3, t._sync_row_id, 1::int2, t._sync_version, t._sync_scopes, t._sync_payload \
-             FROM {NEW_TABLE} t"
+             FROM {rows}"
         )
     };
     run(
@@ -116,7 +121,7 @@ pub fn write_statement_log(
         &args,
     )?;
     if scope_columns.is_empty() {
-        return write_row_index(client, plan_key, op, &args);
+        return write_row_index(client, plan_key, op, current_rows, &args);
     }
     run(
         client,
@@ -124,29 +129,59 @@ pub fn write_statement_log(
         "capture_change_scopes",
         &format!(
             "INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq) \
-             SELECT DISTINCT $1, $3, s.key, s.value, $2::int8 FROM {source} t {scopes} \
+             SELECT DISTINCT $1, $3, s.key, s.value, $2::int8 FROM {rows} {scopes} \
              ON CONFLICT DO NOTHING"
         ),
         &args,
     )?;
     if op == CapturedOp::Insert {
+        // A row is indexed while it exists, whatever a nested write changed of it; an entry
+        // may exist already: a nested re-insert of a row an enclosing DELETE removed (that
+        // statement's end drops the entries the row no longer has).
+        let present = rows_of(op, current_rows, false);
         run(
             client,
             plan_key,
             "capture_row_scopes",
             &format!(
                 "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
-                 SELECT $1, $3, s.key, s.value, t._sync_row_id FROM {NEW_TABLE} t {scopes}"
+                 SELECT $1, $3, s.key, s.value, t._sync_row_id FROM {present} {scopes} \
+                 ON CONFLICT DO NOTHING"
             ),
             &args,
         )?;
     }
-    write_row_index(client, plan_key, op, &args)
+    write_row_index(client, plan_key, op, current_rows, &args)
+}
+
+/// The statement's rows as `t`: its transition table, or with `current`
+/// (the app table) only those the table still holds — `exact`: as they are
+/// (version and payload), else at all; a deleted row only while it is absent
+/// ([`write_statement_log`]).
+fn rows_of(op: CapturedOp, current: Option<&str>, exact: bool) -> String {
+    match (op, current) {
+        (CapturedOp::Delete, None) => format!("{OLD_TABLE} t"),
+        (_, None) => format!("{NEW_TABLE} t"),
+        (_, Some(app)) if !exact && op != CapturedOp::Delete => format!(
+            "(SELECT n.* FROM {NEW_TABLE} n WHERE EXISTS \
+               (SELECT 1 FROM {app} a WHERE a._sync_partition = $1 AND a._sync_row_id = n._sync_row_id)) t"
+        ),
+        (CapturedOp::Delete, Some(app)) => format!(
+            "(SELECT o.* FROM {OLD_TABLE} o WHERE NOT EXISTS \
+               (SELECT 1 FROM {app} a WHERE a._sync_partition = $1 AND a._sync_row_id = o._sync_row_id)) t"
+        ),
+        (_, Some(app)) => format!(
+            "(SELECT n.* FROM {NEW_TABLE} n WHERE EXISTS \
+               (SELECT 1 FROM {app} a WHERE a._sync_partition = $1 AND a._sync_row_id = n._sync_row_id \
+                  AND a._sync_version = n._sync_version AND a._sync_payload = n._sync_payload)) t"
+        ),
+    }
 }
 
 /// The tombstones (insert: cleared; delete: written) and, for a delete, the
 /// removal of the rows' scope entries.
-fn write_row_index(client: &mut SpiClient<'_>, plan_key: &str, op: CapturedOp, args: &[DatumWithOid<'_>]) -> StoreResult<()> {
+fn write_row_index(client: &mut SpiClient<'_>, plan_key: &str, op: CapturedOp, current_rows: Option<&str>, args: &[DatumWithOid<'_>]) -> StoreResult<()> {
+    let rows = rows_of(op, current_rows, false);
     match op {
         CapturedOp::Insert => {
             run(
@@ -154,7 +189,7 @@ fn write_row_index(client: &mut SpiClient<'_>, plan_key: &str, op: CapturedOp, a
                 plan_key,
                 "capture_clear_tombstones",
                 &format!(
-                    "DELETE FROM syncular.sync_tombstones d USING {NEW_TABLE} t \
+                    "DELETE FROM syncular.sync_tombstones d USING {rows} \
                      WHERE d.partition = $1 AND d.tbl = $3 AND d.row_id = t._sync_row_id"
                 ),
                 args,
@@ -166,10 +201,19 @@ fn write_row_index(client: &mut SpiClient<'_>, plan_key: &str, op: CapturedOp, a
                 client,
                 plan_key,
                 "capture_delete_row_scopes",
-                &format!(
-                    "DELETE FROM syncular.sync_row_scopes r USING {OLD_TABLE} t \
-                     WHERE r.partition = $1 AND r.tbl = $3 AND r.row_id = t._sync_row_id"
-                ),
+                &match current_rows {
+                    None => format!(
+                        "DELETE FROM syncular.sync_row_scopes r USING {rows} \
+                         WHERE r.partition = $1 AND r.tbl = $3 AND r.row_id = t._sync_row_id"
+                    ),
+                    // A row a nested write re-inserted keeps the entries it holds now.
+                    Some(app) => format!(
+                        "DELETE FROM syncular.sync_row_scopes r USING {OLD_TABLE} t \
+                         WHERE r.partition = $1 AND r.tbl = $3 AND r.row_id = t._sync_row_id AND NOT EXISTS \
+                           (SELECT 1 FROM {app} a WHERE a._sync_partition = $1 AND a._sync_row_id = t._sync_row_id \
+                              AND a._sync_scopes ->> r.var = r.value)"
+                    ),
+                },
                 args,
             )?;
             run(
@@ -178,7 +222,7 @@ fn write_row_index(client: &mut SpiClient<'_>, plan_key: &str, op: CapturedOp, a
                 "capture_tombstones",
                 &format!(
                     "INSERT INTO syncular.sync_tombstones (partition, tbl, row_id, commit_seq) \
-                     SELECT $1, $3, t._sync_row_id, $2 FROM {OLD_TABLE} t \
+                     SELECT $1, $3, t._sync_row_id, $2 FROM {rows} \
                      ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq"
                 ),
                 args,

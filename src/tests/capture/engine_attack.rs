@@ -3,8 +3,7 @@
 //! actions, user BEFORE ROW rewrites, rows user AFTER triggers write — is
 //! logged exactly as stored, in the same commit. Each test tries to make
 //! the log and the tables diverge, leave something half-applied, or crash a
-//! backend; a comment "Before the fix" names the divergence a test found, and
-//! `#[ignore]`d tests are the divergences still open (plain SQL only).
+//! backend; a comment "Before the fix" names the divergence a test found.
 
 #[pgrx::pg_schema]
 mod tests {
@@ -636,11 +635,37 @@ mod tests {
         assert_log_is_the_table(P);
     }
 
-    /// The recursion of [`attack_recursive_triggers_across_two_tables`]
-    /// through plain SQL. Still open, as
-    /// [`attack_plain_insert_with_after_row_trigger_updating_the_same_row`].
+    /// Plain SQL: a DELETE whose AFTER DELETE trigger re-inserts the row, and
+    /// an UPDATE whose AFTER UPDATE trigger updates it again. Expected: the
+    /// log ends at what the table holds, and a statement with no nested
+    /// write still logs every row.
     #[pg_test]
-    #[ignore = "open divergence: a plain statement's nested write to its own rows is logged before the statement's stale transition row"]
+    fn attack_plain_statements_whose_triggers_rewrite_their_own_rows() {
+        const P: &str = "ea-plain-rewrite";
+        setup();
+        plain(P, &["INSERT INTO public.nodes (id, ws, title) VALUES ('a', 'w1', 'x'), ('b', 'w1', 'y')"]);
+        function("phoenix", "INSERT INTO public.nodes (id, ws, title) VALUES (OLD.id, OLD.ws, 'reborn'); RETURN NULL;");
+        run("CREATE TRIGGER phoenix AFTER DELETE ON public.nodes FOR EACH ROW WHEN (OLD.id = 'a') EXECUTE FUNCTION public.phoenix()");
+        plain(P, &["DELETE FROM public.nodes WHERE _sync_partition = 'ea-plain-rewrite'"]);
+        assert_eq!(rows(P, "nodes", "id, title, _sync_version"), "a:reborn:1");
+        assert_log_is_the_table(P);
+        function("again", "UPDATE public.nodes SET title = 'again' WHERE _sync_partition = NEW._sync_partition AND id = NEW.id; RETURN NULL;");
+        run("CREATE TRIGGER again AFTER UPDATE ON public.nodes FOR EACH ROW WHEN (NEW.title = 'first') EXECUTE FUNCTION public.again()");
+        plain(P, &["UPDATE public.nodes SET title = 'first' WHERE _sync_partition = 'ea-plain-rewrite'"]);
+        assert_eq!(rows(P, "nodes", "id, title, _sync_version"), "a:again:3");
+        assert_log_is_the_table(P);
+        // No nested write: every row of the statement is logged.
+        let c = commits(P);
+        plain(P, &["INSERT INTO public.nodes (id, ws) VALUES ('c', 'w1'), ('d', 'w1')"]);
+        assert_eq!(commits(P), c + 1);
+        assert_eq!(changes_of(P, c + 1), "nodes:c:1,nodes:d:1");
+        assert_log_is_the_table(P);
+    }
+
+    /// The recursion of [`attack_recursive_triggers_across_two_tables`]
+    /// through plain SQL (before the fix it diverged as
+    /// [`attack_plain_insert_with_after_row_trigger_updating_the_same_row`]).
+    #[pg_test]
     fn attack_plain_recursive_triggers_across_two_tables() {
         const P: &str = "ea-recursion-plain";
         setup();
@@ -746,11 +771,10 @@ mod tests {
 
     /// Plain SQL: an AFTER ROW trigger that UPDATEs the row its INSERT just
     /// wrote. Expected: the log ends at what the table holds (v2, 'after').
-    /// Still open: the nested UPDATE is logged first (a v2), then the
-    /// INSERT's statement trigger logs its transition table (a v1) as a later
-    /// commit.
+    /// Before the fix: the nested UPDATE was logged first (a v2), then the
+    /// INSERT's statement trigger logged its transition table (a v1) as a
+    /// later commit.
     #[pg_test]
-    #[ignore = "open divergence: a plain statement's nested write to its own rows is logged before the statement's stale transition row"]
     fn attack_plain_insert_with_after_row_trigger_updating_the_same_row() {
         const P: &str = "ea-plain-after-self";
         setup();
