@@ -159,23 +159,20 @@ pub fn write_statement_log(
 /// (version and payload), else at all; a deleted row only while it is absent
 /// ([`write_statement_log`]).
 fn rows_of(op: CapturedOp, current: Option<&str>, exact: bool) -> String {
-    match (op, current) {
-        (CapturedOp::Delete, None) => format!("{OLD_TABLE} t"),
-        (_, None) => format!("{NEW_TABLE} t"),
-        (_, Some(app)) if !exact && op != CapturedOp::Delete => format!(
-            "(SELECT n.* FROM {NEW_TABLE} n WHERE EXISTS \
-               (SELECT 1 FROM {app} a WHERE a._sync_partition = $1 AND a._sync_row_id = n._sync_row_id)) t"
+    let (source, alias) = if op == CapturedOp::Delete { (OLD_TABLE, "o") } else { (NEW_TABLE, "n") };
+    let Some(app) = current else {
+        return format!("{source} t");
+    };
+    let same_row = format!("a._sync_partition = $1 AND a._sync_row_id = {alias}._sync_row_id");
+    let held = match (op, exact) {
+        (CapturedOp::Delete, _) => format!("NOT EXISTS (SELECT 1 FROM {app} a WHERE {same_row})"),
+        (_, false) => format!("EXISTS (SELECT 1 FROM {app} a WHERE {same_row})"),
+        (_, true) => format!(
+            "EXISTS (SELECT 1 FROM {app} a WHERE {same_row} \
+               AND a._sync_version = {alias}._sync_version AND a._sync_payload = {alias}._sync_payload)"
         ),
-        (CapturedOp::Delete, Some(app)) => format!(
-            "(SELECT o.* FROM {OLD_TABLE} o WHERE NOT EXISTS \
-               (SELECT 1 FROM {app} a WHERE a._sync_partition = $1 AND a._sync_row_id = o._sync_row_id)) t"
-        ),
-        (_, Some(app)) => format!(
-            "(SELECT n.* FROM {NEW_TABLE} n WHERE EXISTS \
-               (SELECT 1 FROM {app} a WHERE a._sync_partition = $1 AND a._sync_row_id = n._sync_row_id \
-                  AND a._sync_version = n._sync_version AND a._sync_payload = n._sync_payload)) t"
-        ),
-    }
+    };
+    format!("(SELECT {alias}.* FROM {source} {alias} WHERE {held}) t")
 }
 
 /// The tombstones (insert: cleared; delete: written) and, for a delete, the
