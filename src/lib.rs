@@ -19,12 +19,12 @@ extension_sql_file!("../sql/tables.sql", name = "sync_tables", bootstrap);
 // REVOKE/GRANT over every function, after all of them exist.
 extension_sql_file!("../sql/privileges.sql", name = "privileges", finalize);
 
-/// Backend start-up: registers the GUCs ([`settings`]) and the engine-write
-/// guard's subtransaction callback ([`engine::commit::guard`]).
+/// Backend start-up: registers the GUCs ([`settings`]) and the transaction
+/// callbacks ([`api::transaction_events`]).
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::init();
-    engine::commit::guard::register_subtransaction_callback();
+    api::transaction_events::register();
 }
 
 // `#[pg_test]`s; each file wraps its tests in `#[pg_schema] mod tests`.

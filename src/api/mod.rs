@@ -18,3 +18,4 @@ pub mod segment_urls;
 pub mod segments;
 pub mod reactions;
 pub mod round_failures;
+pub mod transaction_events;

@@ -90,6 +90,42 @@ impl CaptureTable {
 thread_local! {
     /// relid → the table context of the statement in progress on it.
     static CONTEXT: RefCell<HashMap<u32, Rc<CaptureTable>>> = RefCell::new(HashMap::new());
+    /// Captured statements in progress (their BEFORE STATEMENT trigger fired,
+    /// their AFTER STATEMENT trigger not yet), innermost last, each with the
+    /// subtransaction it started in.
+    static OPEN: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A captured statement starts (its BEFORE STATEMENT trigger).
+pub fn statement_opened() {
+    // SAFETY: reads this backend's transaction state.
+    let at = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    OPEN.with(|o| o.borrow_mut().push(at));
+}
+
+/// A captured statement ends (its AFTER STATEMENT trigger); returns whether
+/// an enclosing captured statement is still in progress (this one ran from
+/// an app trigger of that one).
+pub fn statement_closed() -> bool {
+    OPEN.with(|o| {
+        let mut o = o.borrow_mut();
+        o.pop();
+        !o.is_empty()
+    })
+}
+
+/// Subtransaction `aborted` rolled back: the statements it started ended
+/// there (their AFTER STATEMENT triggers never fire). `None`: the whole
+/// transaction ended. Never fails (it runs while Postgres aborts).
+pub fn statements_aborted(aborted: Option<u32>) {
+    let _ = OPEN.try_with(|o| {
+        if let Ok(mut o) = o.try_borrow_mut() {
+            match aborted {
+                Some(sub) => o.retain(|at| *at < sub),
+                None => o.clear(),
+            }
+        }
+    });
 }
 
 /// The partition of a captured write: the engine's, when an engine write

@@ -10,7 +10,7 @@ use super::context;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::{clock, commit};
 use crate::store::capture::transition::{self as log, CapturedOp};
-use crate::store::log::statement::StatementAuthor;
+use crate::store::log::statement::{Nesting, StatementAuthor};
 
 /// The name of the current role (`SET ROLE` included; a SECURITY DEFINER
 /// function does not change it).
@@ -34,13 +34,20 @@ pub fn actor_id() -> EngineResult<String> {
 }
 
 /// Writes the rows of the finished statement `op` on `relid` (IR table
-/// `tbl`) as one applied commit and queues its notification. Errors: store
-/// failures, `syncular.partition_required`.
+/// `tbl`) as one applied commit and queues its notification; `enclosed`: it
+/// ran from an app trigger of another captured statement still in progress.
+/// Errors: store failures, `syncular.partition_required`.
 ///
 /// # Safety
 /// `trigger_data` must be the `TriggerData` of the AFTER STATEMENT trigger in
 /// progress, whose transition table holds the statement's rows.
-pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigger_data: *mut pg_sys::TriggerData) -> EngineResult<()> {
+pub unsafe fn statement_end(
+    relid: pg_sys::Oid,
+    tbl: &str,
+    op: CapturedOp,
+    trigger_data: *mut pg_sys::TriggerData,
+    enclosed: bool,
+) -> EngineResult<()> {
     let t = context(relid, tbl)?;
     let partition = t.partition.as_str();
     let plan_key = t.plan_key(relid);
@@ -74,8 +81,8 @@ pub unsafe fn statement_end(relid: pg_sys::Oid, tbl: &str, op: CapturedOp, trigg
     };
     // An app trigger's nested write logged rows meanwhile: log only what the table still holds.
     let nested = commit::log_writes() != t.log_writes_at_start;
-    let current_rows = nested.then(|| t.registered().sql.qualified_name.as_str());
+    let nesting = Nesting { current_rows: nested.then(|| t.registered().sql.qualified_name.as_str()), enclosed };
     // SAFETY: forwarded from the caller.
-    unsafe { commit::write_statement(trigger_data, &plan_key, &author, tbl, op, &scope_columns, current_rows) }?;
+    unsafe { commit::write_statement(trigger_data, &plan_key, &author, tbl, op, &scope_columns, nesting) }?;
     Ok(())
 }

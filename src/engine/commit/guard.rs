@@ -268,21 +268,3 @@ pub fn subtransaction_aborted(aborted: Subtransaction) {
         }
     });
 }
-
-/// Registers [`subtransaction_aborted`] with Postgres (once per backend,
-/// from `_PG_init`).
-pub fn register_subtransaction_callback() {
-    #[pgrx::pg_guard]
-    unsafe extern "C-unwind" fn on_subtransaction(
-        event: pgrx::pg_sys::SubXactEvent::Type,
-        my_subid: pgrx::pg_sys::SubTransactionId,
-        _parent: pgrx::pg_sys::SubTransactionId,
-        _arg: *mut std::ffi::c_void,
-    ) {
-        if event == pgrx::pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-            subtransaction_aborted(my_subid);
-        }
-    }
-    // SAFETY: a static function with no argument, registered once per backend.
-    unsafe { pgrx::pg_sys::RegisterSubXactCallback(Some(on_subtransaction), std::ptr::null_mut()) };
-}

@@ -7,18 +7,15 @@ use pgrx::pg_sys;
 use crate::engine::error::EngineResult;
 use crate::engine::notify;
 use crate::store::capture::transition::{self, CapturedOp};
-use crate::store::log::statement::{self as log, StatementAuthor};
+use crate::store::log::statement::{self as log, Nesting, StatementAuthor};
 
 /// Writes the rows of the finished statement `op` on IR table `tbl` as one
 /// applied commit of `author` and queues its notification; returns its
 /// `commitSeq`. The partition's counter row is taken here, after the rows
 /// (the push's order). `plan_key` names the app table's layout for the kept
 /// plans; `scope_columns` its `(variable, column)` pairs, one per variable.
-/// `current_rows` (the app table's qualified name): a nested statement or
-/// commit logged rows while this statement ran (an app trigger's write), so
-/// only the transition rows the table still holds as they are are logged —
-/// a row the nested write changed or removed was logged by it, later than
-/// this statement's stale copy would be. Errors: store failures (a missing counter row among them:
+/// `nesting`: what app triggers' nested writes mean for this statement's log
+/// ([`Nesting`]). Errors: store failures (a missing counter row among them:
 /// `capture::statement_start` creates it first).
 ///
 /// # Safety
@@ -31,13 +28,13 @@ pub unsafe fn write_statement(
     tbl: &str,
     op: CapturedOp,
     scope_columns: &[(String, String)],
-    current_rows: Option<&str>,
+    nesting: Nesting<'_>,
 ) -> EngineResult<i64> {
     // SAFETY: forwarded from the caller.
     let commit_seq = unsafe {
         transition::with_transition_tables(trigger_data, |c| {
             let commit_seq = log::allocate_commit(c, author)?;
-            log::write_statement_log(c, plan_key, author.partition, commit_seq, tbl, op, scope_columns, current_rows)?;
+            log::write_statement_log(c, plan_key, author.partition, commit_seq, tbl, op, scope_columns, nesting)?;
             Ok(commit_seq)
         })
     }?;

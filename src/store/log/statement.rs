@@ -39,6 +39,21 @@ pub struct StatementAuthor<'a> {
     pub created_at_ms: i64,
 }
 
+/// What app triggers' nested writes mean for a captured statement's log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Nesting<'a> {
+    /// A nested statement or commit logged rows while this statement ran (an
+    /// app trigger's write): the app table's qualified name, so that only
+    /// the transition rows it still holds as the statement left them are
+    /// logged — a row the nested write changed or removed was logged by it,
+    /// before this statement's stale copy would be.
+    pub current_rows: Option<&'a str>,
+    /// This statement ran from an app trigger of another captured statement
+    /// still in progress: a row it inserts may still have the index entries
+    /// an enclosing `DELETE` removes only at its end.
+    pub enclosed: bool,
+}
+
 /// Allocates the next `commitSeq` of the partition from its counter row
 /// (locked from here to the caller's transaction end) and writes the
 /// commit's `sync_commits` header, in one statement; returns the
@@ -74,12 +89,13 @@ pub fn allocate_commit(client: &mut SpiClient<'_>, a: &StatementAuthor<'_>) -> S
 /// app table's layout (see [`run`]; no `*/` in it); `scope_columns` are its
 /// `(variable, column)` pairs, read straight from the typed columns (the row
 /// trigger checked they are non-empty strings). A new row's scope entries
-/// may exist already (`ON CONFLICT DO NOTHING`) when an app trigger
-/// re-inserted a row an enclosing `DELETE` removed: that statement's end
-/// keeps the entries the row holds then. With `current_rows` (the app table's
-/// qualified name) only the transition rows the table still holds as they
-/// are — an upsert's row at its version and payload, a delete's row absent —
-/// are logged (a nested write logged the others). Errors: SPI failures.
+/// are inserted without `ON CONFLICT` (deletes remove a row's entries, so a
+/// conflict means the index was edited behind the engine's back — the
+/// statement fails rather than guess) unless `nesting` says a nested write
+/// may have made them already; with `nesting.current_rows` only the
+/// transition rows the table still holds as they are — an upsert's row at
+/// its version and payload, a delete's row absent — are logged
+/// ([`Nesting`]). Errors: SPI failures.
 #[allow(clippy::too_many_arguments)]
 pub fn write_statement_log(
     client: &mut SpiClient<'_>,
@@ -89,8 +105,9 @@ pub fn write_statement_log(
     tbl: &str,
     op: CapturedOp,
     scope_columns: &[(String, String)],
-    current_rows: Option<&str>,
+    nesting: Nesting<'_>,
 ) -> StoreResult<()> {
+    let current_rows = nesting.current_rows;
     let rows = rows_of(op, current_rows, true);
     let args = [DatumWithOid::from(partition), DatumWithOid::from(commit_seq), DatumWithOid::from(tbl)];
     // `t` → its scope entries `s(key, value)`, one per declared variable.
@@ -136,17 +153,17 @@ pub fn write_statement_log(
     )?;
     if op == CapturedOp::Insert {
         // A row is indexed while it exists, whatever a nested write changed of it; an entry
-        // may exist already: a nested re-insert of a row an enclosing DELETE removed (that
-        // statement's end drops the entries the row no longer has).
+        // may exist already when this statement re-inserted a row an enclosing DELETE removed
+        // (that statement's end drops the entries the row no longer has).
         let present = rows_of(op, current_rows, false);
+        let conflict = if nesting.enclosed || current_rows.is_some() { " ON CONFLICT DO NOTHING" } else { "" };
         run(
             client,
             plan_key,
             "capture_row_scopes",
             &format!(
                 "INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
-                 SELECT $1, $3, s.key, s.value, t._sync_row_id FROM {present} {scopes} \
-                 ON CONFLICT DO NOTHING"
+                 SELECT $1, $3, s.key, s.value, t._sync_row_id FROM {present} {scopes}{conflict}"
             ),
             &args,
         )?;
