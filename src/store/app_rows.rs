@@ -212,15 +212,16 @@ fn value_datum(ty: ColumnType, v: &Option<RowValue>) -> DatumWithOid<'static> {
 /// the snapshot was taken), so the insert is `ON CONFLICT DO NOTHING`, which
 /// raises 40001 for a conflicting row the snapshot cannot see — the request
 /// fails retryably instead of storing a rejection. Errors: SPI failures; a
-/// value count that differs from the column count; no row inserted (a
-/// conflicting row the snapshot sees: impossible after reading it absent).
+/// value count that differs from the column count. `None`: no row inserted
+/// (after reading the row absent only a BEFORE INSERT trigger returning NULL
+/// or a forced row-level security policy does that: the caller refuses it).
 ///
 /// With `probe_tombstone`, the statement also answers whether the row has a
 /// tombstone in `sync_tombstones` (the unversioned sparse upsert's rule, wire
 /// version 3: `sync.row_deleted`) — one index probe in `RETURNING` instead
 /// of a statement more; the caller rejects the commit (rolling the insert
 /// back) when it has. Returns that answer (`false` without the probe).
-pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>, probe_tombstone: bool) -> StoreResult<bool> {
+pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>, probe_tombstone: bool) -> StoreResult<Option<bool>> {
     let n = checked_width(t, w, "insert_app_row")?;
     let names: Vec<&str> = t.columns.iter().map(|c| c.quoted.as_str()).collect();
     let placeholders: Vec<String> = t
@@ -256,10 +257,7 @@ pub fn insert_app_row(t: &AppTableSql, w: &AppRowWrite<'_>, probe_tombstone: boo
     if probe_tombstone {
         args.push(DatumWithOid::from(t.table.as_str()));
     }
-    match engine_write_flag(&sql, &args, "insert_app_row")? {
-        Some(tombstoned) => Ok(tombstoned),
-        None => Err(StoreError::new("insert_app_row", format!("row {:?} read as absent already exists", w.row_id))),
-    }
+    engine_write_flag(&sql, &args, "insert_app_row")
 }
 
 /// Replaces the columns of a row the push read and locked

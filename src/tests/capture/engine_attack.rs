@@ -488,20 +488,30 @@ mod tests {
         assert_eq!(all_fingerprint().0, before.0);
     }
 
-    /// A BEFORE INSERT trigger returning NULL: the call fails, nothing survives.
+    /// A BEFORE INSERT OR UPDATE trigger returning NULL: the insert's commit,
+    /// and an update's, are rejected; nothing of them survives.
     #[pg_test]
-    fn attack_before_insert_trigger_returning_null() {
+    fn attack_before_insert_or_update_trigger_returning_null() {
         const P: &str = "ea-null-insert";
         setup();
         run("CREATE FUNCTION public.skip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$");
-        run("CREATE TRIGGER skip BEFORE INSERT OR UPDATE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.skip()");
+        run("CREATE TRIGGER skip BEFORE INSERT OR UPDATE ON public.nodes FOR EACH ROW WHEN (NEW.title IS DISTINCT FROM 'kept') \
+             EXECUTE FUNCTION public.skip()");
         let before = all_fingerprint();
-        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
-        assert!(
-            out.as_ref().is_err() || out.as_ref().is_ok_and(|o| o["status"] == "rejected"),
-            "the push fails: {out:?}"
-        );
+        let skipped = |out: Result<Value, SubtransactionError>| {
+            let out = out.unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
+            assert_eq!(out["status"], "rejected", "{out}");
+            assert_eq!(out["results"][0]["code"], "sync.constraint_violation", "{out}");
+            assert!(out["results"][0]["message"].as_str().unwrap_or_default().contains("skipped the write"), "{out}");
+        };
+        skipped(commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}])));
         assert_eq!(all_fingerprint().0, before.0);
+        assert_log_is_the_table(P);
+        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "kept"}}]));
+        let before = all_fingerprint();
+        skipped(commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "new"}}])));
+        assert_eq!(all_fingerprint().0, before.0);
+        assert_eq!(changes_of(P, seq), "nodes:a:1");
         assert_log_is_the_table(P);
     }
 

@@ -285,8 +285,10 @@ impl Target<'_> {
                 probe_in_insert,
             )
         })?;
-        if tombstoned {
-            return Err(self.row_deleted());
+        match tombstoned {
+            None => return Err(self.skipped()),
+            Some(true) => return Err(self.row_deleted()),
+            Some(false) => {}
         }
         // The row's sync_row_scopes entries are written with the request's log
         // (`StagedChange::inserted`; a leftover one is kept, ON CONFLICT).
