@@ -186,7 +186,7 @@ BEGIN
 END
 $syncular_privileges$;
 
--- Plain SQL writes become commits (docs/src/guide/plain-sql.md "Writing with plain SQL"): the
+-- Plain SQL writes become commits (README "Writing with plain SQL"): the
 -- capture trigger functions and the admin function installing them.
 CREATE FUNCTION syncular.capture_statement_start() RETURNS trigger LANGUAGE c SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp AS 'MODULE_PATHNAME', 'capture_statement_start_wrapper';
@@ -217,7 +217,7 @@ BEGIN
 END
 $syncular_capture$;
 
--- The log's lifecycle (docs/src/sql/lifecycle.md): pruning with the SSP2
+-- The log's lifecycle (README "The log's lifecycle"): pruning with the SSP2
 -- §4.6 floors, epoch rotation, partition removal, statistics. Admin-only.
 CREATE FUNCTION syncular."advance_horizon"(
 	"partition" TEXT
@@ -382,7 +382,7 @@ REVOKE ALL ON FUNCTION syncular.partition_stats(text) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE syncular.prune(text, integer, integer, bigint, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE syncular.drop_partition(text, integer, bigint) FROM PUBLIC;
 
--- Scaling out with Citus (docs/src/operate/citus.md): distribute the sync tables. Admin only.
+-- Scaling out with Citus (README "Scaling out with Citus"): distribute the sync tables. Admin only.
 CREATE FUNCTION syncular."distribute"() RETURNS TABLE (
 	"log_tables" INT,
 	"reference_tables" INT,
@@ -615,7 +615,7 @@ GRANT EXECUTE ON FUNCTION syncular.blob_read(text, text, text, integer, jsonb) T
 -- Admin: EXECUTE stays with the owner.
 REVOKE ALL ON FUNCTION syncular.blob_sweep_orphans(bigint, integer, text) FROM PUBLIC;
 
--- issue 13: durable reactions (SPEC §6.9; docs/src/sql/reactions.md). The planner's registration is
+-- issue 13: durable reactions (SPEC §6.9; README "Durable reactions"). The planner's registration is
 -- admin only (its table is created at the top); the worker functions are granted to syncular_gateway;
 -- the operator functions (retry_dead_letter_reaction, prune_reactions, list_reactions) are admin only.
 CREATE FUNCTION syncular."_set_reaction_planner_oid"(
@@ -816,7 +816,7 @@ CREATE TABLE syncular.sync_segment_url_keys(
 );
 
 -- issue 12: signed segment URLs and segment expiry / GC (SPEC §5.4 native scheme, §5.1, §5.5;
--- docs/src/sql/segments.md "Signed segment URLs", "Segment expiry and garbage collection"). segment_open_signed is
+-- README "Signed segment URLs", "Segment expiry and garbage collection"). segment_open_signed is
 -- granted to syncular_gateway; rotate_segment_url_key, segment_signed_url and segment_sweep are admin only.
 CREATE FUNCTION syncular."segment_open_signed"(
 	"segment_id" TEXT,
@@ -904,7 +904,7 @@ GRANT EXECUTE ON FUNCTION syncular.segment_open(text, text, text, text, jsonb) T
 REVOKE ALL ON FUNCTION syncular.segment_chunk(text, text, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION syncular.segment_chunk(text, text, integer) TO syncular_gateway;
 
--- issue 12: streaming pull (SPEC §1.4; docs/src/sql/sync.md "Streaming rounds"): the
+-- issue 12: streaming pull (SPEC §1.4; README "Streaming rounds"): the
 -- value-per-call forms of syncular.sync / syncular.pull, for the gateway.
 CREATE FUNCTION syncular."sync_stream"(
 	"partition" TEXT,

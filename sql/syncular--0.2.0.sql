@@ -829,7 +829,7 @@ AS 'MODULE_PATHNAME', 'prune_batch_wrapper';
 --   prune_batch
 --   drop_partition_batch
 
--- syncular: the lifecycle procedures (docs/src/sql/lifecycle.md). They
+-- syncular: the lifecycle procedures (README "The log's lifecycle"). They
 -- loop over the bounded batch functions of src/api/lifecycle.rs and COMMIT
 -- after every batch, so a concurrent push or pull never waits for more than
 -- one batch. A procedure that commits must be CALLed outside a transaction
