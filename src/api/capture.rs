@@ -587,7 +587,7 @@ fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     if guard::engine_writing() {
         return Ok(None);
     }
-    let enclosed = capture::statement_closed();
+    let nested = capture::statement_closed();
     let td = trigger.trigger_data();
     let (op, table) = match trigger.op() {
         Ok(PgTriggerOperation::Insert) => (CapturedOp::Insert, td.tg_newtable),
@@ -603,7 +603,7 @@ fn capture_statement<'a>(trigger: &'a PgTrigger<'a>) -> TriggerResult<'a> {
     if rows > 0 {
         let data = std::ptr::from_ref(td).cast_mut();
         // SAFETY: the TriggerData of this firing trigger.
-        unsafe { capture::statement_end(relid(trigger), tbl, op, data, enclosed) }.or_raise();
+        unsafe { capture::statement_end(relid(trigger), tbl, op, data, nested) }.or_raise();
     }
     Ok(None)
 }

@@ -65,8 +65,6 @@ pub struct CaptureTable {
     pub index: usize,
     /// `syncular.partition` of the statement.
     pub partition: String,
-    /// [`crate::engine::commit::log_writes`] when the statement started.
-    pub log_writes_at_start: u64,
 }
 
 impl CaptureTable {
@@ -91,26 +89,46 @@ thread_local! {
     /// relid → the table context of the statement in progress on it.
     static CONTEXT: RefCell<HashMap<u32, Rc<CaptureTable>>> = RefCell::new(HashMap::new());
     /// Captured statements in progress (their BEFORE STATEMENT trigger fired,
-    /// their AFTER STATEMENT trigger not yet), innermost last, each with the
-    /// subtransaction it started in.
-    static OPEN: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    /// their AFTER STATEMENT trigger not yet), innermost last.
+    static OPEN: RefCell<Vec<OpenStatement>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A captured statement in progress.
+#[derive(Debug, Clone, Copy)]
+struct OpenStatement {
+    /// The subtransaction it started in.
+    subtransaction: u32,
+    /// [`crate::engine::commit::log_writes`] when it started.
+    log_writes: u64,
+}
+
+/// What happened around a captured statement while it ran (app triggers'
+/// nested writes; [`statement_closed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Nested {
+    /// It ran from an app trigger of another captured statement still in progress.
+    pub enclosed: bool,
+    /// A nested statement or commit logged rows while it ran.
+    pub logged_meanwhile: bool,
 }
 
 /// A captured statement starts (its BEFORE STATEMENT trigger).
 pub fn statement_opened() {
-    // SAFETY: reads this backend's transaction state.
-    let at = unsafe { pg_sys::GetCurrentSubTransactionId() };
-    OPEN.with(|o| o.borrow_mut().push(at));
+    let open = OpenStatement { subtransaction: guard::current_subtransaction(), log_writes: crate::engine::commit::log_writes() };
+    OPEN.with(|o| o.borrow_mut().push(open));
 }
 
-/// A captured statement ends (its AFTER STATEMENT trigger); returns whether
-/// an enclosing captured statement is still in progress (this one ran from
-/// an app trigger of that one).
-pub fn statement_closed() -> bool {
+/// A captured statement ends (its AFTER STATEMENT trigger): what happened
+/// around it. Without its start on record (never expected) it assumes a
+/// nested write logged rows: the careful log form is right either way.
+pub fn statement_closed() -> Nested {
     OPEN.with(|o| {
         let mut o = o.borrow_mut();
-        o.pop();
-        !o.is_empty()
+        let started = o.pop();
+        Nested {
+            enclosed: !o.is_empty(),
+            logged_meanwhile: started.is_none_or(|s| s.log_writes != crate::engine::commit::log_writes()),
+        }
     })
 }
 
@@ -121,7 +139,7 @@ pub fn statements_aborted(aborted: Option<u32>) {
     let _ = OPEN.try_with(|o| {
         if let Ok(mut o) = o.try_borrow_mut() {
             match aborted {
-                Some(sub) => o.retain(|at| *at < sub),
+                Some(sub) => o.retain(|s| s.subtransaction < sub),
                 None => o.clear(),
             }
         }
@@ -197,7 +215,7 @@ pub fn statement_start(relid: pg_sys::Oid, tbl: &str) -> EngineResult<()> {
     // counter row itself is taken only by the commit's log write at the
     // statement's end — after the rows, as a push takes it.
     partition::ensure_registered(&partition, clock::now_ms()?)?;
-    let t = Rc::new(CaptureTable { schema, index, partition, log_writes_at_start: crate::engine::commit::log_writes() });
+    let t = Rc::new(CaptureTable { schema, index, partition });
     CONTEXT.with(|c| c.borrow_mut().insert(u32::from(relid), t));
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use super::context;
+use super::{context, Nested};
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::{clock, commit};
 use crate::store::capture::transition::{self as log, CapturedOp};
@@ -34,8 +34,8 @@ pub fn actor_id() -> EngineResult<String> {
 }
 
 /// Writes the rows of the finished statement `op` on `relid` (IR table
-/// `tbl`) as one applied commit and queues its notification; `enclosed`: it
-/// ran from an app trigger of another captured statement still in progress.
+/// `tbl`) as one applied commit and queues its notification; `nested`: what
+/// app triggers' nested writes did around it ([`super::statement_closed`]).
 /// Errors: store failures, `syncular.partition_required`.
 ///
 /// # Safety
@@ -46,7 +46,7 @@ pub unsafe fn statement_end(
     tbl: &str,
     op: CapturedOp,
     trigger_data: *mut pg_sys::TriggerData,
-    enclosed: bool,
+    nested: Nested,
 ) -> EngineResult<()> {
     let t = context(relid, tbl)?;
     let partition = t.partition.as_str();
@@ -80,8 +80,10 @@ pub unsafe fn statement_end(
         created_at_ms: now_ms,
     };
     // An app trigger's nested write logged rows meanwhile: log only what the table still holds.
-    let nested = commit::log_writes() != t.log_writes_at_start;
-    let nesting = Nesting { current_rows: nested.then(|| t.registered().sql.qualified_name.as_str()), enclosed };
+    let nesting = Nesting {
+        current_rows: nested.logged_meanwhile.then(|| t.registered().sql.qualified_name.as_str()),
+        enclosed: nested.enclosed,
+    };
     // SAFETY: forwarded from the caller.
     unsafe { commit::write_statement(trigger_data, &plan_key, &author, tbl, op, &scope_columns, nesting) }?;
     Ok(())

@@ -121,8 +121,8 @@ impl Frame {
     }
 }
 
-/// The subtransaction the trigger runs in.
-fn current_subtransaction() -> Subtransaction {
+/// The subtransaction the backend runs in.
+pub fn current_subtransaction() -> Subtransaction {
     // SAFETY: reads the transaction state of this backend; any time inside a transaction.
     unsafe { pgrx::pg_sys::GetCurrentSubTransactionId() }
 }
