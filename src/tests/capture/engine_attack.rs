@@ -8,14 +8,13 @@
 #[pgrx::pg_schema]
 mod tests {
     use pgrx::prelude::*;
-    use pgrx::JsonB;
     use serde_json::{json, Value};
     use syncular_protocol::frame_fields::Op;
     use syncular_protocol::request::Operation;
     use syncular_protocol::row_codec::{encode_row, RowValue};
     use syncular_protocol::schema_ir::Schema;
 
-    use crate::store::spi::subtransaction::{self, SubtransactionError};
+    use crate::store::spi::subtransaction::SubtransactionError;
     use crate::tests::capture::support::*;
     use crate::tests::support::{register, run, text};
     use crate::tests::sync_support::{acquire_epoch, commit as push_commit, push_results, request, sync};
@@ -46,57 +45,6 @@ mod tests {
 
     fn setup() {
         register(&ir()).expect("register");
-    }
-
-    fn commit(p: &str, ops: Value) -> Result<Value, SubtransactionError> {
-        subtransaction::run(move || {
-            Spi::get_one_with_args::<JsonB>(
-                "SELECT syncular.commit($1, 'svc', $2, allowed_scopes => $3)",
-                &[p.into(), JsonB(ops).into(), JsonB(json!({"ws": ["w1", "w2"]})).into()],
-            )
-            .unwrap_or_else(|e| panic!("SPI: {e}"))
-            .expect("non-NULL outcome")
-            .0
-        })
-    }
-
-    fn applied(p: &str, ops: Value) -> i64 {
-        let out = commit(p, ops).unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
-        assert_eq!(out["status"], "applied", "{out}");
-        out["commitSeq"].as_i64().expect("commitSeq")
-    }
-
-    /// `assert_log_is_the_table` of engine_writes.rs, for app table `tbl`.
-    fn assert_log_is(p: &str, tbl: &str) {
-        let mismatches = text(&format!(
-            "WITH last AS ( \
-               SELECT DISTINCT ON (row_id) row_id, op, row_version, payload, scopes, commit_seq \
-               FROM syncular.sync_changes WHERE partition = '{p}' AND tbl = '{tbl}' \
-               ORDER BY row_id, commit_seq DESC, idx DESC), \
-             app AS (SELECT _sync_row_id AS row_id, _sync_version AS v, _sync_payload AS payload, _sync_scopes AS scopes \
-               FROM public.{tbl} WHERE _sync_partition = '{p}') \
-             SELECT string_agg(coalesce(l.row_id, a.row_id), ',') FROM last l FULL JOIN app a USING (row_id) \
-             WHERE NOT ( \
-               (a.row_id IS NOT NULL AND l.op = 1 AND l.row_version = a.v AND l.payload = a.payload AND l.scopes = a.scopes) \
-               OR (a.row_id IS NULL AND l.op = 2 AND EXISTS (SELECT 1 FROM syncular.sync_tombstones t \
-                   WHERE t.partition = '{p}' AND t.tbl = '{tbl}' AND t.row_id = l.row_id AND t.commit_seq = l.commit_seq)))"
-        ));
-        assert_eq!(mismatches, None, "rows of {tbl} whose log differs from the table in {p}");
-        let index = text(&format!(
-            "SELECT string_agg(var || '=' || value || '@' || row_id, ',' ORDER BY row_id, var) \
-             FROM syncular.sync_row_scopes WHERE partition = '{p}' AND tbl = '{tbl}'"
-        ));
-        let stored = text(&format!(
-            "SELECT string_agg(s.key || '=' || s.value || '@' || n._sync_row_id, ',' ORDER BY n._sync_row_id, s.key) \
-             FROM public.{tbl} n CROSS JOIN LATERAL jsonb_each_text(n._sync_scopes) s WHERE n._sync_partition = '{p}'"
-        ));
-        assert_eq!(index, stored, "the row-scope index of {tbl} in {p} is the stored rows' scopes");
-        // A standing row has no tombstone.
-        let stray = text(&format!(
-            "SELECT string_agg(t.row_id, ',') FROM syncular.sync_tombstones t JOIN public.{tbl} a \
-             ON a._sync_partition = t.partition AND a._sync_row_id = t.row_id WHERE t.partition = '{p}' AND t.tbl = '{tbl}'"
-        ));
-        assert_eq!(stray, None, "standing rows of {tbl} in {p} with a tombstone");
     }
 
     fn assert_log_is_the_table(p: &str) {
@@ -157,7 +105,7 @@ mod tests {
             "INSERT INTO public.nodes (id, ws, parent) VALUES ('a', 'w1', 'root')",
             "INSERT INTO public.nodes (id, ws, parent) VALUES ('b', 'w1', 'a'), ('c', 'w1', 'a')",
         ]);
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(changes_of(P, seq), "nodes:a:2,nodes:b:1,nodes:c:1");
         assert_eq!(rows(P, "nodes", "id, parent, _sync_version"), "b:root:2,c:root:2,root:1");
         assert_log_is_the_table(P);
@@ -177,7 +125,7 @@ mod tests {
             "INSERT INTO public.nodes (id, ws) VALUES ('a', 'w1')",
             "INSERT INTO public.notes (id, ws, node, body) VALUES ('n1', 'w1', 'a', 'x'), ('n2', 'w1', 'a', 'y')",
         ]);
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(changes_of(P, seq), "nodes:a:2,notes:n1:1,notes:n2:1");
         assert_eq!(rows(P, "notes", "id, ws, coalesce(node, '-'), _sync_version"), "n1:w1:-:2,n2:w1:-:2");
         assert_log_is_the_table(P);
@@ -203,7 +151,7 @@ mod tests {
             "INSERT INTO public.tags (id, ws, note) VALUES ('t1', 'w1', 'n1'), ('t2', 'w1', 'n2')",
         ]);
         let before = commits(P);
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(commits(P), before + 1, "one commit");
         let changes = changes_of(P, seq);
         for expected in ["nodes:a:2", "nodes:b:2", "notes:n1:2", "notes:n2:2", "tags:t1:1", "tags:t2:1"] {
@@ -228,14 +176,14 @@ mod tests {
             "INSERT INTO public.nodes (id, ws) VALUES ('a', 'w1')",
             "INSERT INTO public.notes (id, ws, node) VALUES ('n1', 'w1', 'a')",
         ]);
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(changes_of(P, seq), "nodes:a:2,notes:n1:2", "the cascade is immediate and in the commit");
         assert_log_is_the_table(P);
         // A deferred constraint trigger writing tags when a node is inserted.
         function("tag_node", "INSERT INTO public.tags (id, ws, label) VALUES ('t-' || NEW.id, NEW.ws, 'deferred'); RETURN NULL;");
         run("CREATE CONSTRAINT TRIGGER tag_node AFTER INSERT ON public.nodes DEFERRABLE INITIALLY DEFERRED \
              FOR EACH ROW EXECUTE FUNCTION public.tag_node()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "b", "ws": "w1"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "b", "ws": "w1"}}]));
         let after_engine = commits(P);
         // COMMIT would fire it now; SET CONSTRAINTS does the same inside the test transaction.
         // A deferred trigger runs after the engine's write, as plain SQL (docs "What your own
@@ -267,7 +215,7 @@ mod tests {
         plain("ea-x1", &["INSERT INTO public.nodes (id, ws) VALUES ('a', 'w1')"]);
         plain("ea-x2", &["INSERT INTO public.notes (id, ws, node) VALUES ('n1', 'w1', 'a')"]);
         let before = all_fingerprint();
-        let out = commit("ea-x1", json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let out = engine_commit("ea-x1", json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         match out {
             Ok(out) => {
                 assert_eq!(out["status"], "rejected", "{out}");
@@ -295,7 +243,7 @@ mod tests {
             "INSERT INTO public.nodes (id, ws, title) VALUES ('a', 'w1', 'old')",
             "INSERT INTO public.notes (id, ws, body) VALUES ('n1', 'w1', 'old')",
         ]);
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "new"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "new"}}]));
         assert_eq!(changes_of(P, seq), "nodes:a:1,notes:n1:1");
         assert_eq!(rows(P, "notes", "id, body, _sync_version"), "n1:new:2");
         assert_log_is_the_table(P);
@@ -316,7 +264,7 @@ mod tests {
             "INSERT INTO public.notes (id, ws) VALUES ('n1', 'w1')",
         ]);
         let before = all_fingerprint();
-        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "w2"}}]))
+        let out = engine_commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "w2"}}]))
             .unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
         assert_eq!(out["status"], "rejected", "{out}");
         assert_eq!(out["results"][0]["code"], "sync.constraint_violation", "{out}");
@@ -338,12 +286,12 @@ mod tests {
             "INSERT INTO public.nodes (id, ws, parent) VALUES ('b', 'w1', 'a')",
         ]);
         let before = all_fingerprint();
-        let out = commit(P, json!([
+        let out = engine_commit(P, json!([
             {"table": "nodes", "op": "delete", "rowId": "a"},
             {"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "b", "ws": "w1", "title": "t"}}])).unwrap();
         assert_eq!(out["status"], "rejected", "b is at version 2 after the cascade: {out}");
         assert_eq!(all_fingerprint().0, before.0);
-        let seq = applied(P, json!([
+        let seq = engine_applied(P, json!([
             {"table": "nodes", "op": "delete", "rowId": "a"},
             {"table": "nodes", "op": "upsert", "baseVersion": 2, "row": {"id": "b", "ws": "w1", "title": "t"}}]));
         assert_eq!(changes_of(P, seq), "nodes:a:2,nodes:b:1,nodes:b:1");
@@ -388,11 +336,11 @@ mod tests {
         function("touch", "IF NEW.title IS DISTINCT FROM 'after' THEN \
              UPDATE public.nodes SET title = 'after' WHERE _sync_partition = NEW._sync_partition AND id = NEW.id; END IF; RETURN NULL;");
         run("CREATE TRIGGER touch AFTER INSERT OR UPDATE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.touch()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "x"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "x"}}]));
         assert_eq!(changes_of(P, seq), "nodes:a:1,nodes:a:1");
         assert_eq!(rows(P, "nodes", "id, title, _sync_version"), "a:after:2");
         assert_log_is_the_table(P);
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 2, "row": {"id": "a", "ws": "w1", "title": "y"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 2, "row": {"id": "a", "ws": "w1", "title": "y"}}]));
         assert_eq!(changes_of(P, seq), "nodes:a:1,nodes:a:1");
         assert_eq!(rows(P, "nodes", "id, title, _sync_version"), "a:after:4");
         assert_log_is_the_table(P);
@@ -409,7 +357,7 @@ mod tests {
         plain("ea-own", &["INSERT INTO public.tags (id, ws) VALUES ('seed', 'w1')"]);
         plain("ea-other", &["INSERT INTO public.tags (id, ws) VALUES ('seed', 'w1')"]);
         let before = all_fingerprint();
-        match commit("ea-own", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}])) {
+        match engine_commit("ea-own", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}])) {
             Ok(out) => {
                 assert_eq!(out["status"], "rejected", "{out}");
                 assert_eq!(all_fingerprint().0, before.0, "nothing survives: {out}");
@@ -429,7 +377,7 @@ mod tests {
         function("follow", "INSERT INTO public.notes (id, ws) VALUES ('n-' || NEW.id, NEW.ws); RETURN NULL;");
         run("CREATE TRIGGER follow AFTER INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.follow()");
         set_partition("ea-setting");
-        let seq = applied("ea-engine", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let seq = engine_applied("ea-engine", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         run("RESET syncular.partition");
         assert_eq!(changes_of("ea-engine", seq), "nodes:a:1,notes:n-a:1");
         assert_eq!(commits("ea-setting"), 0);
@@ -444,7 +392,7 @@ mod tests {
         setup();
         function("vanish", "DELETE FROM public.nodes WHERE _sync_partition = NEW._sync_partition AND id = NEW.id; RETURN NULL;");
         run("CREATE TRIGGER vanish AFTER INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.vanish()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         assert_eq!(changes_of(P, seq), "nodes:a:1,nodes:a:2");
         assert_eq!(rows(P, "nodes", "id"), "");
         assert_log_is_the_table(P);
@@ -458,7 +406,7 @@ mod tests {
         plain(P, &["INSERT INTO public.nodes (id, ws, title) VALUES ('a', 'w1', 'x')"]);
         function("phoenix", "INSERT INTO public.nodes (id, ws, title) VALUES (OLD.id, OLD.ws, 'reborn'); RETURN NULL;");
         run("CREATE TRIGGER phoenix AFTER DELETE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.phoenix()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(changes_of(P, seq), "nodes:a:2,nodes:a:1");
         assert_eq!(rows(P, "nodes", "id, title, _sync_version"), "a:reborn:1");
         assert_log_is_the_table(P);
@@ -476,7 +424,7 @@ mod tests {
         run("CREATE FUNCTION public.keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$");
         run("CREATE TRIGGER keep BEFORE DELETE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.keep()");
         let before = all_fingerprint();
-        let out = commit(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let out = engine_commit(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         // Before the fix (found by the attack): the engine ignores that its DELETE removed nothing (delete_app_row's bool is
         // dropped): the commit is applied, the log says a is deleted (tombstone, row scopes gone)
         // while the table still holds a.
@@ -505,12 +453,12 @@ mod tests {
         };
         // A row the trigger lets through (it also creates the partition: a rejected commit
         // keeps the partition's registry rows).
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "kept"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "kept"}}]));
         let before = all_fingerprint();
-        skipped(commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "b", "ws": "w1"}}])));
+        skipped(engine_commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "b", "ws": "w1"}}])));
         assert_eq!(all_fingerprint().0, before.0);
         assert_log_is_the_table(P);
-        skipped(commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "new"}}])));
+        skipped(engine_commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "new"}}])));
         assert_eq!(all_fingerprint().0, before.0);
         assert_eq!(changes_of(P, seq), "nodes:a:1");
         assert_log_is_the_table(P);
@@ -525,7 +473,7 @@ mod tests {
         setup();
         function("bump", "NEW._sync_version := 42; RETURN NEW;");
         run("CREATE TRIGGER bump BEFORE INSERT OR UPDATE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.bump()");
-        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let out = engine_commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         // Before the fix (found by the attack): the engine's own row is only re-read for its typed columns: the table holds
         // _sync_version 42, the log version 1.
         assert_log_is_the_table(P);
@@ -541,7 +489,7 @@ mod tests {
         setup();
         function("move_partition", "NEW._sync_partition := 'ea-stolen'; RETURN NEW;");
         run("CREATE TRIGGER move_partition BEFORE INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.move_partition()");
-        let out = commit("ea-home", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let out = engine_commit("ea-home", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         // Before the fix (found by the attack): the row is claimed by table and id only: it is stored in ea-stolen while
         // ea-home's log has it.
         assert_log_is_the_table("ea-home");
@@ -559,7 +507,7 @@ mod tests {
         run("CREATE TRIGGER rekey BEFORE INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.rekey()");
         plain(P, &["INSERT INTO public.tags (id, ws) VALUES ('seed', 'w1')"]);
         let before = all_fingerprint();
-        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let out = engine_commit(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         assert_log_is_the_table(P);
         assert!(out.is_err() || out.as_ref().is_ok_and(|o| o["status"] == "rejected"), "{out:?}");
         assert_eq!(all_fingerprint().0, before.0);
@@ -639,7 +587,7 @@ mod tests {
              WHERE _sync_partition = NEW._sync_partition AND id = NEW.node; \
              INSERT INTO public.tags (id, ws, note) VALUES ('t-' || NEW.id, NEW.ws, NEW.id); RETURN NULL;");
         run("CREATE TRIGGER to_nodes AFTER INSERT ON public.notes FOR EACH ROW EXECUTE FUNCTION public.to_nodes()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         let changes = changes_of(P, seq);
         assert_eq!(changes.split(',').count(), 4, "{changes}");
         assert_eq!(rows(P, "nodes", "id, title, _sync_version"), "a:noted n-a:2");
@@ -699,19 +647,19 @@ mod tests {
         setup();
         function("shout", "NEW.title := upper(NEW.title); RETURN NEW;");
         run("CREATE TRIGGER shout BEFORE INSERT OR UPDATE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.shout()");
-        let seq = applied(P, json!([
+        let seq = engine_applied(P, json!([
             {"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "one"}},
             {"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "two"}}]));
         assert_eq!(changes_of(P, seq), "nodes:a:1,nodes:a:1");
         assert_eq!(rows(P, "nodes", "id, title, _sync_version"), "a:TWO:2");
         assert_log_is_the_table(P);
-        applied(P, json!([
+        engine_applied(P, json!([
             {"table": "nodes", "op": "upsert", "baseVersion": 2, "row": {"id": "a", "ws": "w1", "title": "three"}},
             {"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(rows(P, "nodes", "id"), "");
         assert_log_is_the_table(P);
         plain(P, &["INSERT INTO public.nodes (id, ws, title) VALUES ('b', 'w1', 'x')"]);
-        applied(P, json!([
+        engine_applied(P, json!([
             {"table": "nodes", "op": "delete", "rowId": "b"},
             {"table": "nodes", "op": "upsert", "baseVersion": 0, "row": {"id": "b", "ws": "w2", "title": "moved"}}]));
         assert_eq!(rows(P, "nodes", "id, ws, title, _sync_version"), "b:w2:MOVED:1");
@@ -757,7 +705,7 @@ mod tests {
         run("RESET syncular.partition");
         assert_eq!(rows(P, "nodes", "id"), "a,c");
         assert_eq!(rows(P, "notes", "id"), "n1");
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(changes_of(P, seq), "nodes:a:2,notes:n1:2");
         assert_eq!(max_commit_seq(P), commits(P), "dense commit sequence");
         assert_log_is_the_table(P);
@@ -773,7 +721,7 @@ mod tests {
                'row', jsonb_build_object('id', 'm-' || NEW.id, 'ws', NEW.ws))), allowed_scopes => '{\"ws\": [\"w1\"]}'::jsonb); \
              END IF; RETURN NULL;");
         run("CREATE TRIGGER mirror AFTER INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.mirror()");
-        let out = commit("ea-outer", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let out = engine_commit("ea-outer", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         let _ = out;
         assert_log_is_the_table("ea-outer");
         assert_log_is_the_table("ea-inner");
@@ -811,7 +759,7 @@ mod tests {
                RAISE EXCEPTION 'changed my mind'; \
              EXCEPTION WHEN raise_exception THEN NULL; END; RETURN NULL;");
         run("CREATE TRIGGER try_note AFTER INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.try_note()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         assert_eq!(rows(P, "notes", "id"), "", "the block rolled the note back");
         // Before the fix (found by the attack): the capture's row trigger recorded the note as a side effect before the
         // subtransaction rolled it back; the engine logs notes:n-a although no such row exists.
@@ -836,7 +784,7 @@ mod tests {
                RAISE EXCEPTION 'no'; \
              EXCEPTION WHEN raise_exception THEN NULL; END; RETURN NULL;");
         run("CREATE TRIGGER try_delete AFTER UPDATE ON public.nodes FOR EACH ROW WHEN (NEW.id = 'a') EXECUTE FUNCTION public.try_delete()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "t"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "t"}}]));
         assert_eq!(rows(P, "nodes", "id"), "a,b");
         assert_eq!(rows(P, "notes", "id"), "n1");
         // Before the fix (found by the attack): b and n1 logged as deleted although they stand.
@@ -859,7 +807,7 @@ mod tests {
         function("aa_mirror", "IF OLD._sync_partition = 'ea-main' THEN \
              DELETE FROM public.nodes WHERE _sync_partition = 'ea-mirror' AND id = OLD.id; END IF; RETURN OLD;");
         run("CREATE TRIGGER aa_mirror BEFORE DELETE ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.aa_mirror()");
-        let out = commit("ea-main", json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let out = engine_commit("ea-main", json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         // Before the fix (found by the attack): the guard claims the engine's row by table and id only: the mirror's delete
         // fires first and is taken for the engine's own row (ea-mirror's a is gone, nothing logged
         // there); the engine's real delete is then logged as a side effect in ea-main.
@@ -877,7 +825,7 @@ mod tests {
         function("count_nodes", "INSERT INTO public.notes (id, ws, body) \
              SELECT 'count-' || (SELECT count(*) FROM public.notes), 'w1', 'x'; RETURN NULL;");
         run("CREATE TRIGGER count_nodes AFTER INSERT ON public.nodes FOR EACH STATEMENT EXECUTE FUNCTION public.count_nodes()");
-        let seq = applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         assert_eq!(changes_of(P, seq), "nodes:a:1,notes:count-0:1");
         assert_log_is_the_table(P);
     }
@@ -895,7 +843,7 @@ mod tests {
             "INSERT INTO public.nodes (id, ws, parent) VALUES ('b', 'w1', 'a')",
         ]);
         let before = all_fingerprint();
-        let out = commit(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]))
+        let out = engine_commit(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]))
             .unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
         assert_eq!(out["status"], "rejected", "{out}");
         assert_eq!(all_fingerprint().0, before.0);
@@ -911,7 +859,7 @@ mod tests {
         plain("ea-s1", &["INSERT INTO public.notes (id, ws) VALUES ('n0', 'w1')"]);
         function("follow", "INSERT INTO public.notes (id, ws) VALUES ('n-' || NEW.id, NEW.ws); RETURN NULL;");
         run("CREATE TRIGGER follow AFTER INSERT ON public.nodes FOR EACH ROW EXECUTE FUNCTION public.follow()");
-        let out = commit("ea-s2", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]))
+        let out = engine_commit("ea-s2", json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]))
             .unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
         // Before the fix (found by the attack): the side effect reuses the capture context cached (thread-local, per relid,
         // never cleared) by the earlier plain statement in ea-s1 and is refused: "syncular.partition

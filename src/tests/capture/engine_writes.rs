@@ -2,17 +2,16 @@
 //! row they name (issue 27): a foreign-key cascade onto the same table
 //! (`ON DELETE CASCADE`, `ON DELETE SET NULL`) and an app's BEFORE ROW
 //! trigger that rewrites a value or a scope column. After each, the log
-//! replays to exactly what the tables hold ([`assert_log_is_the_table`]).
+//! replays to exactly what the tables hold
+//! ([`crate::tests::capture::support::assert_log_is`]).
 
 #[pgrx::pg_schema]
 mod tests {
     use pgrx::prelude::*;
-    use pgrx::JsonB;
     use serde_json::{json, Value};
     use syncular_protocol::row_codec::{decode_row, RowValue};
     use syncular_protocol::schema_ir::Schema;
 
-    use crate::store::spi::subtransaction::{self, SubtransactionError};
     use crate::tests::capture::support::*;
     use crate::tests::support::{bytea, register, run, text};
     use crate::tests::sync_support::{acquire_epoch, commit as push_commit, push_results, request, sync};
@@ -40,55 +39,6 @@ mod tests {
         ));
     }
 
-    /// `syncular.commit` of `ops` in `p` by a service allowed every `ws`.
-    fn commit(p: &str, ops: Value) -> Result<Value, SubtransactionError> {
-        subtransaction::run(move || {
-            Spi::get_one_with_args::<JsonB>(
-                "SELECT syncular.commit($1, 'svc', $2, allowed_scopes => $3)",
-                &[p.into(), JsonB(ops).into(), JsonB(json!({"ws": ["w1", "w2"]})).into()],
-            )
-            .unwrap_or_else(|e| panic!("SPI: {e}"))
-            .expect("non-NULL outcome")
-            .0
-        })
-    }
-
-    fn applied(p: &str, ops: Value) -> i64 {
-        let out = commit(p, ops).unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
-        assert_eq!(out["status"], "applied", "{out}");
-        out["commitSeq"].as_i64().expect("commitSeq")
-    }
-
-    /// The log replays to what `nodes` holds in `p`: per row, its last
-    /// change is an upsert with the stored version and payload (and stored
-    /// scopes) exactly when the row exists, else a delete with a tombstone
-    /// at that commit; the row-scope index is the stored rows' scopes.
-    fn assert_log_is_the_table(p: &str) {
-        let mismatches = text(&format!(
-            "WITH last AS ( \
-               SELECT DISTINCT ON (row_id) row_id, op, row_version, payload, scopes, commit_seq \
-               FROM syncular.sync_changes WHERE partition = '{p}' AND tbl = 'nodes' \
-               ORDER BY row_id, commit_seq DESC, idx DESC), \
-             app AS (SELECT _sync_row_id AS row_id, _sync_version AS v, _sync_payload AS payload, _sync_scopes AS scopes \
-               FROM public.nodes WHERE _sync_partition = '{p}') \
-             SELECT string_agg(coalesce(l.row_id, a.row_id), ',') FROM last l FULL JOIN app a USING (row_id) \
-             WHERE NOT ( \
-               (a.row_id IS NOT NULL AND l.op = 1 AND l.row_version = a.v AND l.payload = a.payload AND l.scopes = a.scopes) \
-               OR (a.row_id IS NULL AND l.op = 2 AND EXISTS (SELECT 1 FROM syncular.sync_tombstones t \
-                   WHERE t.partition = '{p}' AND t.tbl = 'nodes' AND t.row_id = l.row_id AND t.commit_seq = l.commit_seq)))"
-        ));
-        assert_eq!(mismatches, None, "rows whose log differs from the table in {p}");
-        let index = text(&format!(
-            "SELECT string_agg(var || '=' || value || '@' || row_id, ',' ORDER BY row_id, var) \
-             FROM syncular.sync_row_scopes WHERE partition = '{p}' AND tbl = 'nodes'"
-        ));
-        let stored = text(&format!(
-            "SELECT string_agg(s.key || '=' || s.value || '@' || n._sync_row_id, ',' ORDER BY n._sync_row_id, s.key) \
-             FROM public.nodes n CROSS JOIN LATERAL jsonb_each_text(n._sync_scopes) s WHERE n._sync_partition = '{p}'"
-        ));
-        assert_eq!(index, stored, "the row-scope index of {p} is the stored rows' scopes");
-    }
-
     fn payload_row(p: &str, id: &str) -> Vec<Option<RowValue>> {
         let schema = Schema::from_value(&ir()).unwrap();
         let bytes = bytea(&format!("SELECT _sync_payload FROM public.nodes WHERE _sync_partition = '{p}' AND _sync_row_id = '{id}'"));
@@ -113,7 +63,7 @@ mod tests {
         const P: &str = "ew-cascade";
         setup("CASCADE");
         seed_chain(P);
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(count(&format!("SELECT count(*) FROM public.nodes WHERE _sync_partition = '{P}'")), 0);
         // One commit: the named delete first, then what the foreign key removed.
         assert_eq!(
@@ -125,7 +75,7 @@ mod tests {
             Some("a:2,b:2,c:2")
         );
         assert_eq!(commits(P), 4, "3 plain inserts and the one engine commit");
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
     }
 
     /// `SET NULL (parent)`: the column list (Postgres 15+) keeps `_sync_partition`.
@@ -135,7 +85,7 @@ mod tests {
         const P: &str = "ew-set-null";
         setup("SET NULL (parent)");
         seed_chain(P);
-        let seq = applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
+        let seq = engine_applied(P, json!([{"table": "nodes", "op": "delete", "rowId": "a"}]));
         assert_eq!(
             text(&format!(
                 "SELECT string_agg(row_id || ':' || op || ':' || coalesce(row_version::text, '-'), ',' ORDER BY idx) \
@@ -145,13 +95,13 @@ mod tests {
             Some("a:2:-,b:1:2")
         );
         assert_eq!(payload_row(P, "b")[2], None, "b's payload has no parent any more");
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
         // b is an ordinary row afterwards: a client update applies on its new version.
-        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 2,
+        let out = engine_commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 2,
                                     "row": {"id": "b", "ws": "w1", "title": "kept"}}]))
         .unwrap();
         assert_eq!(out["status"], "applied", "{out}");
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
     }
 
     /// `BEFORE INSERT OR UPDATE` trigger `shout` (sorts before the capture's)
@@ -166,13 +116,13 @@ mod tests {
         const P: &str = "ew-upper";
         setup("CASCADE");
         trigger("NEW.title := upper(NEW.title);");
-        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "quiet", "meta": {"b": 1, "a": [1.50, 2]}}}]));
+        engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "quiet", "meta": {"b": 1, "a": [1.50, 2]}}}]));
         assert_eq!(text(&format!("SELECT title FROM public.nodes WHERE _sync_partition = '{P}'")).as_deref(), Some("QUIET"));
         assert_eq!(payload_row(P, "a")[3], s("QUIET"));
-        assert_log_is_the_table(P);
-        applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "again"}}]));
+        assert_log_is(P, "nodes");
+        engine_applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "again"}}]));
         assert_eq!(payload_row(P, "a")[3], s("AGAIN"));
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
     }
 
     #[pg_test]
@@ -180,15 +130,15 @@ mod tests {
         const P: &str = "ew-versions";
         setup("CASCADE");
         trigger("IF TG_OP = 'UPDATE' THEN NEW.title := 'by trigger'; END IF;");
-        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "x"}}]));
+        engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1", "title": "x"}}]));
         // The client changes only meta; the trigger changes title.
-        applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "x", "meta": [1]}}]));
+        engine_applied(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "x", "meta": [1]}}]));
         let versions = text(&format!("SELECT encode(_sync_column_versions, 'hex') FROM public.nodes WHERE _sync_partition = '{P}'"))
             .map(|h| (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect::<Vec<u8>>());
         let read = crate::engine::column_versions::ColumnVersions::read_or_reset(versions.as_deref(), 2, "test row");
         assert_eq!((read.of(1), read.of(2), read.of(3), read.of(4)), (1, 1, 2, 2), "ws, parent at 1; title (trigger) and meta (client) at 2");
         assert_eq!(payload_row(P, "a")[3], s("by trigger"));
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
     }
 
     #[pg_test]
@@ -209,7 +159,7 @@ mod tests {
         assert!(results[0].commit_seq.is_some(), "applied: {:?}", results[0]);
         assert_eq!(bytea(&format!("SELECT _sync_payload FROM public.nodes WHERE _sync_partition = '{P}'")), payload, "the client's bytes");
         assert_eq!(text(&format!("SELECT title FROM public.nodes WHERE _sync_partition = '{P}'")), None);
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
     }
 
     #[pg_test]
@@ -217,29 +167,29 @@ mod tests {
         const P: &str = "ew-scope-insert";
         setup("CASCADE");
         trigger("IF TG_OP = 'INSERT' THEN NEW.ws := 'w2'; END IF;");
-        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         assert_eq!(text(&format!("SELECT _sync_scopes::text FROM public.nodes WHERE _sync_partition = '{P}'")).as_deref(), Some(r#"{"ws": "w2"}"#));
         assert_eq!(
             text(&format!("SELECT string_agg(value, ',') FROM syncular.sync_change_scopes WHERE partition = '{P}'")).as_deref(),
             Some("w2")
         );
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
     }
 
     #[pg_test]
     fn a_user_trigger_moving_an_updated_row_to_another_scope_rejects_the_commit() {
         const P: &str = "ew-scope-update";
         setup("CASCADE");
-        applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
+        engine_applied(P, json!([{"table": "nodes", "op": "upsert", "row": {"id": "a", "ws": "w1"}}]));
         trigger("IF TG_OP = 'UPDATE' AND NEW.title = 'x' THEN NEW.ws := 'w2'; END IF;");
         let before = fingerprint_of(&["public.nodes"]);
-        let out = commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "x"}}])).unwrap();
+        let out = engine_commit(P, json!([{"table": "nodes", "op": "upsert", "baseVersion": 1, "row": {"id": "a", "ws": "w1", "title": "x"}}])).unwrap();
         assert_eq!(out["status"], "rejected", "{out}");
         assert_eq!(out["results"][0]["code"], "sync.constraint_violation", "{out}");
         let message = out["results"][0]["message"].as_str().unwrap_or_default();
         assert!(message.contains("changed a scope column of row \"a\" on update"), "{out}");
         assert_eq!(fingerprint_of(&["public.nodes"]), before, "nothing of the rejected commit survives");
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
         // A pushed commit is rejected the same way, and the next commit of the request applies.
         let epoch = acquire_epoch(P, "svc", "c1");
         let schema = Schema::from_value(&ir()).unwrap();
@@ -253,6 +203,6 @@ mod tests {
         assert!(results[0].commit_seq.is_none(), "k1 rejected: {:?}", results[0]);
         assert!(results[1].commit_seq.is_some(), "k2 applied: {:?}", results[1]);
         assert_eq!(payload_row(P, "a")[3], s("y"));
-        assert_log_is_the_table(P);
+        assert_log_is(P, "nodes");
     }
 }

@@ -2,10 +2,13 @@
 //! plain SQL writer, plain SQL writes to `support::tasks_ir(1)`'s `tasks`,
 //! and a fingerprint of everything a write may change.
 
+use pgrx::prelude::*;
 use pgrx::spi::quote_literal;
+use pgrx::JsonB;
+use serde_json::{json, Value};
 use syncular_protocol::row_codec::{RowValue, TableLayout};
 
-use crate::store::spi::subtransaction::SubtransactionError;
+use crate::store::spi::subtransaction::{self, SubtransactionError};
 use crate::tests::support::{int8, run, text, try_run};
 
 /// `SET LOCAL syncular.partition = p`: the test transaction's plain SQL
@@ -111,4 +114,62 @@ pub fn put_abc(partition: &str) {
     crate::tests::support::run(&format!(
         "SELECT syncular.blob_put('{partition}', 'sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad', 'abc'::bytea)"
     ));
+}
+
+/// `syncular.commit` of `ops` in `p` by actor `svc`, allowed every `ws` value
+/// `w1`, `w2` (an ERROR comes back as data).
+pub fn engine_commit(p: &str, ops: Value) -> Result<Value, SubtransactionError> {
+    subtransaction::run(move || {
+        Spi::get_one_with_args::<JsonB>(
+            "SELECT syncular.commit($1, 'svc', $2, allowed_scopes => $3)",
+            &[p.into(), JsonB(ops).into(), JsonB(json!({"ws": ["w1", "w2"]})).into()],
+        )
+        .unwrap_or_else(|e| panic!("SPI: {e}"))
+        .expect("non-NULL outcome")
+        .0
+    })
+}
+
+/// [`engine_commit`], which must apply; its `commitSeq`.
+pub fn engine_applied(p: &str, ops: Value) -> i64 {
+    let out = engine_commit(p, ops).unwrap_or_else(|e| panic!("{} {}", e.sqlstate, e.message));
+    assert_eq!(out["status"], "applied", "{out}");
+    out["commitSeq"].as_i64().expect("commitSeq")
+}
+
+/// The log replays to what app table `public.tbl` holds in `p`: per row, its
+/// last change is an upsert with the stored version, payload and scopes
+/// exactly when the row exists, else a delete with a tombstone at that
+/// commit; the row-scope index is the stored rows' scopes; no standing row
+/// has a tombstone.
+pub fn assert_log_is(p: &str, tbl: &str) {
+    let mismatches = text(&format!(
+        "WITH last AS ( \
+           SELECT DISTINCT ON (row_id) row_id, op, row_version, payload, scopes, commit_seq \
+           FROM syncular.sync_changes WHERE partition = '{p}' AND tbl = '{tbl}' \
+           ORDER BY row_id, commit_seq DESC, idx DESC), \
+         app AS (SELECT _sync_row_id AS row_id, _sync_version AS v, _sync_payload AS payload, _sync_scopes AS scopes \
+           FROM public.{tbl} WHERE _sync_partition = '{p}') \
+         SELECT string_agg(coalesce(l.row_id, a.row_id), ',') FROM last l FULL JOIN app a USING (row_id) \
+         WHERE NOT ( \
+           (a.row_id IS NOT NULL AND l.op = 1 AND l.row_version = a.v AND l.payload = a.payload AND l.scopes = a.scopes) \
+           OR (a.row_id IS NULL AND l.op = 2 AND EXISTS (SELECT 1 FROM syncular.sync_tombstones t \
+               WHERE t.partition = '{p}' AND t.tbl = '{tbl}' AND t.row_id = l.row_id AND t.commit_seq = l.commit_seq)))"
+    ));
+    assert_eq!(mismatches, None, "rows of {tbl} whose log differs from the table in {p}");
+    let index = text(&format!(
+        "SELECT string_agg(var || '=' || value || '@' || row_id, ',' ORDER BY row_id, var) \
+         FROM syncular.sync_row_scopes WHERE partition = '{p}' AND tbl = '{tbl}'"
+    ));
+    let stored = text(&format!(
+        "SELECT string_agg(s.key || '=' || s.value || '@' || n._sync_row_id, ',' ORDER BY n._sync_row_id, s.key) \
+         FROM public.{tbl} n CROSS JOIN LATERAL jsonb_each_text(n._sync_scopes) s WHERE n._sync_partition = '{p}'"
+    ));
+    assert_eq!(index, stored, "the row-scope index of {tbl} in {p} is the stored rows' scopes");
+    // A standing row has no tombstone.
+    let stray = text(&format!(
+        "SELECT string_agg(t.row_id, ',') FROM syncular.sync_tombstones t JOIN public.{tbl} a \
+         ON a._sync_partition = t.partition AND a._sync_row_id = t.row_id WHERE t.partition = '{p}' AND t.tbl = '{tbl}'"
+    ));
+    assert_eq!(stray, None, "standing rows of {tbl} in {p} with a tombstone");
 }
