@@ -18,7 +18,7 @@ use syncular_protocol::schema_ir::TableSchema;
 
 use crate::store::app_table_ddl;
 
-use crate::store::spi::plan_cache;
+use crate::store::spi::{pinned_plan, plan_cache};
 use crate::store::{StoreError, StoreResult};
 
 /// How the store addresses one app table: its quoted qualified name and its
@@ -95,8 +95,11 @@ pub fn select_app_row(
          WHERE _sync_partition = $1 AND _sync_row_id = $2 FOR NO KEY UPDATE",
         t.qualified_name
     );
+    // Pinned (an index walk on the key, never a sequential scan planned while
+    // the table was tiny and kept as it grew): a push costs the same before
+    // and after autovacuum analyzed the app table.
     Spi::connect_mut(|client| {
-        let table = plan_cache::execute(
+        let table = pinned_plan::execute(
             client,
             &sql,
             Some(1),

@@ -64,6 +64,10 @@ mod tests {
             let plan = context::explain_read("p1", "c0", &keys).unwrap();
             assert!(plan.contains("sync_push_results_pkey"), "analyzed={analyzed}: {plan}");
             assert!(!plan.contains("Seq Scan"), "analyzed={analyzed}: no sequential scan: {plan}");
+            // The key is part of the probe, never a filter over the client's outcomes.
+            assert!(plan.contains("client_commit_id = u.id"), "analyzed={analyzed}: {plan}");
+            let filtered = plan.lines().any(|l| l.contains("\"Filter\"") && l.contains("client_commit_id"));
+            assert!(!filtered, "analyzed={analyzed}: the key must be an index condition: {plan}");
         }
         let context = context::read("p1", Some("c0"), context::PullPart::None, Vec::new(), false, &keys).unwrap();
         let mut got: Vec<(String, i64)> = context

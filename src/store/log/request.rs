@@ -1,208 +1,229 @@
-//! The log of one push request in one statement (SPEC §2.1, §2.2, §2.3,
-//! §6.4; DESIGN §4): the partition's `commitSeq`s are allocated and every
-//! log row that carries them is written together — commit headers, changes,
-//! their scope index, tombstones and the stored outcomes (`applied` and
-//! `rejected`) of every new commit of the request — and, in the same
-//! statement, the `sync_row_scopes` entries of the rows the request inserted
-//! and left standing (§3.1: they need no `commitSeq`, but one statement
-//! writes them for the price of one more table in it instead of one
-//! statement per inserted row).
+//! The log of one push request (SPEC §2.1, §2.2, §2.3, §6.4; DESIGN §4):
+//! the partition's `commitSeq`s are allocated and every log row that
+//! carries them is written — commit headers, changes, their scope index,
+//! tombstones and the stored outcomes (`applied` and `rejected`) of every
+//! new commit of the request — together with the `sync_row_scopes` entries
+//! of the rows the request inserted and left standing (§3.1).
 //!
-//! This statement is where a push takes its partition's counter row (the
-//! `UPDATE` locks it to the end of the caller's transaction): everything
-//! before it — decoding, authorization, app-row and row-scope writes —
-//! overlaps with concurrent pushers; what follows it is the response and the
-//! COMMIT. Commits become visible in `commitSeq` order because the next
-//! allocation waits for this transaction to end.
+//! Two steps, the counter first:
+//! 1. one statement ([`counter_sql`]) allocates the `commitSeq`s from the
+//!    partition's counter row (the `UPDATE` locks it to the end of the
+//!    caller's transaction) and, as data-modifying CTEs hanging off that
+//!    allocation (so a missing counter row writes nothing), writes the new
+//!    tombstones (an upsert) and clears the tombstones of inserted rows that
+//!    have one (probed first) — a push that deletes nothing and inserts no
+//!    tombstoned row runs the bare `UPDATE`;
+//! 2. the commit headers, changes, change-scope entries, the inserted rows'
+//!    row-scope entries (each probed first: one already there is kept) and
+//!    the outcomes are inserted without a statement ([`super::direct`]: heap
+//!    tuple and index entries, no plan, no executor start-up), the applied
+//!    outcomes with their allocated `commitSeq`.
 //!
-//! Both statements run through [`crate::store::spi::pinned_plan`]: an index walk
-//! on every table they probe (`sync_partitions`, `sync_tombstones`) however
-//! small the table was when the backend planned them.
+//! Everything before the counter — decoding, authorization, app-row writes —
+//! overlaps with concurrent pushers; what follows it is these inserts, the
+//! response and the COMMIT. Commits become visible in `commitSeq` order
+//! because the next allocation waits for this transaction to end.
+//!
+//! Under Citus (`syncular.router_statements`, or the `citus` library
+//! loaded) the same rows are written by
+//! [`crate::store::log::request_router`] instead: one single-shard statement
+//! per table.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
+use pgrx::PgMemoryContexts;
 
+use crate::store::log::direct::{self, Inserter};
 use crate::store::log::{LogAuthor, RequestLog, MISSING_COUNTER};
 use crate::store::spi::pinned_plan;
 use crate::store::{StoreError, StoreResult};
 
-/// The parts of the log statement, each a data-modifying CTE on the counter
-/// row's allocation `s` (so a missing counter row writes nothing), in
-/// [`log_sql`]'s order. `ts` (new tombstones) is left out of a request that
-/// deletes no row; `tc` (cleared tombstones) and `rs` (row-scope entries) out
-/// of one that inserts none — an update-only push plans and runs three
-/// tables fewer. The parameter numbers are the same in every variant.
-///
-/// `cs` inserts without `ON CONFLICT`: its entries carry the `commitSeq`s
-/// this statement allocates (no stored entry can have one: `sync_commits`
-/// would refuse the same keys) and the engine de-duplicates them per commit,
-/// so no conflict can arise — and a plain insert writes no speculative-
-/// insertion confirmation (48 WAL bytes per entry). `rs` keeps `ON CONFLICT
-/// DO NOTHING`: an entry left behind by a write that bypassed the capture
-/// (a distributed table under Citus) must not fail the request.
-const LOG_ALLOCATE: &str = "\
+/// The allocation: `$1` partition, `$2` the number of applied commits.
+const ALLOCATE: &str = "\
 WITH s AS ( \
-    UPDATE syncular.sync_partitions SET max_commit_seq = max_commit_seq + $5 \
-    WHERE partition = $1 RETURNING max_commit_seq - $5 AS base), \
-c AS ( \
-    INSERT INTO syncular.sync_commits \
-      (partition, commit_seq, client_id, client_commit_id, actor_id, created_at_ms) \
-    SELECT $1, s.base + u.n, $2, u.id, $3, $4 \
-    FROM s, unnest($6::text[]) WITH ORDINALITY AS u(id, n)), \
-ch AS ( \
-    INSERT INTO syncular.sync_changes \
-      (partition, commit_seq, idx, tbl, row_id, op, row_version, scopes, payload) \
-    SELECT $1, s.base + u.n, u.idx, u.tbl, u.row_id, u.op, u.row_version, u.scopes::jsonb, u.payload \
-    FROM s, unnest($7::int4[], $8::int4[], $9::text[], $10::text[], $11::int2[], $12::int8[], \
-                   $13::text[], $14::bytea[]) \
-      AS u(n, idx, tbl, row_id, op, row_version, scopes, payload)), \
-cs AS ( \
-    INSERT INTO syncular.sync_change_scopes (partition, tbl, var, value, commit_seq) \
-    SELECT $1, u.tbl, u.var, u.value, s.base + u.n \
-    FROM s, unnest($15::int4[], $16::text[], $17::text[], $18::text[]) AS u(n, tbl, var, value)), \
-pr AS ( \
-    INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
-    SELECT $1, $2, u.id, CASE WHEN u.n > 0 \
-        THEN jsonb_set(u.result::jsonb, '{commitSeq}', to_jsonb(s.base + u.n)) \
-        ELSE u.result::jsonb END \
-    FROM s, unnest($24::text[], $25::int4[], $26::text[]) AS u(id, n, result))";
+    UPDATE syncular.sync_partitions SET max_commit_seq = max_commit_seq + $2 \
+    WHERE partition = $1 RETURNING max_commit_seq - $2 AS base)";
 
 /// New tombstones: rows whose last change in the request deletes them.
-const LOG_TOMBSTONES: &str = ", \
+const NEW_TOMBSTONES: &str = ", \
 ts AS ( \
     INSERT INTO syncular.sync_tombstones (partition, tbl, row_id, commit_seq) \
     SELECT $1, u.tbl, u.row_id, s.base + u.n \
-    FROM s, unnest($19::int4[], $20::text[], $21::text[]) AS u(n, tbl, row_id) \
+    FROM s, unnest($3::int4[], $4::text[], $5::text[]) AS u(n, tbl, row_id) \
     ON CONFLICT (partition, tbl, row_id) DO UPDATE SET commit_seq = EXCLUDED.commit_seq)";
 
-/// Rows the request inserted and left standing: their tombstone goes, their
-/// scope entries are written.
-const LOG_INSERTED: &str = ", \
+/// Rows the request inserted that had a tombstone (probed first: most have
+/// none): the tombstone goes.
+const CLEARED: &str = ", \
 tc AS ( \
     DELETE FROM syncular.sync_tombstones t \
-    USING s, unnest($22::text[], $23::text[]) AS u(tbl, row_id) \
-    WHERE t.partition = $1 AND t.tbl = u.tbl AND t.row_id = u.row_id), \
-rs AS ( \
-    INSERT INTO syncular.sync_row_scopes (partition, tbl, var, value, row_id) \
-    SELECT $1, u.tbl, u.var, u.value, u.row_id \
-    FROM s, unnest($27::text[], $28::text[], $29::text[], $30::text[]) AS u(tbl, var, value, row_id) \
-    ON CONFLICT DO NOTHING)";
+    USING s, unnest($6::text[], $7::text[]) AS u(tbl, row_id) \
+    WHERE t.partition = $1 AND t.tbl = u.tbl AND t.row_id = u.row_id)";
 
-/// The log statement for a request that deletes rows (`deletes`) and/or
-/// inserts rows (`inserts`); see [`LOG_ALLOCATE`].
-fn log_sql(deletes: bool, inserts: bool) -> &'static str {
-    static SQL: [std::sync::OnceLock<String>; 4] =
-        [std::sync::OnceLock::new(), std::sync::OnceLock::new(), std::sync::OnceLock::new(), std::sync::OnceLock::new()];
-    SQL[usize::from(deletes) * 2 + usize::from(inserts)].get_or_init(|| {
-        let mut sql = LOG_ALLOCATE.to_owned();
+/// The counter statement for a request that deletes rows (`deletes`) and/or
+/// inserts rows that had a tombstone (`clears`); the parameter numbers are
+/// the same in every variant. Run through [`pinned_plan`]: an index walk on every table it
+/// probes however small the table was when the backend planned it.
+fn counter_sql(deletes: bool, clears: bool) -> &'static str {
+    static SQL: [std::sync::OnceLock<String>; 4] = [const { std::sync::OnceLock::new() }; 4];
+    SQL[usize::from(deletes) * 2 + usize::from(clears)].get_or_init(|| {
+        let mut sql = ALLOCATE.to_owned();
         if deletes {
-            sql.push_str(LOG_TOMBSTONES);
+            sql.push_str(NEW_TOMBSTONES);
         }
-        if inserts {
-            sql.push_str(LOG_INSERTED);
+        if clears {
+            sql.push_str(CLEARED);
         }
         sql.push_str(" SELECT base FROM s");
         sql
     })
 }
 
-/// Rejections only: no `commitSeq` is allocated and the counter row is not touched.
-const REJECTED_SQL: &str = "\
-INSERT INTO syncular.sync_push_results (partition, client_id, client_commit_id, result) \
-SELECT $1, $2, u.id, u.result::jsonb FROM unnest($3::text[], $4::text[]) AS u(id, result)";
-
 fn unzip3<A: Clone, B: Clone, C: Clone>(v: &[(A, B, C)]) -> (Vec<A>, Vec<B>, Vec<C>) {
     (v.iter().map(|x| x.0.clone()).collect(), v.iter().map(|x| x.1.clone()).collect(), v.iter().map(|x| x.2.clone()).collect())
-}
-
-fn unzip4(v: &[(String, String, String, String)]) -> (Vec<String>, Vec<String>, Vec<String>, Vec<String>) {
-    (
-        v.iter().map(|x| x.0.clone()).collect(),
-        v.iter().map(|x| x.1.clone()).collect(),
-        v.iter().map(|x| x.2.clone()).collect(),
-        v.iter().map(|x| x.3.clone()).collect(),
-    )
 }
 
 /// Writes `log` and returns the allocated base: the applied commit at
 /// position `n` (1-based) has `commitSeq = base + n`. `None` when nothing was
 /// applied (only rejections were stored; no sequence allocated). Errors:
 /// SPI failures; a missing counter row (`touch` creates it) is a
-/// [`MISSING_COUNTER`] error, with nothing written; a stored outcome for the same key (only possible when the caller's
-/// snapshot predates a concurrent delivery: REPEATABLE READ) raises 23505.
-///
-/// With `syncular.router_statements` on, the same rows are written by
-/// [`crate::store::log::request_router`] instead (one single-shard statement per
-/// table, for Citus).
+/// [`MISSING_COUNTER`] error, with nothing written; a stored outcome for the
+/// same key (only possible when the caller's snapshot predates a concurrent
+/// delivery: REPEATABLE READ) raises 23505.
 pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
-    if crate::settings::router_statements() {
+    if !direct::available() {
         return crate::store::log::request_router::write_request_log(author, log);
     }
-    if log.applied.is_empty() {
-        if !log.outcomes.is_empty() {
-            let ids: Vec<String> = log.outcomes.iter().map(|o| o.0.clone()).collect();
-            let results: Vec<String> = log.outcomes.iter().map(|o| o.2.clone()).collect();
-            Spi::connect_mut(|client| {
-                pinned_plan::execute(
-                    client,
-                    REJECTED_SQL,
-                    None,
-                    &[
-                        DatumWithOid::from(author.partition),
-                        DatumWithOid::from(author.client_id),
-                        DatumWithOid::from(ids),
-                        DatumWithOid::from(results),
-                    ],
-                )?;
-                Ok(())
-            })
-            .map_err(StoreError::spi("write_rejections"))?;
+    let base = if log.applied.is_empty() { None } else { Some(allocate(author, log)?) };
+    let seq = |commit: i32| base.unwrap_or(0) + i64::from(commit);
+    let outcomes = log
+        .outcomes
+        .iter()
+        .map(|(id, commit, result)| Ok((id, if *commit > 0 { with_commit_seq(result, seq(*commit))? } else { result.clone() })))
+        .collect::<StoreResult<Vec<_>>>()?;
+    // SAFETY: nothing allocated inside outlives the closure (the relations are
+    // closed in it); an ERROR inside aborts the (sub)transaction, whose cleanup
+    // resets the memory contexts and releases the relations.
+    unsafe { PgMemoryContexts::new("syncular log rows").switch_to(|_| {
+        if base.is_some() {
+            let mut commits = Inserter::open(c"sync_commits");
+            for (i, id) in (1..).zip(&log.applied) {
+                commits.insert(&[
+                    Some(direct::text(author.partition)),
+                    Some(direct::int(seq(i))),
+                    Some(direct::text(author.client_id)),
+                    Some(direct::text(id)),
+                    Some(direct::text(author.actor_id)),
+                    Some(direct::int(author.created_at_ms)),
+                ]);
+            }
+            commits.close();
+            let mut changes = Inserter::open(c"sync_changes");
+            for c in &log.changes {
+                changes.insert(&[
+                    Some(direct::text(author.partition)),
+                    Some(direct::int(seq(c.commit))),
+                    Some(direct::int(i64::from(c.idx))),
+                    Some(direct::text(&c.table)),
+                    Some(direct::text(&c.row_id)),
+                    Some(direct::int(i64::from(c.op))),
+                    c.row_version.map(direct::int),
+                    Some(direct::jsonb(&c.scopes_json)),
+                    c.payload.as_deref().map(direct::bytea),
+                ]);
+            }
+            changes.close();
+            if !log.change_scopes.is_empty() {
+                let mut scopes = Inserter::open(c"sync_change_scopes");
+                for (commit, tbl, var, value) in &log.change_scopes {
+                    scopes.insert(&[
+                        Some(direct::text(author.partition)),
+                        Some(direct::text(tbl)),
+                        Some(direct::text(var)),
+                        Some(direct::text(value)),
+                        Some(direct::int(seq(*commit))),
+                    ]);
+                }
+                scopes.close();
+            }
+            // The inserted rows' scope entries; one already there (left by a
+            // write that bypassed the capture) is kept, as ON CONFLICT DO NOTHING would.
+            let fresh: Vec<_> = log
+                .row_scopes
+                .iter()
+                .filter(|(tbl, var, value, row_id)| {
+                    !direct::exists(c"sync_row_scopes", c"sync_row_scopes_pkey", &[author.partition, tbl, var, value, row_id])
+                })
+                .collect();
+            if !fresh.is_empty() {
+                let mut entries = Inserter::open(c"sync_row_scopes");
+                for (tbl, var, value, row_id) in fresh {
+                    entries.insert(&[
+                        Some(direct::text(author.partition)),
+                        Some(direct::text(tbl)),
+                        Some(direct::text(var)),
+                        Some(direct::text(value)),
+                        Some(direct::text(row_id)),
+                    ]);
+                }
+                entries.close();
+            }
         }
-        return Ok(None);
-    }
+        if !outcomes.is_empty() {
+            let mut results = Inserter::open(c"sync_push_results");
+            for (id, result) in &outcomes {
+                results.insert(&[
+                    Some(direct::text(author.partition)),
+                    Some(direct::text(author.client_id)),
+                    Some(direct::text(id)),
+                    Some(direct::jsonb(result)),
+                ]);
+            }
+            results.close();
+        }
+    }) };
+    Ok(base)
+}
+
+/// An applied outcome's stored JSON with its allocated `commitSeq` (what
+/// `jsonb_set(result, '{commitSeq}', to_jsonb(seq))` stores).
+fn with_commit_seq(result: &str, commit_seq: i64) -> StoreResult<String> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(result).map_err(|e| StoreError::new("write_request_log", format!("an outcome is not JSON: {e}")))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err(StoreError::new("write_request_log", "an outcome is not a JSON object"));
+    };
+    object.insert("commitSeq".to_owned(), serde_json::Value::from(commit_seq));
+    Ok(value.to_string())
+}
+
+/// Allocates the request's `commitSeq`s (taking the counter row) and writes
+/// its new tombstones and clears those of the rows it inserted
+/// ([`counter_sql`]; a row whose tombstone the probe does not find has none
+/// to clear — only a delete of that row writes one, and the row is this
+/// transaction's insert); returns the base. Errors: SPI failures;
+/// [`MISSING_COUNTER`].
+fn allocate(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<i64> {
     let n = i64::try_from(log.applied.len()).map_err(|_| StoreError::new("write_request_log", "too many commits"))?;
-    let ch = &log.changes;
-    let (cs_n, cs_rest): (Vec<i32>, Vec<(String, String, String)>) =
-        log.change_scopes.iter().map(|(n, t, v, x)| (*n, (t.clone(), v.clone(), x.clone()))).unzip();
-    let (cs_tbl, cs_var, cs_value) = unzip3(&cs_rest);
     let (ts_n, ts_tbl, ts_row) = unzip3(&log.tombstones);
-    let (tc_tbl, tc_row): (Vec<String>, Vec<String>) = log.cleared_tombstones.iter().cloned().unzip();
-    let (pr_id, pr_n, pr_result) = unzip3(&log.outcomes);
-    let (rs_tbl, rs_var, rs_value, rs_row) = unzip4(&log.row_scopes);
+    let (tc_tbl, tc_row): (Vec<String>, Vec<String>) = log
+        .cleared_tombstones
+        .iter()
+        .filter(|(tbl, row_id)| direct::exists(c"sync_tombstones", c"sync_tombstones_pkey", &[author.partition, tbl, row_id]))
+        .cloned()
+        .unzip();
+    let clears = !tc_tbl.is_empty();
     let args = [
         DatumWithOid::from(author.partition),
-        DatumWithOid::from(author.client_id),
-        DatumWithOid::from(author.actor_id),
-        DatumWithOid::from(author.created_at_ms),
         DatumWithOid::from(n),
-        DatumWithOid::from(log.applied.clone()),
-        DatumWithOid::from(ch.iter().map(|c| c.commit).collect::<Vec<i32>>()),
-        DatumWithOid::from(ch.iter().map(|c| c.idx).collect::<Vec<i32>>()),
-        DatumWithOid::from(ch.iter().map(|c| c.table.clone()).collect::<Vec<String>>()),
-        DatumWithOid::from(ch.iter().map(|c| c.row_id.clone()).collect::<Vec<String>>()),
-        DatumWithOid::from(ch.iter().map(|c| c.op).collect::<Vec<i16>>()),
-        DatumWithOid::from(ch.iter().map(|c| c.row_version).collect::<Vec<Option<i64>>>()),
-        DatumWithOid::from(ch.iter().map(|c| c.scopes_json.clone()).collect::<Vec<String>>()),
-        DatumWithOid::from(ch.iter().map(|c| c.payload.clone()).collect::<Vec<Option<Vec<u8>>>>()),
-        DatumWithOid::from(cs_n),
-        DatumWithOid::from(cs_tbl),
-        DatumWithOid::from(cs_var),
-        DatumWithOid::from(cs_value),
         DatumWithOid::from(ts_n),
         DatumWithOid::from(ts_tbl),
         DatumWithOid::from(ts_row),
         DatumWithOid::from(tc_tbl),
         DatumWithOid::from(tc_row),
-        DatumWithOid::from(pr_id),
-        DatumWithOid::from(pr_n),
-        DatumWithOid::from(pr_result),
-        DatumWithOid::from(rs_tbl),
-        DatumWithOid::from(rs_var),
-        DatumWithOid::from(rs_value),
-        DatumWithOid::from(rs_row),
     ];
     let base = Spi::connect_mut(|client| {
-        let sql = log_sql(!log.tombstones.is_empty(), !log.cleared_tombstones.is_empty() || !log.row_scopes.is_empty());
+        let sql = counter_sql(!log.tombstones.is_empty(), clears);
         let table = pinned_plan::execute(client, sql, None, &args)?;
         if table.is_empty() {
             return Ok(None);
@@ -210,5 +231,5 @@ pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResul
         table.first().get_one::<i64>()
     })
     .map_err(StoreError::spi("write_request_log"))?;
-    base.map(Some).ok_or_else(|| StoreError::new("write_request_log", MISSING_COUNTER))
+    base.ok_or_else(|| StoreError::new("write_request_log", MISSING_COUNTER))
 }

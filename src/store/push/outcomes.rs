@@ -18,13 +18,20 @@ pub type StoredOutcomes = HashMap<String, String>;
 
 /// The stored outcomes of the keys `$3` (`text[]`) of client `$2` in
 /// partition `$1`, as a lateral join of zero or more rows — one primary-key
-/// probe per key: columns `client_commit_id`, `result` (text) of `pr`.
-pub const OUTCOMES_JOIN: &str = "LEFT JOIN LATERAL (SELECT p.client_commit_id, p.result::text AS result \
-     FROM syncular.sync_push_results p \
-     WHERE p.partition = $1 AND p.client_id = $2 AND p.client_commit_id = ANY($3::text[])) pr ON true";
+/// probe per key (a `LIMIT 1` subquery per element of the array, so the key
+/// is always part of the index condition: with `= ANY($3)` the planner,
+/// before `ANALYZE`, walked every outcome of the client and filtered, a
+/// push slowing with each stored outcome): columns `client_commit_id`,
+/// `result` (text) of `pr`.
+pub const OUTCOMES_JOIN: &str = "LEFT JOIN LATERAL (SELECT u.id AS client_commit_id, o.result \
+     FROM unnest($3::text[]) AS u(id) \
+     CROSS JOIN LATERAL (SELECT p.result::text AS result FROM syncular.sync_push_results p \
+        WHERE p.partition = $1 AND p.client_id = $2 AND p.client_commit_id = u.id LIMIT 1) o) pr ON true";
 
-const SELECT_OUTCOMES_SQL: &str = "SELECT client_commit_id, result::text FROM syncular.sync_push_results \
-     WHERE partition = $1 AND client_id = $2 AND client_commit_id = ANY($3::text[])";
+/// [`OUTCOMES_JOIN`]'s probes as a statement of their own.
+const SELECT_OUTCOMES_SQL: &str = "SELECT u.id, o.result FROM unnest($3::text[]) AS u(id) \
+     CROSS JOIN LATERAL (SELECT p.result::text AS result FROM syncular.sync_push_results p \
+        WHERE p.partition = $1 AND p.client_id = $2 AND p.client_commit_id = u.id LIMIT 1) o";
 
 /// Reads the persisted result JSON texts of the keys `client_commit_ids`
 /// (those that have one). Errors: SPI failures.

@@ -1,4 +1,4 @@
-//! The `BENCH_*` knobs of the issue-10 benchmark, read once from the environment.
+//! The `BENCH_*` knobs of the issue-29 benchmark, read once from the environment.
 
 use crate::env_usize;
 
@@ -9,8 +9,9 @@ pub struct Config {
     /// (`BENCH_COMMITS`, default 2,000; 300 with `BENCH_QUICK=1`).
     pub commits: usize,
     /// Measured rounds; every round runs each backend once per scenario,
-    /// alternated, and the report takes the median (`BENCH_ROUNDS`, default
-    /// 3; 1 with `BENCH_QUICK=1`).
+    /// alternated, and the report takes the median; the never-analyzed lane
+    /// runs as many rounds of its own (`BENCH_ROUNDS`, default 3; 1 with
+    /// `BENCH_QUICK=1`).
     pub rounds: usize,
     /// Rows already in the partition of the "preloaded" scenario
     /// (`BENCH_PRELOAD`, default 100,000 — also with `BENCH_QUICK=1`).
@@ -19,7 +20,8 @@ pub struct Config {
     /// (`BENCH_PULL_REPS`, default 20; 5 with `BENCH_QUICK=1`).
     pub pull_reps: usize,
     /// Single-row commits per connection of the unreported warm-up run of
-    /// each backend (min(200, `commits`)).
+    /// each backend, before the never-analyzed lane and again before the
+    /// rounds (min(200, `commits`)).
     pub warmup: usize,
 }
 

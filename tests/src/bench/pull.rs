@@ -20,7 +20,7 @@ use crate::wire::{commit, delivered, pull_header, subscription, upsert, RawSessi
 
 /// The log tables whose planner statistics the pull depends on (`ANALYZE`d
 /// between the two pull measurements; a name this extension version does not
-/// have is skipped).
+/// have is skipped). The never-analyzed push lane prints their state too.
 pub const LOG_TABLES: [&str; 4] = [
     "sync_commits",
     "sync_changes",
@@ -257,8 +257,9 @@ impl PullFixture {
         self.check()?;
         let statements = probe.statements_since_reset(admin)?;
         if std::env::var_os("BENCH_PULL_BREAKDOWN").is_some() {
-            for (calls, top, query) in probe.statement_breakdown(admin, 20)? {
-                println!("  pull statement: {calls} {top:?} {}", query.chars().take(300).collect::<String>());
+            for s in probe.statement_breakdown(admin, Some(20))? {
+                let query: String = s.query.chars().take(300).collect();
+                println!("  pull statement: {} {:?} {:?} ms {query}", s.calls, s.nested, s.mean_ms);
             }
         }
         let (partition, want) = (self.reader.partition.clone(), self.case.rows());
@@ -303,9 +304,10 @@ pub fn log_tables(admin: &mut Client) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// Whether each table was ever analyzed: `(table, last_analyze,
-/// last_autoanalyze, pg_statistic rows)` — no `pg_statistic` row means the
-/// planner has never had statistics for it.
+/// Whether each table (schema-qualified) was ever analyzed, from
+/// `pg_stat_all_tables`: `(table, last_analyze, last_autoanalyze,
+/// pg_statistic rows)` — no `pg_statistic` row means the planner has never
+/// had statistics for it.
 ///
 /// Errors: a Postgres error.
 pub fn analyze_status(
@@ -318,7 +320,7 @@ pub fn analyze_status(
             .query_one(
                 "SELECT coalesce(s.last_analyze::text, 'never'), coalesce(s.last_autoanalyze::text, 'never'),
                         (SELECT count(*) FROM pg_statistic WHERE starelid = $1::text::regclass)
-                   FROM pg_stat_user_tables s WHERE s.relid = $1::text::regclass",
+                   FROM pg_stat_all_tables s WHERE s.relid = $1::text::regclass",
                 &[t],
             )
             .map_err(pg_err)?;

@@ -1,27 +1,16 @@
-//! What the benchmark prints: the server's settings, one line per measured
-//! run, the per-scenario table (medians over the rounds), the ratios, the
-//! goals of issue 10 (met / not met) and the seed's floor against the same
-//! bounds.
+//! What the benchmark prints: the server's settings, which tables were ever
+//! analyzed, one line per measured run, the per-scenario table (medians over
+//! the rounds), the statements of the extension's push with their mean times
+//! and the time outside SQL, and the pull timings; the ratios and the goals
+//! of issue 29 are in [`super::goals`].
 
 use postgres::Client;
 
 use super::backends::Backend;
 use super::median;
 use super::pull::{PullCase, PullTimes};
-use super::scenarios::{RunResult, EIGHT_SHARED, EIGHT_SPREAD, ONE, PRELOADED, SCENARIOS};
-
-/// Goals of issue 10 (ratios are extension ÷ baseline commits/s).
-pub const GOAL_ONE_VS_PLAIN: f64 = 0.70;
-pub const GOAL_EIGHT_SHARED_VS_NOTIFY: f64 = 0.60;
-pub const GOAL_EIGHT_SPREAD_VS_NOTIFY: f64 = 0.80;
-/// Statements per single-row commit, at most.
-pub const GOAL_STATEMENTS: f64 = 8.0;
-/// WAL bytes per single-row commit, at most.
-pub const GOAL_WAL_BYTES: f64 = 1500.0;
-/// Empty-partition ÷ preloaded-partition commits/s, at most.
-pub const GOAL_PRELOADED_SLOWDOWN: f64 = 1.1;
-/// Pull of 1,000 one-row commits, milliseconds, at most.
-pub const GOAL_PULL_MS: f64 = 2.5;
+use super::scenarios::{RunResult, PRELOADED, REPORT_ORDER, SCENARIOS};
+use super::stats::{OutsideSql, StatementStat};
 
 /// `SHOW name`, or `n/a` when the server has no such setting.
 pub fn show(admin: &mut Client, name: &str) -> String {
@@ -46,7 +35,7 @@ pub fn print_header(admin: &mut Client, config: &super::config::Config, notes: &
     let fsync = show(admin, "fsync");
     let sync_commit = show(admin, "synchronous_commit");
     println!(
-        "syncular bench (issue 10) — PostgreSQL {}; machine: {}",
+        "syncular bench (issue 29) — PostgreSQL {}; machine: {}",
         show(admin, "server_version"),
         machine_load()
     );
@@ -66,10 +55,15 @@ pub fn print_header(admin: &mut Client, config: &super::config::Config, notes: &
         show(admin, "pg_stat_statements.track"),
     );
     println!(
-        "runs: {} single-row commits per connection, {} round(s), median reported; each round runs every scenario with the backends alternated",
+        "runs: {} single-row commits per connection, {} round(s), median reported; backends alternated (plain, notify, ext, floor, …);",
         config.commits, config.rounds
     );
-    println!("      (plain, notify, ext, floor, plain, …); a CHECKPOINT precedes every measured run; every run inserts fresh rows");
+    println!(
+        "      first the never-analyzed lane ({} round(s) of \"1 connection\", before the pulls, nothing analyzed yet), then, after",
+        config.rounds
+    );
+    println!("      preload and ANALYZE, every round runs the four other scenarios; a CHECKPOINT precedes every measured run;");
+    println!("      every run inserts fresh rows");
     for b in Backend::ALL {
         println!("backend {:<7} {}", b.key(), b.label());
     }
@@ -85,7 +79,7 @@ pub fn print_header(admin: &mut Client, config: &super::config::Config, notes: &
 /// Prints one measured run as it finishes.
 pub fn print_run(r: &RunResult, rounds: usize) {
     println!(
-        "round {}/{rounds}  {:<34} {:<7} {:>6} commits {:>7.2} s {:>8.0} commits/s",
+        "round {}/{rounds}  {:<36} {:<7} {:>6} commits {:>7.2} s {:>8.0} commits/s",
         r.round + 1,
         SCENARIOS[r.scenario].label,
         r.backend.key(),
@@ -140,7 +134,8 @@ pub fn cell(results: &[RunResult], scenario: usize, backend: Backend) -> Option<
     })
 }
 
-fn opt(v: Option<f64>, decimals: usize) -> String {
+/// `v` with `decimals` decimals, or `n/a`.
+pub fn opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.decimals$}"))
 }
 
@@ -152,7 +147,7 @@ pub fn print_table(results: &[RunResult], preload: usize) {
         "{:<12} {:>10}  {:<26} {:>6} {:>7} {:>8} {:>8} {:>6}",
         "backend", "commits/s", "each round", "stmts", "WAL B", "no-FPI B", "records", "FPIs"
     );
-    for s in 0..SCENARIOS.len() {
+    for s in REPORT_ORDER {
         println!("{}", scenario_label(s, preload));
         for b in Backend::ALL {
             let Some(c) = cell(results, s, b) else {
@@ -183,183 +178,49 @@ pub fn scenario_label(s: usize, preload: usize) -> String {
     }
 }
 
-/// Prints the statements of the extension's single-row commit, per commit.
-pub fn print_breakdown(breakdown: &[(i64, Option<bool>, String)], commits: usize) {
+/// Statements of the breakdown printed (the time outside SQL sums them all).
+pub const BREAKDOWN_SHOWN: usize = 20;
+
+/// Prints the statements of the extension's single-row commit (the
+/// [`BREAKDOWN_SHOWN`] most called), per commit, with their mean times, then
+/// the time outside SQL per push.
+pub fn print_breakdown(breakdown: &[StatementStat], commits: usize, outside: &Result<OutsideSql, String>) {
     println!();
-    println!("statements of the extension run (1 connection, last round, {commits} commits): calls per commit, calls");
-    for (calls, nested, query) in breakdown {
-        let text: String = query.chars().take(100).collect();
+    println!(
+        "statements of the extension run (1 connection, last round, {commits} commits): calls per commit, calls, mean ms"
+    );
+    for s in breakdown.iter().take(BREAKDOWN_SHOWN) {
+        let text: String = s.query.chars().take(100).collect();
         println!(
-            "  {:>6.2} {calls:>6}  {:<9} {text}",
-            *calls as f64 / commits as f64,
-            match nested {
+            "  {:>6.2} {:>6} {:>9}  {:<9} {text}",
+            s.calls as f64 / commits as f64,
+            s.calls,
+            opt(s.mean_ms, 4),
+            match s.nested {
                 Some(true) => "nested",
                 Some(false) => "top-level",
                 None => "",
             }
         );
     }
-}
-
-/// One goal of the issue and its verdict.
-struct Goal {
-    what: String,
-    value: String,
-    bound: String,
-    met: Option<bool>,
-}
-
-impl Goal {
-    fn at_least(what: impl Into<String>, value: Option<f64>, bound: f64, decimals: usize) -> Goal {
-        Goal {
-            what: what.into(),
-            value: opt(value, decimals),
-            bound: format!("≥ {bound:.2}"),
-            met: value.map(|v| v >= bound),
+    if breakdown.len() > BREAKDOWN_SHOWN {
+        println!("  … and {} more statements", breakdown.len() - BREAKDOWN_SHOWN);
+    }
+    match outside {
+        Ok(o) => {
+            println!(
+                "time outside SQL per push: {:.4} ms (mean of the top-level SELECT syncular.sync(…), {} calls) − {:.4} ms",
+                o.push_ms, o.pushes, o.nested_ms
+            );
+            println!(
+                "      (Σ over all {} nested statements of calls ÷ {} × mean) = {:.4} ms",
+                breakdown.iter().filter(|s| s.nested == Some(true)).count(),
+                o.pushes,
+                o.outside_ms
+            );
+            println!("      (one level of nesting assumed: a statement nested in a nested one would count twice)");
         }
-    }
-
-    fn at_most(what: impl Into<String>, value: Option<f64>, bound: f64, decimals: usize) -> Goal {
-        Goal {
-            what: what.into(),
-            value: opt(value, decimals),
-            bound: format!("≤ {bound}"),
-            // Judged as printed: per-connection one-offs (a backend's first request loads the
-            // schema and binds its client) amortize below the printed precision.
-            met: value.map(|v| {
-                let scale = 10f64.powi(decimals as i32);
-                (v * scale).round() / scale <= bound
-            }),
-        }
-    }
-}
-
-/// Prints the ratios of every scenario, then the issue's goals with verdicts.
-pub fn print_ratios_and_goals(
-    results: &[RunResult],
-    preload: usize,
-    pulls: &[(PullCase, PullTimes, PullTimes)],
-    durable: bool,
-) {
-    let rate = |s: usize, b: Backend| cell(results, s, b).map(|c| c.per_sec);
-    let ratio = |s: usize, base: Backend| Some(rate(s, Backend::Extension)? / rate(s, base)?);
-    let floor_ratio = |s: usize, base: Backend| Some(rate(s, Backend::SeedFloor)? / rate(s, base)?);
-    println!();
-    println!(
-        "{:<52} {:>10} {:>18} {:>10} {:>12} {:>20}",
-        "ratios of median commits/s", "ext÷plain", "ext÷(plain+notify)", "ext÷floor", "floor÷plain", "floor÷(plain+notify)"
-    );
-    for s in 0..SCENARIOS.len() {
-        println!(
-            "{:<52} {:>10} {:>18} {:>10} {:>12} {:>20}",
-            scenario_label(s, preload),
-            opt(ratio(s, Backend::Plain), 3),
-            opt(ratio(s, Backend::PlainNotify), 3),
-            opt(ratio(s, Backend::SeedFloor), 3),
-            opt(floor_ratio(s, Backend::Plain), 3),
-            opt(floor_ratio(s, Backend::PlainNotify), 3)
-        );
-    }
-    println!("  floor = the rows a push writes into the seed's tables, one statement, nothing else: no server keeping");
-    println!("  those tables and indexes can beat it, so floor÷plain bounds what ext÷plain can reach on this machine.");
-    let ext_one = cell(results, ONE, Backend::Extension);
-    let mut goals = vec![
-        Goal::at_least(
-            "1 connection: ext ÷ plain upsert",
-            ratio(ONE, Backend::Plain),
-            GOAL_ONE_VS_PLAIN,
-            3,
-        ),
-        Goal::at_least(
-            "8 connections, one partition: ext ÷ (plain upsert + pg_notify)",
-            ratio(EIGHT_SHARED, Backend::PlainNotify),
-            GOAL_EIGHT_SHARED_VS_NOTIFY,
-            3,
-        ),
-        Goal::at_least(
-            "8 connections, 8 partitions: ext ÷ (plain upsert + pg_notify)",
-            ratio(EIGHT_SPREAD, Backend::PlainNotify),
-            GOAL_EIGHT_SPREAD_VS_NOTIFY,
-            3,
-        ),
-        Goal::at_most(
-            "statements per single-row commit (ext, 1 connection)",
-            ext_one.as_ref().and_then(|c| c.statements),
-            GOAL_STATEMENTS,
-            2,
-        ),
-        Goal::at_most(
-            "WAL bytes per single-row commit (ext, 1 connection, FPIs included)",
-            ext_one.as_ref().map(|c| c.wal_bytes),
-            GOAL_WAL_BYTES,
-            0,
-        ),
-        Goal::at_most(
-            "WAL bytes per single-row commit (ext, 1 connection, without FPIs)",
-            ext_one.as_ref().and_then(|c| c.wal_no_fpi),
-            GOAL_WAL_BYTES,
-            0,
-        ),
-        Goal::at_most(
-            format!(
-                "slowdown into a {preload}-row partition (ext empty ÷ ext preloaded commits/s)"
-            ),
-            rate(ONE, Backend::Extension)
-                .zip(rate(PRELOADED, Backend::Extension))
-                .map(|(e, p)| e / p),
-            GOAL_PRELOADED_SLOWDOWN,
-            3,
-        ),
-    ];
-    for (case, before, after) in pulls
-        .iter()
-        .filter(|(c, ..)| c.commits == 1000 && c.rows_per_commit == 1)
-    {
-        for (state, t) in [("never-analyzed tables", before), ("after ANALYZE", after)] {
-            let what = format!("pull of {} ({state}), ms", case.label());
-            goals.push(Goal::at_most(
-                what,
-                Some(t.pull.as_secs_f64() * 1000.0),
-                GOAL_PULL_MS,
-                3,
-            ));
-        }
-    }
-    println!();
-    let setting = if durable {
-        "durable server"
-    } else {
-        "DIAGNOSTIC fsync=off server — verdicts do not count"
-    };
-    println!("goals of issue 10 (one run, {setting}):");
-    for g in &goals {
-        let verdict = match g.met {
-            Some(true) => "met",
-            Some(false) => "NOT MET",
-            None => "n/a",
-        };
-        println!(
-            "  {:<84} {:>9}  goal {:<8} {verdict}",
-            g.what, g.value, g.bound
-        );
-    }
-    // The same bounds for the seed's floor: what the goals would read for a server that
-    // writes only the seed's rows (not a goal of its own).
-    let floor_one = cell(results, ONE, Backend::SeedFloor);
-    println!("the seed's floor against the same bounds (not goals; what no server keeping the seed's tables can beat):");
-    for (what, value, bound, at_least) in [
-        ("1 connection: floor ÷ plain upsert", floor_ratio(ONE, Backend::Plain), GOAL_ONE_VS_PLAIN, true),
-        ("8 connections, one partition: floor ÷ (plain upsert + pg_notify)", floor_ratio(EIGHT_SHARED, Backend::PlainNotify), GOAL_EIGHT_SHARED_VS_NOTIFY, true),
-        ("8 connections, 8 partitions: floor ÷ (plain upsert + pg_notify)", floor_ratio(EIGHT_SPREAD, Backend::PlainNotify), GOAL_EIGHT_SPREAD_VS_NOTIFY, true),
-        ("WAL bytes per single-row commit (floor, 1 connection, without FPIs)", floor_one.as_ref().and_then(|c| c.wal_no_fpi), GOAL_WAL_BYTES, false),
-    ] {
-        let g = if at_least { Goal::at_least(what, value, bound, 3) } else { Goal::at_most(what, value, bound, 0) };
-        let verdict = match g.met {
-            Some(true) => "within",
-            Some(false) => "BEYOND",
-            None => "n/a",
-        };
-        println!("  {:<84} {:>9}  bound {:<7} {verdict}", g.what, g.value, g.bound);
+        Err(why) => println!("time outside SQL per push: n/a ({why})"),
     }
 }
 
@@ -390,7 +251,7 @@ pub fn print_pulls(pulls: &[(PullCase, PullTimes, PullTimes)], reps: usize) {
     println!("  stmts = statements one pull runs (pg_stat_statements, top-level + nested)");
 }
 
-/// Prints whether each log table was ever analyzed.
+/// Prints whether each table was ever analyzed.
 pub fn print_analyze_status(when: &str, status: &[(String, String, String, i64)]) {
     println!("{when}:");
     for (table, manual, auto, stats) in status {

@@ -1,5 +1,7 @@
-//! The push scenarios, their partitions and preload, and one measured run
-//! ([`Bench::run`]: prepare → counters → commits → counters).
+//! The push scenarios (the four of every round, after `ANALYZE`, and the
+//! "1 connection" lane on never-analyzed tables), their partitions and
+//! preload, the unreported warm-up, and one measured run ([`Bench::run`]:
+//! prepare → counters → commits → counters). Nothing here runs `ANALYZE`.
 
 use std::time::Duration;
 
@@ -32,9 +34,20 @@ pub const ONE: usize = 0;
 pub const EIGHT_SHARED: usize = 1;
 pub const EIGHT_SPREAD: usize = 2;
 pub const PRELOADED: usize = 3;
+/// The "1 connection" layout, run before anything is analyzed (its own lane,
+/// never part of a round after `ANALYZE`).
+pub const NEVER_ANALYZED: usize = 4;
 
-/// The scenarios of issue 10, in the order each round runs them.
-pub const SCENARIOS: [Scenario; 4] = [
+/// The scenarios every round runs after `ANALYZE`, in that order.
+pub const EACH_ROUND: [usize; 4] = [ONE, EIGHT_SHARED, EIGHT_SPREAD, PRELOADED];
+
+/// The order of the report's tables (the never-analyzed lane next to its
+/// analyzed twin).
+pub const REPORT_ORDER: [usize; 5] = [ONE, NEVER_ANALYZED, EIGHT_SHARED, EIGHT_SPREAD, PRELOADED];
+
+/// The push scenarios: [`EACH_ROUND`] and the never-analyzed lane
+/// ([`NEVER_ANALYZED`], the same layout as [`ONE`]).
+pub const SCENARIOS: [Scenario; 5] = [
     Scenario {
         label: "1 connection",
         connections: 1,
@@ -58,6 +71,12 @@ pub const SCENARIOS: [Scenario; 4] = [
         connections: 1,
         spread: false,
         preloaded: true,
+    },
+    Scenario {
+        label: "1 connection, never-analyzed tables",
+        connections: 1,
+        spread: false,
+        preloaded: false,
     },
 ];
 
@@ -179,7 +198,8 @@ impl Bench {
     }
 
     /// An unreported run of every backend (2 connections, one fresh
-    /// partition each): backend caches, plans, the schema load.
+    /// partition each): backend caches, plans, the schema load. Runs no
+    /// `ANALYZE` (the never-analyzed lane warms up with it too).
     ///
     /// Errors: as [`Bench::run`].
     pub fn warm_up(&mut self) -> Result<(), String> {

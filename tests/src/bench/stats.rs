@@ -2,7 +2,9 @@
 //! `pg_stat_statements`, with `track = all` so the statements the extension
 //! runs through SPI count), WAL bytes (`pg_current_wal_insert_lsn()` delta),
 //! WAL records and full-page images (`pg_walinspect` over the same LSN
-//! range; `pg_stat_wal` deltas where that is missing).
+//! range; `pg_stat_wal` deltas where that is missing); and, per statement,
+//! calls and mean execution time ([`Probe::statement_breakdown`]), from which
+//! [`outside_sql`] derives the time a push spends outside SQL.
 //!
 //! Every query the harness itself sends while measuring carries the marker
 //! [`META`] and is left out of the statement count.
@@ -206,39 +208,46 @@ impl Probe {
         Ok(Some((row.get(0), row.get(1))))
     }
 
-    /// The statements recorded since the last reset, most called first:
-    /// `(calls, nested?, query text)` (at most `limit`; nested = run inside
-    /// another statement, e.g. through SPI; `None` before Postgres 14, whose
-    /// `pg_stat_statements` does not say). Empty without `pg_stat_statements`.
+    /// The statements recorded since the last reset, most called first (at
+    /// most `limit`; `None`: all), with their calls, nesting and mean
+    /// execution time. Empty without `pg_stat_statements`.
     ///
     /// Errors: a Postgres error.
     pub fn statement_breakdown(
         &self,
         admin: &mut Client,
-        limit: i64,
-    ) -> Result<Vec<(i64, Option<bool>, String)>, String> {
+        limit: Option<i64>,
+    ) -> Result<Vec<StatementStat>, String> {
         if !self.statements {
             return Ok(Vec::new());
         }
-        let has_toplevel: bool = admin
+        // `toplevel` since Postgres 14; `mean_exec_time` since 13 (`mean_time` before).
+        let columns = admin
             .query_one(
                 &format!(
                     "SELECT {META} EXISTS (SELECT 1 FROM pg_attribute
-                      WHERE attrelid = 'pg_stat_statements'::regclass AND attname = 'toplevel')"
+                              WHERE attrelid = 'pg_stat_statements'::regclass AND attname = 'toplevel'),
+                            (SELECT attname::text FROM pg_attribute
+                              WHERE attrelid = 'pg_stat_statements'::regclass
+                                AND attname IN ('mean_exec_time', 'mean_time')
+                              ORDER BY attname LIMIT 1)"
                 ),
                 &[],
             )
-            .map_err(pg_err)?
-            .get(0);
-        let nested = if has_toplevel {
+            .map_err(pg_err)?;
+        let nested = if columns.get::<_, bool>(0) {
             "NOT toplevel"
         } else {
             "NULL::boolean"
         };
+        let mean = match columns.get::<_, Option<String>>(1) {
+            Some(column) => format!("{column}::float8"),
+            None => "NULL::float8".to_owned(),
+        };
         let rows = admin
             .query(
                 &format!(
-                    "SELECT {META} calls, {nested}, regexp_replace(query, '\\s+', ' ', 'g')
+                    "SELECT {META} calls, {nested}, {mean}, regexp_replace(query, '\\s+', ' ', 'g')
                        FROM pg_stat_statements
                       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
                         AND query NOT LIKE '%bench:meta%'
@@ -249,9 +258,76 @@ impl Probe {
             .map_err(pg_err)?;
         Ok(rows
             .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .map(|r| StatementStat {
+                calls: r.get(0),
+                nested: r.get(1),
+                mean_ms: r.get(2),
+                query: r.get(3),
+            })
             .collect())
     }
+}
+
+/// One `pg_stat_statements` entry (since the last reset).
+#[derive(Clone, Debug)]
+pub struct StatementStat {
+    /// Executions.
+    pub calls: i64,
+    /// Run inside another statement (e.g. through SPI); `None` before
+    /// Postgres 14, whose `pg_stat_statements` does not say.
+    pub nested: Option<bool>,
+    /// Mean execution time in ms (`mean_exec_time`; `mean_time` before
+    /// Postgres 13). A statement's time includes the statements nested in it.
+    pub mean_ms: Option<f64>,
+    /// The normalized query text, whitespace collapsed.
+    pub query: String,
+}
+
+/// The time one push spends outside SQL: the top-level
+/// `SELECT syncular.sync(…)`'s mean minus, over the nested statements, calls
+/// per push × mean (assumes one level of nesting: a statement nested in a
+/// nested one would be counted twice, inside its parent and on its own).
+#[derive(Clone, Copy, Debug)]
+pub struct OutsideSql {
+    /// Calls of the top-level `SELECT syncular.sync(…)` (pushes).
+    pub pushes: i64,
+    /// Its `mean_exec_time`, ms.
+    pub push_ms: f64,
+    /// Σ over the nested statements of (calls ÷ pushes) × mean, ms.
+    pub nested_ms: f64,
+    /// `push_ms − nested_ms`.
+    pub outside_ms: f64,
+}
+
+/// [`OutsideSql`] from a run's statements ([`Probe::statement_breakdown`], all of them).
+///
+/// Errors: why it cannot be computed (no `toplevel` or mean column, no top-level push).
+pub fn outside_sql(stats: &[StatementStat]) -> Result<OutsideSql, String> {
+    if stats.is_empty() {
+        return Err("no statement breakdown (pg_stat_statements missing?)".to_owned());
+    }
+    if stats.iter().any(|s| s.nested.is_none()) {
+        return Err("pg_stat_statements has no toplevel column (Postgres 14+)".to_owned());
+    }
+    let push = stats
+        .iter()
+        .find(|s| s.nested == Some(false) && s.query.contains("syncular.sync("))
+        .ok_or("no top-level SELECT syncular.sync(…) among the statements")?;
+    let push_ms = push.mean_ms.ok_or("pg_stat_statements has no mean_exec_time column")?;
+    if push.calls <= 0 {
+        return Err("the top-level SELECT syncular.sync(…) has no calls".to_owned());
+    }
+    let mut nested_ms = 0.0;
+    for s in stats.iter().filter(|s| s.nested == Some(true)) {
+        let mean = s.mean_ms.ok_or("pg_stat_statements has no mean_exec_time column")?;
+        nested_ms += s.calls as f64 / push.calls as f64 * mean;
+    }
+    Ok(OutsideSql {
+        pushes: push.calls,
+        push_ms,
+        nested_ms,
+        outside_ms: push_ms - nested_ms,
+    })
 }
 
 /// Waits until no connection named [`WORKER_APP`] is left (a closing backend
