@@ -47,6 +47,7 @@ pub mod capture;
 pub mod lifecycle;
 pub mod values_insert;
 pub mod citus;
+pub mod direct;
 pub mod blobs;
 pub mod segments;
 pub mod reactions;

@@ -81,4 +81,52 @@ mod tests {
         let none = context::read("p1", Some("c0"), context::PullPart::None, Vec::new(), false, &[]).unwrap();
         assert!(none.stored_outcomes.is_empty());
     }
+
+    /// The request context read without a statement and as one statement
+    /// (Citus, leases) agree field for field: no partition yet, a partition
+    /// with its registry and counter, a bound client with stored outcomes, a
+    /// round that only pulls (the log bounds).
+    #[pg_test]
+    fn the_direct_context_read_equals_the_statement_read() {
+        use crate::store::round::context::{read_direct, read_statement, PullPart};
+        let shown = |c: crate::store::round::context::RequestContextRow| {
+            let outcomes: std::collections::BTreeMap<_, _> = c.stored_outcomes.into_iter().collect();
+            format!(
+                "schema_key: {:?}, registry: {:?}, client: {:?}, key: {:?}, lease: {:?}, bounds: {:?}, outcomes: {outcomes:?}",
+                c.schema_key, c.registry, c.client, c.notification_key, c.lease.is_some(), c.bounds
+            )
+        };
+        let both = |partition: &str, client: Option<&str>, pull: PullPart, ids: &[String]| {
+            let direct = shown(read_direct(partition, client, pull, ids));
+            let statement = shown(read_statement(partition, client, pull, false, ids).unwrap());
+            assert_eq!(direct, statement, "partition {partition:?}, client {client:?}, {pull:?}");
+            direct
+        };
+        let ids: Vec<String> = vec!["k1".into(), "k2".into(), "absent".into()];
+        let empty = both("nowhere", Some("c0"), PullPart::BoundsNow, &ids);
+        assert!(empty.contains("registry: None") && empty.contains("client: None"), "{empty}");
+        Spi::run(
+            "INSERT INTO syncular.sync_schema_versions (version, ir, app_schema, registered_at_ms) VALUES (3, '{}', 'public', 0), (5, '{}', 'public', 0); \
+             INSERT INTO syncular.sync_notification_key VALUES (1, '\\x00ff'); \
+             INSERT INTO syncular.sync_partition_registry VALUES ('p1', 'epoch-1', true, 42); \
+             INSERT INTO syncular.sync_partitions VALUES ('p1', 17, 3); \
+             INSERT INTO syncular.sync_clients (partition, client_id, actor_id, wire_version, cursor, subscriptions, updated_at_ms) \
+               VALUES ('p1', 'c0', 'alice', 2, 5, '[]', 99); \
+             INSERT INTO syncular.sync_push_results VALUES \
+               ('p1', 'c0', 'k1', '{\"status\": \"applied\", \"commitSeq\": 7}'), \
+               ('p1', 'c0', 'k2', '{\"status\": \"rejected\"}'), \
+               ('p1', 'c1', 'k1', '{\"status\": \"other client\"}')",
+        )
+        .unwrap();
+        for pull in [PullPart::None, PullPart::BoundsLater, PullPart::BoundsNow] {
+            let seen = both("p1", Some("c0"), pull, &ids);
+            assert!(seen.contains("epoch-1") && seen.contains("alice"), "{seen}");
+        }
+        let now = both("p1", Some("c0"), PullPart::BoundsNow, &ids);
+        assert!(now.contains("max_commit_seq: 17, horizon_seq: 3"), "{now}");
+        assert!(now.contains("schema_key: Some((5, ") && now.contains("key: Some([0, 255])"), "{now}");
+        assert!(now.contains("commitSeq") && now.contains("rejected") && !now.contains("other client"), "{now}");
+        both("p1", None, PullPart::None, &[]);
+        both("p1", Some("c9"), PullPart::BoundsLater, &ids);
+    }
 }

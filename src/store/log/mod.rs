@@ -5,13 +5,12 @@
 //!
 //! | file | source |
 //! |---|---|
-//! | [`request`] | a push request or `syncular.commit`: the counter statement, then the rows inserted directly ([`direct`]) |
+//! | [`request`] | a push request or `syncular.commit`: the counter statement, then the rows inserted directly (`crate::store::direct`) |
 //! | [`request_router`] | the same rows under `syncular.router_statements` (Citus): one single-shard statement per table |
 //! | [`statement`] | a captured plain SQL statement: set-based from its transition table |
 //! | [`row_scopes`] | a deleted row's `sync_row_scopes` entries; an adopted table's entries rebuilt from its rows |
 //! | [`tombstones`] | the tombstone probe of a sparse insert under router statements (a read) |
 
-pub mod direct;
 pub mod request;
 pub mod request_router;
 pub mod row_scopes;

@@ -15,7 +15,7 @@
 //!    tombstoned row runs the bare `UPDATE`;
 //! 2. the commit headers, changes, change-scope entries, the inserted rows'
 //!    row-scope entries (each probed first: one already there is kept) and
-//!    the outcomes are inserted without a statement ([`super::direct`]: heap
+//!    the outcomes are inserted without a statement ([`crate::store::direct`]: heap
 //!    tuple and index entries, no plan, no executor start-up), the applied
 //!    outcomes with their allocated `commitSeq`.
 //!
@@ -33,7 +33,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 use pgrx::PgMemoryContexts;
 
-use crate::store::log::direct::{self, Inserter};
+use crate::store::direct::{self, Inserter};
 use crate::store::log::{LogAuthor, RequestLog, MISSING_COUNTER};
 use crate::store::spi::pinned_plan;
 use crate::store::{StoreError, StoreResult};

@@ -1,11 +1,13 @@
 //! What a sync request reads before anything else (SPEC §1.5, §1.6, §2.1,
-//! §4.5, §6.3; DESIGN §4): after taking its fences, in one statement, the
-//! current schema version's cache key, the partition's registry row, the
-//! client's record, the NOTIFY signing key, the stored outcomes of the
-//! request's `clientCommitId`s and, for a round that only pulls, the
-//! partition's log bounds — primary-key probes, run through
-//! [`crate::store::spi::pinned_plan`] so no sequential scan planned while a table
-//! was tiny is kept.
+//! §4.5, §6.3; DESIGN §4): after taking its fences, the current schema
+//! version's cache key, the partition's registry row, the client's record,
+//! the NOTIFY signing key, the stored outcomes of the request's
+//! `clientCommitId`s and, for a round that only pulls, the partition's log
+//! bounds — primary-key probes, made without a statement
+//! ([`crate::store::direct::read`]: no plan, no executor start-up; issue 29),
+//! or, under Citus or with auth leases on, as one statement run through
+//! [`crate::store::spi::pinned_plan`] so no sequential scan planned while a
+//! table was tiny is kept.
 
 use std::sync::OnceLock;
 
@@ -13,6 +15,7 @@ use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
 use crate::store::auth::leases::{self, LeaseContext};
+use crate::store::direct;
 use crate::store::partitions::RegistryRow;
 use crate::store::pull::window::PartitionBounds;
 use crate::store::push::outcomes::{StoredOutcomes, OUTCOMES_JOIN};
@@ -139,11 +142,12 @@ fn context_sql(leases: bool, bounds: bool, outcomes: bool) -> &'static str {
 ///    statement starts, so its snapshot is younger than every one of them,
 ///    and where the function runs (under Citus, as the pruning batch's
 ///    exclusive fence and the bump's schema fence are);
-/// 2. one statement, the reads ([`context_sql`]; with `commit_ids`, the
-///    stored outcomes of those keys: taken after their idempotency locks,
-///    its snapshot shows the outcome of a concurrent delivery of the same
-///    commit that held the lock; with [`PullPart::BoundsNow`], the log
-///    bounds);
+/// 2. the reads: primary-key probes without a statement ([`read_direct`]),
+///    or under Citus or with leases on one statement ([`context_sql`]) — with
+///    `commit_ids`, the stored outcomes of those keys: read after their
+///    idempotency locks, under a snapshot that shows the outcome of a
+///    concurrent delivery of the same commit that held the lock; with
+///    [`PullPart::BoundsNow`], the log bounds;
 /// 3. under REPEATABLE READ / SERIALIZABLE only, the check that the marker
 ///    is current ([`schema_store::confirm_marker_in_snapshot`]).
 ///
@@ -162,9 +166,64 @@ pub fn read(
         crate::store::lifecycle::fence::share(partition)?;
     }
     push_locks::take_exclusive(&lock_keys);
+    let context = if !leases && direct::available() {
+        read_direct(partition, client_id, pull, commit_ids)
+    } else {
+        read_statement(partition, client_id, pull, leases, commit_ids)?
+    };
+    if let Some((version, _)) = &context.schema_key {
+        schema_store::confirm_marker_in_snapshot(*version)?;
+    }
+    Ok(context)
+}
+
+/// The reads as primary-key probes without a statement ([`direct`]): what
+/// [`context_sql`] reads, row for row (the lease part excepted: with leases
+/// on, [`read_statement`] runs).
+pub fn read_direct(partition: &str, client_id: Option<&str>, pull: PullPart, commit_ids: &[String]) -> RequestContextRow {
+    use direct::Key::{Int4, Text};
+    let schema_key = direct::first(c"sync_schema_versions", c"sync_schema_versions_pkey", &[], true, |row| {
+        row.and_then(|r| Some((r.int8("version")?, r.xmin_text())))
+    });
+    let registry = direct::first(c"sync_partition_registry", c"sync_partition_registry_pkey", &[Text(partition)], false, |row| {
+        let r = row?;
+        Some(RegistryRow {
+            log_epoch: r.text("log_epoch")?,
+            epoch_required: r.bool("epoch_required")?,
+            last_authenticated_at_ms: r.int8("last_authenticated_at_ms")?,
+        })
+    });
+    let client = client_id.and_then(|id| {
+        direct::first(c"sync_clients", c"sync_clients_pkey", &[Text(partition), Text(id)], false, |row| {
+            let r = row?;
+            Some(ClientRow { actor_id: r.text("actor_id")?, wire_version: r.int4("wire_version")?, updated_at_ms: r.int8("updated_at_ms")? })
+        })
+    });
+    let notification_key =
+        direct::first(c"sync_notification_key", c"sync_notification_key_pkey", &[Int4(1)], false, |row| row.and_then(|r| r.bytes("key")));
+    let bounds = (pull == PullPart::BoundsNow).then(|| {
+        direct::first(c"sync_partitions", c"sync_partitions_pkey", &[Text(partition)], false, |row| PartitionBounds {
+            max_commit_seq: row.and_then(|r| r.int8("max_commit_seq")).unwrap_or(0),
+            horizon_seq: row.and_then(|r| r.int8("horizon_seq")).unwrap_or(0),
+        })
+    });
+    let mut stored_outcomes = StoredOutcomes::new();
+    if let Some(id) = client_id {
+        for commit_id in commit_ids {
+            let keys = [Text(partition), Text(id), Text(commit_id)];
+            if let Some(result) = direct::first(c"sync_push_results", c"sync_push_results_pkey", &keys, false, |row| row.and_then(|r| r.jsonb_text("result"))) {
+                stored_outcomes.insert(commit_id.clone(), result);
+            }
+        }
+    }
+    RequestContextRow { schema_key, registry, client, notification_key, lease: None, stored_outcomes, bounds }
+}
+
+/// The reads as one statement ([`context_sql`]; under Citus, or with leases on).
+pub fn read_statement(partition: &str, client_id: Option<&str>, pull: PullPart, leases: bool, commit_ids: &[String]) -> StoreResult<RequestContextRow> {
     let outcomes = !commit_ids.is_empty();
     let bounds = pull == PullPart::BoundsNow;
-    let context = Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
+    Spi::connect_mut(|client| -> Result<_, pgrx::spi::Error> {
         let mut args = vec![DatumWithOid::from(partition), DatumWithOid::from(client_id)];
         if outcomes {
             args.push(DatumWithOid::from(commit_ids.to_vec()));
@@ -212,11 +271,7 @@ pub fn read(
         }
         Ok(RequestContextRow { schema_key, registry, client, notification_key, lease, stored_outcomes, bounds })
     })
-    .map_err(StoreError::spi("read_request_context"))?;
-    if let Some((version, _)) = &context.schema_key {
-        schema_store::confirm_marker_in_snapshot(*version)?;
-    }
-    Ok(context)
+    .map_err(StoreError::spi("read_request_context"))
 }
 
 /// `EXPLAIN (FORMAT JSON)` of the context read [`read`] runs for a request

@@ -1,0 +1,94 @@
+//! `sync_*` rows written and read without a statement (DESIGN §4; issue 29):
+//! on a single-row push, plan look-ups and executor start-up cost more than
+//! the rows themselves.
+//!
+//! - [`insert`]: a heap tuple and its index entries through the executor's
+//!   own routines — `simple_table_tuple_insert` and `ExecInsertIndexTuples`,
+//!   as logical replication's apply worker does (the push's log rows);
+//! - [`read`]: primary-key probes through the index access method (the
+//!   request's context, the log's "is it already there" checks).
+//!
+//! Only for `sync_*` tables the extension owns, which carry no triggers,
+//! rules, CHECK constraints, generated columns, partitions or row-level
+//! security (the seed's DDL): what the executor would add for those is
+//! nothing here. Never under Citus (`syncular.router_statements`, or the
+//! `citus` library loaded): a distributed table's rows live on its shards,
+//! not in the coordinator's relation ([`available`]); the statement forms
+//! are used there.
+
+pub mod insert;
+pub mod read;
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+
+pub use insert::Inserter;
+pub use read::{exists, first, Key, Row};
+
+/// Whether `sync_*` rows may be written and read directly in this backend: not under
+/// `syncular.router_statements`, and not when the `citus` library is in
+/// `shared_preload_libraries` (its tables may be distributed even before
+/// `syncular.distribute()` turned the setting on).
+pub fn available() -> bool {
+    !crate::settings::router_statements() && !citus_preloaded()
+}
+
+fn citus_preloaded() -> bool {
+    thread_local! {
+        static CITUS: bool = {
+            // SAFETY: reads a GUC's current value by name (a static string
+            // or NULL); missing_ok = true.
+            let value = unsafe { pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false) };
+            !value.is_null() && unsafe { CStr::from_ptr(value) }.to_string_lossy().to_ascii_lowercase().contains("citus")
+        };
+    }
+    CITUS.with(|c| *c)
+}
+
+/// `text` as a `text` datum (palloc'd in the current memory context).
+pub fn text(value: &str) -> pg_sys::Datum {
+    // SAFETY: copies `len` bytes from a live &str into a new text value.
+    unsafe {
+        let len = i32::try_from(value.len()).unwrap_or_else(|_| pgrx::error!("syncular.internal: a log value over 1 GB"));
+        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(value.as_ptr().cast(), len))
+    }
+}
+
+/// `bytes` as a `bytea` datum (palloc'd in the current memory context).
+pub fn bytea(bytes: &[u8]) -> pg_sys::Datum {
+    // SAFETY: as `text`: a varlena of the bytes' length (text and bytea share the layout).
+    unsafe {
+        let len = i32::try_from(bytes.len()).unwrap_or_else(|_| pgrx::error!("syncular.internal: a log value over 1 GB"));
+        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(bytes.as_ptr().cast(), len))
+    }
+}
+
+/// JSON text as a `jsonb` datum, through `jsonb_in` (what a `::jsonb` cast
+/// runs; its errors are the cast's: 22P02 for text that is not JSON).
+pub fn jsonb(json: &str) -> pg_sys::Datum {
+    let c = std::ffi::CString::new(json).unwrap_or_else(|_| pgrx::error!("syncular.internal: JSON text with a NUL byte"));
+    // SAFETY: jsonb_in reads a NUL-terminated string and returns a palloc'd jsonb.
+    unsafe { pgrx::fcinfo::direct_function_call_as_datum(|f| pg_sys::jsonb_in(f), &[Some(pg_sys::Datum::from(c.as_ptr()))]) }
+        .unwrap_or_else(|| pgrx::error!("syncular.internal: jsonb_in returned NULL"))
+}
+
+/// An `int8`, `int4` or `int2` value as its by-value datum.
+pub fn int(value: i64) -> pg_sys::Datum {
+    pg_sys::Datum::from(value)
+}
+
+
+/// The Oid of `syncular.<name>` (a table or an index). Errors (Postgres
+/// ERROR): it does not exist (a catalog older than the library).
+fn relation_oid(name: &CStr) -> pg_sys::Oid {
+    // SAFETY: catalog look-ups by name (missing_ok = false raises for the schema).
+    let oid = unsafe {
+        let nsp = pg_sys::get_namespace_oid(c"syncular".as_ptr(), false);
+        pg_sys::get_relname_relid(name.as_ptr(), nsp)
+    };
+    if oid == pg_sys::InvalidOid {
+        pgrx::error!("syncular.internal: relation syncular.{} does not exist", name.to_string_lossy());
+    }
+    oid
+}
