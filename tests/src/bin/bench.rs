@@ -2,15 +2,15 @@
 //! plain upserts and the seed's floor on the same server in the same run, on
 //! never-analyzed and on analyzed tables (modules in `tests/src/bench/`).
 //!
-//! 1. Never-analyzed lane, first (fresh server, autovacuum off, nothing
-//!    analyzed yet — the report prints `last_analyze` / `last_autoanalyze` of
-//!    `public.tasks`, `public.bench_plain` and the log tables): an unreported
-//!    warm-up, then `BENCH_ROUNDS` rounds of the "1 connection" scenario
-//!    with the backends alternated.
-//! 2. Pull, while the log tables have still never been analyzed: an
-//!    incremental pull of 1,000 one-row commits and of 10 commits × 100 rows,
-//!    next to plain `SELECT`s of the same rows; then `ANALYZE` of the log
-//!    tables and the same again.
+//! 1. Pull, first, on a fresh server (autovacuum off, the log tables never
+//!    analyzed — the report prints `last_analyze` / `last_autoanalyze`): an
+//!    incremental pull of 1,000 one-row commits and of 10 commits × 100
+//!    rows, next to plain `SELECT`s of the same rows.
+//! 2. Never-analyzed lane (nothing analyzed yet; the report prints the
+//!    status of `public.tasks`, `public.bench_plain` and the log tables): an
+//!    unreported warm-up, then `BENCH_ROUNDS` rounds of the "1 connection"
+//!    scenario with the backends alternated; then `ANALYZE` of the log tables
+//!    and the pulls of 1. again.
 //! 3. Preload: 100,000 rows into one extension partition (500-operation
 //!    commits) and into one key of the plain table; then `ANALYZE` (all) and
 //!    the warm-up again.
@@ -116,12 +116,21 @@ fn run() -> Result<(), String> {
         bench.warm_up()?;
         return profile_loop(&mut bench, ONE, seconds);
     }
+    // Pulls on never-analyzed log tables first (a fresh server), then the push lane on
+    // never-analyzed tables, then the same pulls after ANALYZE of the log tables.
+    let mut fixtures = pull_fixtures(&dsn, &mut bench.admin)?;
+    let before = measure_pulls(&mut fixtures, &mut bench.admin, &bench.probe, bench.config.pull_reps)?;
     let mut results = if profile_seconds.is_none() {
         never_analyzed_lane(&mut bench)?
     } else {
         Vec::new()
     };
-    let pulls = measure_pulls(&dsn, &mut bench.admin, &bench.probe, bench.config.pull_reps)?;
+    let tables = pull::log_tables(&mut bench.admin)?;
+    bench.admin.batch_execute(&format!("ANALYZE {}", tables.join(", "))).map_err(pg_err)?;
+    report::print_analyze_status("after ANALYZE", &pull::analyze_status(&mut bench.admin, &tables)?);
+    let after = measure_pulls(&mut fixtures, &mut bench.admin, &bench.probe, bench.config.pull_reps)?;
+    let pulls: Vec<(PullCase, PullTimes, PullTimes)> =
+        fixtures.iter().zip(before).zip(after).map(|((f, b), a)| (f.case, b, a)).collect();
 
     let began = Instant::now();
     bench.preload()?;
@@ -220,12 +229,9 @@ fn never_analyzed_lane(bench: &mut Bench) -> Result<Vec<RunResult>, String> {
 /// Pull timings before and after `ANALYZE` of the log tables; the log tables
 /// must never have been analyzed before (printed; only the never-analyzed
 /// push lane has written to them since the server started).
-fn measure_pulls(
-    dsn: &str,
-    admin: &mut postgres::Client,
-    probe: &Probe,
-    reps: usize,
-) -> Result<Vec<(PullCase, PullTimes, PullTimes)>, String> {
+/// The pull fixtures (each case's partition and client, written now),
+/// with the log tables' analyze status printed: never analyzed yet.
+fn pull_fixtures(dsn: &str, admin: &mut postgres::Client) -> Result<Vec<pull::PullFixture>, String> {
     println!();
     let mut fixtures = Vec::new();
     for case in pull::CASES {
@@ -233,25 +239,18 @@ fn measure_pulls(
     }
     let tables = pull::log_tables(admin)?;
     report::print_analyze_status(
-        "log tables before the first pull measurement (autovacuum off, after the never-analyzed lane)",
+        "log tables before the first pull measurement (fresh server, autovacuum off)",
         &pull::analyze_status(admin, &tables)?,
     );
-    let before: Vec<PullTimes> = fixtures
-        .iter_mut()
-        .map(|f| f.measure(reps, probe, admin))
-        .collect::<Result<_, _>>()?;
-    admin
-        .batch_execute(&format!("ANALYZE {}", tables.join(", ")))
-        .map_err(pg_err)?;
-    report::print_analyze_status("after ANALYZE", &pull::analyze_status(admin, &tables)?);
-    let after: Vec<PullTimes> = fixtures
-        .iter_mut()
-        .map(|f| f.measure(reps, probe, admin))
-        .collect::<Result<_, _>>()?;
-    Ok(fixtures
-        .iter()
-        .zip(before)
-        .zip(after)
-        .map(|((f, b), a)| (f.case, b, a))
-        .collect())
+    Ok(fixtures)
+}
+
+/// One measurement of every pull fixture (`reps` pulls each).
+fn measure_pulls(
+    fixtures: &mut [pull::PullFixture],
+    admin: &mut postgres::Client,
+    probe: &Probe,
+    reps: usize,
+) -> Result<Vec<PullTimes>, String> {
+    fixtures.iter_mut().map(|f| f.measure(reps, probe, admin)).collect()
 }
