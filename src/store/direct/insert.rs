@@ -9,7 +9,7 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use super::relation_oid;
+use super::open_relation;
 
 /// One `sync_*` table open for inserts: the relation (`RowExclusiveLock`, held to
 /// the transaction's end as a statement's would be), its indexes, and a
@@ -31,12 +31,11 @@ impl Inserter {
     /// Opens `syncular.<table>`. Errors (Postgres ERROR): the table does not
     /// exist (an extension whose catalog is older than its library).
     pub fn open(table: &'static CStr) -> Inserter {
-        let relid = relation_oid(table);
+        let rel = open_relation(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         // SAFETY: the executor's own set-up for one result relation
         // (`InitResultRelInfo` zeroes and tags the node); every pointer comes
         // from Postgres and is used in this backend only.
         unsafe {
-            let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
             let estate = pg_sys::CreateExecutorState();
             let rri = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast::<pg_sys::ResultRelInfo>();
             pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);

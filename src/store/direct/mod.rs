@@ -79,16 +79,40 @@ pub fn int(value: i64) -> pg_sys::Datum {
 }
 
 
-/// The Oid of `syncular.<name>` (a table or an index). Errors (Postgres
-/// ERROR): it does not exist (a catalog older than the library).
-fn relation_oid(name: &CStr) -> pg_sys::Oid {
+/// Opens `syncular.<name>` (a table or an index) with `lock`, held to the
+/// transaction's end as a statement's would be. The Oid is resolved once per
+/// backend and kept; a kept one is used only when the relation it opens is
+/// still `syncular.<name>` (after `DROP EXTENSION`/`CREATE EXTENSION` the
+/// name is resolved again). Errors (Postgres ERROR): it does not exist (a
+/// catalog older than the library).
+fn open_relation(name: &'static CStr, lock: pg_sys::LOCKMODE) -> pg_sys::Relation {
+    thread_local! {
+        static OIDS: std::cell::RefCell<std::collections::HashMap<&'static CStr, (pg_sys::Oid, pg_sys::Oid)>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    if let Some((oid, nsp)) = OIDS.with(|o| o.borrow().get(name).copied()) {
+        // SAFETY: try_relation_open returns NULL for an Oid that no longer
+        // exists; the relation's name and namespace are read from its relcache entry.
+        unsafe {
+            let rel = pg_sys::try_relation_open(oid, lock);
+            if !rel.is_null() {
+                let form = (*rel).rd_rel;
+                if (*form).relnamespace == nsp && CStr::from_ptr((*form).relname.data.as_ptr()) == name {
+                    return rel;
+                }
+                pg_sys::relation_close(rel, lock);
+            }
+        }
+    }
     // SAFETY: catalog look-ups by name (missing_ok = false raises for the schema).
-    let oid = unsafe {
+    let (oid, nsp) = unsafe {
         let nsp = pg_sys::get_namespace_oid(c"syncular".as_ptr(), false);
-        pg_sys::get_relname_relid(name.as_ptr(), nsp)
+        (pg_sys::get_relname_relid(name.as_ptr(), nsp), nsp)
     };
     if oid == pg_sys::InvalidOid {
         pgrx::error!("syncular.internal: relation syncular.{} does not exist", name.to_string_lossy());
     }
-    oid
+    OIDS.with(|o| o.borrow_mut().insert(name, (oid, nsp)));
+    // SAFETY: an Oid the catalog just named.
+    unsafe { pg_sys::relation_open(oid, lock) }
 }

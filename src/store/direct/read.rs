@@ -13,7 +13,7 @@ use std::ffi::CStr;
 
 use pgrx::{pg_sys, FromDatum};
 
-use super::{relation_oid, text};
+use super::{open_relation, text};
 
 /// One key value of an index probe, typed as its index column.
 #[derive(Debug, Clone, Copy)]
@@ -100,7 +100,7 @@ impl Row {
     pub fn xmin_text(&self) -> String {
         let mut isnull = false;
         // SAFETY: a system attribute of the stored tuple the slot holds.
-        let datum = unsafe { pg_sys::slot_getsysattr(self.slot, pg_sys::MinTransactionIdAttributeNumber as i32, &mut isnull) };
+        let datum = unsafe { pg_sys::slot_getsysattr(self.slot, pg_sys::MinTransactionIdAttributeNumber, &mut isnull) };
         // A TransactionId datum: the low 32 bits.
         (datum.value() as u32).to_string()
     }
@@ -112,15 +112,14 @@ impl Row {
 /// to the transaction's end, as a statement's would. Errors (Postgres
 /// ERROR): the table or index does not exist.
 pub fn first<T>(table: &'static CStr, index: &'static CStr, keys: &[Key<'_>], backward: bool, f: impl FnOnce(Option<&Row>) -> T) -> T {
-    let (relid, indexid) = (relation_oid(table), relation_oid(index));
     // SAFETY: relations opened and closed here; an index scan begun, read
     // and ended here under a snapshot registered for its life; the slot is
     // dropped after `f` used the row. An ERROR inside aborts the
     // (sub)transaction, whose cleanup releases all of them.
     unsafe {
         let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-        let rel = pg_sys::table_open(relid, lock);
-        let idx = pg_sys::index_open(indexid, lock);
+        let rel = open_relation(table, lock);
+        let idx = open_relation(index, lock);
         let mut scankeys: Vec<pg_sys::ScanKeyData> = Vec::with_capacity(keys.len());
         for (i, key) in keys.iter().enumerate() {
             let (procedure, argument) = key.proc_and_datum();
@@ -154,8 +153,8 @@ pub fn first<T>(table: &'static CStr, index: &'static CStr, keys: &[Key<'_>], ba
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::index_endscan(scan);
         pg_sys::UnregisterSnapshot(snapshot);
-        pg_sys::index_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
-        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+        pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         out
     }
 }

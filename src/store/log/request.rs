@@ -186,8 +186,18 @@ pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResul
 }
 
 /// An applied outcome's stored JSON with its allocated `commitSeq` (what
-/// `jsonb_set(result, '{commitSeq}', to_jsonb(seq))` stores).
+/// `jsonb_set(result, '{commitSeq}', to_jsonb(seq))` stores): the engine's
+/// placeholder `"commitSeq":0` replaced when it occurs exactly once (the
+/// engine's own serialization), else the JSON rewritten through a parse.
 fn with_commit_seq(result: &str, commit_seq: i64) -> StoreResult<String> {
+    const PLACEHOLDER: &str = "\"commitSeq\":0";
+    if let Some(at) = result.find(PLACEHOLDER) {
+        let end = at + PLACEHOLDER.len();
+        let next = result[end..].chars().next();
+        if result[end..].find(PLACEHOLDER).is_none() && matches!(next, Some(',' | '}')) {
+            return Ok(format!("{}\"commitSeq\":{commit_seq}{}", &result[..at], &result[end..]));
+        }
+    }
     let mut value: serde_json::Value =
         serde_json::from_str(result).map_err(|e| StoreError::new("write_request_log", format!("an outcome is not JSON: {e}")))?;
     let Some(object) = value.as_object_mut() else {
@@ -232,4 +242,32 @@ fn allocate(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<i64> {
     })
     .map_err(StoreError::spi("write_request_log"))?;
     base.ok_or_else(|| StoreError::new("write_request_log", MISSING_COUNTER))
+}
+
+#[cfg(test)]
+mod unit {
+    use super::with_commit_seq;
+
+    #[test]
+    fn the_placeholder_and_the_parse_agree() {
+        let parse = |s: &str, seq: i64| {
+            let mut v: serde_json::Value = serde_json::from_str(s).unwrap();
+            v["commitSeq"] = seq.into();
+            v
+        };
+        for (text, seq) in [
+            (r#"{"status":"applied","commitSeq":0,"recordedAtMs":5,"results":[]}"#, 42),
+            (r#"{"status":"applied","recordedAtMs":5,"commitSeq":0}"#, 7),
+            (r#"{"status":"applied","commitSeq":0,"x":{"commitSeq":0}}"#, 9),
+            (r#"{"status":"applied","commitSeq":01}"#, 3),
+            (r#"{"status":"applied"}"#, 11),
+        ] {
+            let got: serde_json::Value = serde_json::from_str(&with_commit_seq(text, seq).unwrap_or_else(|_| text.to_owned()))
+                .unwrap_or(serde_json::Value::Null);
+            if serde_json::from_str::<serde_json::Value>(text).is_ok() {
+                assert_eq!(got, parse(text, seq), "{text}");
+            }
+        }
+        assert!(with_commit_seq("not json", 1).is_err());
+    }
 }
