@@ -53,3 +53,4 @@ mod blobs;
 mod segments;
 mod segment_image;
 mod wire_v3;
+mod direct_rows;

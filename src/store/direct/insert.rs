@@ -31,6 +31,13 @@ impl Inserter {
     /// Opens `syncular.<table>`. Errors (Postgres ERROR): the table does not
     /// exist (an extension whose catalog is older than its library).
     pub fn open(table: &'static CStr) -> Inserter {
+        // What the executor checks before an INSERT (`ExecCheckXactReadOnly`):
+        // no write in a read-only transaction (25006) or in parallel mode.
+        // SAFETY: both only read backend state and raise a Postgres ERROR.
+        unsafe {
+            pg_sys::PreventCommandIfReadOnly(c"INSERT".as_ptr());
+            pg_sys::PreventCommandIfParallelMode(c"INSERT".as_ptr());
+        }
         let rel = open_relation(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         // SAFETY: the executor's own set-up for one result relation
         // (`InitResultRelInfo` zeroes and tags the node); every pointer comes

@@ -24,7 +24,7 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 
 pub use insert::Inserter;
-pub use read::{exists, first, Key, Row};
+pub use read::{exists, first, first_in, Key, Row, Snapshot};
 
 /// Whether `sync_*` rows may be written and read directly in this backend: not under
 /// `syncular.router_statements`, and not when the `citus` library is in
@@ -79,13 +79,45 @@ pub fn int(value: i64) -> pg_sys::Datum {
 }
 
 
-/// Opens `syncular.<name>` (a table or an index) with `lock`, held to the
-/// transaction's end as a statement's would be. The Oid is resolved once per
+/// Opens `syncular.<name>` (a table or an index, checked: [`check_plain`])
+/// with `lock`, held to the transaction's end as a statement's would be. The Oid is resolved once per
 /// backend and kept; a kept one is used only when the relation it opens is
 /// still `syncular.<name>` (after `DROP EXTENSION`/`CREATE EXTENSION` the
 /// name is resolved again). Errors (Postgres ERROR): it does not exist (a
 /// catalog older than the library).
 fn open_relation(name: &'static CStr, lock: pg_sys::LOCKMODE) -> pg_sys::Relation {
+    let rel = open_by_name(name, lock);
+    check_plain(name, rel);
+    rel
+}
+
+/// Refuses (Postgres ERROR, `syncular.internal`) a `syncular.<name>` that is
+/// not what the extension created — an ordinary table without triggers,
+/// rules or row security, or a B-tree index: rows written or read without a
+/// statement would skip what those add (or, for another relation kind, not
+/// be stored at all).
+fn check_plain(name: &CStr, rel: pg_sys::Relation) {
+    // SAFETY: the relcache entry of a relation this backend holds open.
+    let (kind, triggers, rules, security) = unsafe {
+        let form = (*rel).rd_rel;
+        ((*form).relkind as u8, (*form).relhastriggers, (*form).relhasrules, (*form).relrowsecurity)
+    };
+    let plain = match kind {
+        b'r' => !triggers && !rules && !security,
+        b'i' => true,
+        _ => false,
+    };
+    if !plain {
+        pgrx::error!(
+            "syncular.internal: syncular.{} is not the plain table or index the extension created \
+             (another relation kind, or triggers, rules or row security were added): the push writes \
+             and reads its rows without statements — remove them",
+            name.to_string_lossy()
+        );
+    }
+}
+
+fn open_by_name(name: &'static CStr, lock: pg_sys::LOCKMODE) -> pg_sys::Relation {
     thread_local! {
         static OIDS: std::cell::RefCell<std::collections::HashMap<&'static CStr, (pg_sys::Oid, pg_sys::Oid)>> =
             std::cell::RefCell::new(std::collections::HashMap::new());

@@ -106,16 +106,54 @@ impl Row {
     }
 }
 
+/// A statement snapshot for one or more probes ([`first_in`]): the command
+/// counter advanced, then `GetTransactionSnapshot()`, registered until drop.
+pub struct Snapshot(pg_sys::Snapshot);
+
+impl Snapshot {
+    /// The snapshot the next statement of the transaction would run under.
+    pub fn take() -> Snapshot {
+        // SAFETY: what SPI does before a read-write statement; the snapshot
+        // is registered with the current resource owner until `drop`.
+        unsafe {
+            pg_sys::CommandCounterIncrement();
+            Snapshot(pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot()))
+        }
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        // SAFETY: registered in `take`, unregistered once — also while a
+        // Postgres ERROR unwinds through it (pgrx turns the ERROR into a Rust
+        // panic; the snapshot is still registered then, the abort follows).
+        unsafe { pg_sys::UnregisterSnapshot(self.0) }
+    }
+}
+
 /// Hands `f` the first row of `syncular.<table>` whose leading columns of
 /// index `syncular.<index>` equal `keys` (in index order, or the last one
-/// with `backward`), or `None`; the relations stay locked (AccessShareLock)
-/// to the transaction's end, as a statement's would. Errors (Postgres
-/// ERROR): the table or index does not exist.
+/// with `backward`), or `None`, under a fresh [`Snapshot`]; the relations
+/// stay locked (AccessShareLock) to the transaction's end, as a statement's
+/// would. Errors (Postgres ERROR): the table or index does not exist or is
+/// not the extension's ([`super::check_plain`]).
 pub fn first<T>(table: &'static CStr, index: &'static CStr, keys: &[Key<'_>], backward: bool, f: impl FnOnce(Option<&Row>) -> T) -> T {
+    first_in(&Snapshot::take(), table, index, keys, backward, f)
+}
+
+/// [`first`] under `snapshot` (several probes that must see one state).
+pub fn first_in<T>(
+    snapshot: &Snapshot,
+    table: &'static CStr,
+    index: &'static CStr,
+    keys: &[Key<'_>],
+    backward: bool,
+    f: impl FnOnce(Option<&Row>) -> T,
+) -> T {
     // SAFETY: relations opened and closed here; an index scan begun, read
-    // and ended here under a snapshot registered for its life; the slot is
-    // dropped after `f` used the row. An ERROR inside aborts the
-    // (sub)transaction, whose cleanup releases all of them.
+    // and ended here under a registered snapshot; the slot is dropped after
+    // `f` used the row. An ERROR inside aborts the (sub)transaction, whose
+    // cleanup releases all of them.
     unsafe {
         let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
         let rel = open_relation(table, lock);
@@ -137,12 +175,10 @@ pub fn first<T>(table: &'static CStr, index: &'static CStr, keys: &[Key<'_>], ba
             scankeys.push(entry);
         }
         let nkeys = std::os::raw::c_int::try_from(keys.len()).unwrap_or(0);
-        pg_sys::CommandCounterIncrement();
-        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
         #[cfg(not(feature = "pg18"))]
-        let scan = pg_sys::index_beginscan(rel, idx, snapshot, nkeys, 0);
+        let scan = pg_sys::index_beginscan(rel, idx, snapshot.0, nkeys, 0);
         #[cfg(feature = "pg18")]
-        let scan = pg_sys::index_beginscan(rel, idx, snapshot, std::ptr::null_mut(), nkeys, 0);
+        let scan = pg_sys::index_beginscan(rel, idx, snapshot.0, std::ptr::null_mut(), nkeys, 0);
         pg_sys::index_rescan(scan, scankeys.as_mut_ptr(), nkeys, std::ptr::null_mut(), 0);
         let slot = pg_sys::table_slot_create(rel, std::ptr::null_mut());
         let direction =
@@ -152,7 +188,6 @@ pub fn first<T>(table: &'static CStr, index: &'static CStr, keys: &[Key<'_>], ba
         let out = f(row.as_ref());
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::index_endscan(scan);
-        pg_sys::UnregisterSnapshot(snapshot);
         pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
         pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         out

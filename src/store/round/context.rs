@@ -177,15 +177,17 @@ pub fn read(
     Ok(context)
 }
 
-/// The reads as primary-key probes without a statement ([`direct`]): what
-/// [`context_sql`] reads, row for row (the lease part excepted: with leases
-/// on, [`read_statement`] runs).
+/// The reads as primary-key probes without a statement ([`direct`]), all
+/// under one snapshot: what [`context_sql`] reads, row for row (the lease
+/// part excepted: with leases on, [`read_statement`] runs).
 pub fn read_direct(partition: &str, client_id: Option<&str>, pull: PullPart, commit_ids: &[String]) -> RequestContextRow {
     use direct::Key::{Int4, Text};
-    let schema_key = direct::first(c"sync_schema_versions", c"sync_schema_versions_pkey", &[], true, |row| {
+    // One snapshot for every probe, as the statement form has.
+    let snap = direct::Snapshot::take();
+    let schema_key = direct::first_in(&snap, c"sync_schema_versions", c"sync_schema_versions_pkey", &[], true, |row| {
         row.and_then(|r| Some((r.int8("version")?, r.xmin_text())))
     });
-    let registry = direct::first(c"sync_partition_registry", c"sync_partition_registry_pkey", &[Text(partition)], false, |row| {
+    let registry = direct::first_in(&snap, c"sync_partition_registry", c"sync_partition_registry_pkey", &[Text(partition)], false, |row| {
         let r = row?;
         Some(RegistryRow {
             log_epoch: r.text("log_epoch")?,
@@ -194,15 +196,15 @@ pub fn read_direct(partition: &str, client_id: Option<&str>, pull: PullPart, com
         })
     });
     let client = client_id.and_then(|id| {
-        direct::first(c"sync_clients", c"sync_clients_pkey", &[Text(partition), Text(id)], false, |row| {
+        direct::first_in(&snap, c"sync_clients", c"sync_clients_pkey", &[Text(partition), Text(id)], false, |row| {
             let r = row?;
             Some(ClientRow { actor_id: r.text("actor_id")?, wire_version: r.int4("wire_version")?, updated_at_ms: r.int8("updated_at_ms")? })
         })
     });
     let notification_key =
-        direct::first(c"sync_notification_key", c"sync_notification_key_pkey", &[Int4(1)], false, |row| row.and_then(|r| r.bytes("key")));
+        direct::first_in(&snap, c"sync_notification_key", c"sync_notification_key_pkey", &[Int4(1)], false, |row| row.and_then(|r| r.bytes("key")));
     let bounds = (pull == PullPart::BoundsNow).then(|| {
-        direct::first(c"sync_partitions", c"sync_partitions_pkey", &[Text(partition)], false, |row| PartitionBounds {
+        direct::first_in(&snap, c"sync_partitions", c"sync_partitions_pkey", &[Text(partition)], false, |row| PartitionBounds {
             max_commit_seq: row.and_then(|r| r.int8("max_commit_seq")).unwrap_or(0),
             horizon_seq: row.and_then(|r| r.int8("horizon_seq")).unwrap_or(0),
         })
@@ -211,7 +213,7 @@ pub fn read_direct(partition: &str, client_id: Option<&str>, pull: PullPart, com
     if let Some(id) = client_id {
         for commit_id in commit_ids {
             let keys = [Text(partition), Text(id), Text(commit_id)];
-            if let Some(result) = direct::first(c"sync_push_results", c"sync_push_results_pkey", &keys, false, |row| row.and_then(|r| r.jsonb_text("result"))) {
+            if let Some(result) = direct::first_in(&snap, c"sync_push_results", c"sync_push_results_pkey", &keys, false, |row| row.and_then(|r| r.jsonb_text("result"))) {
                 stored_outcomes.insert(commit_id.clone(), result);
             }
         }
