@@ -138,8 +138,9 @@ impl RequestLogBuilder {
 /// applied commit at position `n` has `base + n`; 0 when none was applied).
 /// A partition registered before its counter row existed (only a hand-edited
 /// or partially restored database: the registry and counter are created
-/// together) gets its counter and the log is written again — every part of
-/// the statement hangs on the counter row, so the failed one wrote nothing.
+/// together) gets its counter and the log is written again — every part that
+/// carries a `commitSeq` hangs on the counter row, so the failed call wrote
+/// none of it (only row-scope entries, which the second call keeps).
 /// Errors: store failures.
 pub fn write_request(author: &LogAuthor<'_>, log: &mut RequestLogBuilder, key: Option<&[u8]>) -> EngineResult<i64> {
     let write = |log: &RequestLog| {

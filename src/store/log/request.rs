@@ -5,7 +5,8 @@
 //! new commit of the request — together with the `sync_row_scopes` entries
 //! of the rows the request inserted and left standing (§3.1).
 //!
-//! Two steps, the counter first:
+//! The inserted rows' `sync_row_scopes` entries first (each probed: one
+//! already there is kept), then, the counter first:
 //! 1. one statement ([`counter_sql`]) allocates the `commitSeq`s from the
 //!    partition's counter row (the `UPDATE` locks it to the end of the
 //!    caller's transaction) and, as data-modifying CTEs hanging off that
@@ -13,15 +14,14 @@
 //!    tombstones (an upsert) and clears the tombstones of inserted rows that
 //!    have one (probed first) — a push that deletes nothing and inserts no
 //!    tombstoned row runs the bare `UPDATE`;
-//! 2. the commit headers, changes, change-scope entries, the inserted rows'
-//!    row-scope entries (each probed first: one already there is kept) and
-//!    the outcomes are inserted without a statement ([`crate::store::direct`]: heap
+//! 2. the commit headers, changes, change-scope entries and the outcomes are
+//!    inserted without a statement ([`crate::store::direct`]: heap
 //!    tuple and index entries, no plan, no executor start-up), the applied
 //!    outcomes with their allocated `commitSeq`.
 //!
-//! Everything before the counter — decoding, authorization, app-row writes —
-//! overlaps with concurrent pushers; what follows it is these inserts, the
-//! response and the COMMIT. Commits become visible in `commitSeq` order
+//! Everything before the counter — decoding, authorization, app-row writes,
+//! row-scope entries, tombstone probes — overlaps with concurrent pushers;
+//! what follows it is these inserts, the response and the COMMIT. Commits become visible in `commitSeq` order
 //! because the next allocation waits for this transaction to end.
 //!
 //! Under Citus (`syncular.router_statements`, or the `citus` library
@@ -87,13 +87,17 @@ fn unzip3<A: Clone, B: Clone, C: Clone>(v: &[(A, B, C)]) -> (Vec<A>, Vec<B>, Vec
 /// position `n` (1-based) has `commitSeq = base + n`. `None` when nothing was
 /// applied (only rejections were stored; no sequence allocated). Errors:
 /// SPI failures; a missing counter row (`touch` creates it) is a
-/// [`MISSING_COUNTER`] error, with nothing written; a stored outcome for the
+/// [`MISSING_COUNTER`] error, with nothing written but the row-scope entries
+/// (which a call after the counter row was created finds and keeps); a stored outcome for the
 /// same key (only possible when the caller's snapshot predates a concurrent
 /// delivery: REPEATABLE READ) raises 23505.
 pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResult<Option<i64>> {
     if !direct::available() {
         return crate::store::log::request_router::write_request_log(author, log);
     }
+    // The inserted rows' scope entries need no `commitSeq`: written before the counter row is
+    // taken (a retry after a missing counter row finds and keeps them).
+    in_scratch_context("syncular row scopes", || write_row_scopes(author, log));
     let base = if log.applied.is_empty() { None } else { Some(allocate(author, log)?) };
     let seq = |commit: i32| base.unwrap_or(0) + i64::from(commit);
     let outcomes = log
@@ -101,88 +105,112 @@ pub fn write_request_log(author: &LogAuthor<'_>, log: &RequestLog) -> StoreResul
         .iter()
         .map(|(id, commit, result)| Ok((id, if *commit > 0 { with_commit_seq(result, seq(*commit))? } else { result.clone() })))
         .collect::<StoreResult<Vec<_>>>()?;
+    in_scratch_context("syncular log rows", || {
+        if base.is_some() {
+            write_commits(author, log, &seq);
+        }
+        write_outcomes(author, &outcomes);
+    });
+    Ok(base)
+}
+
+/// Runs `f` in a memory context of its own, deleted afterwards (the datums
+/// and executor state of direct rows).
+fn in_scratch_context(name: &'static str, f: impl FnOnce()) {
     // SAFETY: nothing allocated inside outlives the closure (the relations are
     // closed in it); an ERROR inside aborts the (sub)transaction, whose cleanup
     // resets the memory contexts and releases the relations.
-    unsafe { PgMemoryContexts::new("syncular log rows").switch_to(|_| {
-        if base.is_some() {
-            let mut commits = Inserter::open(c"sync_commits");
-            for (i, id) in (1..).zip(&log.applied) {
-                commits.insert(&[
-                    Some(direct::text(author.partition)),
-                    Some(direct::int(seq(i))),
-                    Some(direct::text(author.client_id)),
-                    Some(direct::text(id)),
-                    Some(direct::text(author.actor_id)),
-                    Some(direct::int(author.created_at_ms)),
-                ]);
-            }
-            commits.close();
-            let mut changes = Inserter::open(c"sync_changes");
-            for c in &log.changes {
-                changes.insert(&[
-                    Some(direct::text(author.partition)),
-                    Some(direct::int(seq(c.commit))),
-                    Some(direct::int(i64::from(c.idx))),
-                    Some(direct::text(&c.table)),
-                    Some(direct::text(&c.row_id)),
-                    Some(direct::int(i64::from(c.op))),
-                    c.row_version.map(direct::int),
-                    Some(direct::jsonb(&c.scopes_json)),
-                    c.payload.as_deref().map(direct::bytea),
-                ]);
-            }
-            changes.close();
-            if !log.change_scopes.is_empty() {
-                let mut scopes = Inserter::open(c"sync_change_scopes");
-                for (commit, tbl, var, value) in &log.change_scopes {
-                    scopes.insert(&[
-                        Some(direct::text(author.partition)),
-                        Some(direct::text(tbl)),
-                        Some(direct::text(var)),
-                        Some(direct::text(value)),
-                        Some(direct::int(seq(*commit))),
-                    ]);
-                }
-                scopes.close();
-            }
-            // The inserted rows' scope entries; one already there (left by a
-            // write that bypassed the capture) is kept, as ON CONFLICT DO NOTHING would.
-            let fresh: Vec<_> = log
-                .row_scopes
-                .iter()
-                .filter(|(tbl, var, value, row_id)| {
-                    !direct::exists(c"sync_row_scopes", c"sync_row_scopes_pkey", &[author.partition, tbl, var, value, row_id])
-                })
-                .collect();
-            if !fresh.is_empty() {
-                let mut entries = Inserter::open(c"sync_row_scopes");
-                for (tbl, var, value, row_id) in fresh {
-                    entries.insert(&[
-                        Some(direct::text(author.partition)),
-                        Some(direct::text(tbl)),
-                        Some(direct::text(var)),
-                        Some(direct::text(value)),
-                        Some(direct::text(row_id)),
-                    ]);
-                }
-                entries.close();
-            }
-        }
-        if !outcomes.is_empty() {
-            let mut results = Inserter::open(c"sync_push_results");
-            for (id, result) in &outcomes {
-                results.insert(&[
-                    Some(direct::text(author.partition)),
-                    Some(direct::text(author.client_id)),
-                    Some(direct::text(id)),
-                    Some(direct::jsonb(result)),
-                ]);
-            }
-            results.close();
-        }
-    }) };
-    Ok(base)
+    unsafe { PgMemoryContexts::new(name).switch_to(|_| f()) }
+}
+
+/// The `sync_row_scopes` entries of the rows the request inserted; one
+/// already there (left by a write that bypassed the capture) is kept, as
+/// `ON CONFLICT DO NOTHING` would.
+fn write_row_scopes(author: &LogAuthor<'_>, log: &RequestLog) {
+    let fresh: Vec<_> = log
+        .row_scopes
+        .iter()
+        .filter(|(tbl, var, value, row_id)| {
+            !direct::exists(c"sync_row_scopes", c"sync_row_scopes_pkey", &[author.partition, tbl, var, value, row_id])
+        })
+        .collect();
+    if fresh.is_empty() {
+        return;
+    }
+    let mut entries = Inserter::open(c"sync_row_scopes");
+    for (tbl, var, value, row_id) in fresh {
+        entries.insert(&[
+            Some(direct::text(author.partition)),
+            Some(direct::text(tbl)),
+            Some(direct::text(var)),
+            Some(direct::text(value)),
+            Some(direct::text(row_id)),
+        ]);
+    }
+    entries.close();
+}
+
+/// The applied commits' headers, changes and change-scope entries, at their
+/// allocated `commitSeq`s.
+fn write_commits(author: &LogAuthor<'_>, log: &RequestLog, seq: &dyn Fn(i32) -> i64) {
+    let mut commits = Inserter::open(c"sync_commits");
+    for (i, id) in (1..).zip(&log.applied) {
+        commits.insert(&[
+            Some(direct::text(author.partition)),
+            Some(direct::int(seq(i))),
+            Some(direct::text(author.client_id)),
+            Some(direct::text(id)),
+            Some(direct::text(author.actor_id)),
+            Some(direct::int(author.created_at_ms)),
+        ]);
+    }
+    commits.close();
+    let mut changes = Inserter::open(c"sync_changes");
+    for c in &log.changes {
+        changes.insert(&[
+            Some(direct::text(author.partition)),
+            Some(direct::int(seq(c.commit))),
+            Some(direct::int(i64::from(c.idx))),
+            Some(direct::text(&c.table)),
+            Some(direct::text(&c.row_id)),
+            Some(direct::int(i64::from(c.op))),
+            c.row_version.map(direct::int),
+            Some(direct::jsonb(&c.scopes_json)),
+            c.payload.as_deref().map(direct::bytea),
+        ]);
+    }
+    changes.close();
+    if log.change_scopes.is_empty() {
+        return;
+    }
+    let mut scopes = Inserter::open(c"sync_change_scopes");
+    for (commit, tbl, var, value) in &log.change_scopes {
+        scopes.insert(&[
+            Some(direct::text(author.partition)),
+            Some(direct::text(tbl)),
+            Some(direct::text(var)),
+            Some(direct::text(value)),
+            Some(direct::int(seq(*commit))),
+        ]);
+    }
+    scopes.close();
+}
+
+/// Every new commit's stored outcome (applied ones with their `commitSeq`).
+fn write_outcomes(author: &LogAuthor<'_>, outcomes: &[(&String, String)]) {
+    if outcomes.is_empty() {
+        return;
+    }
+    let mut results = Inserter::open(c"sync_push_results");
+    for (id, result) in outcomes {
+        results.insert(&[
+            Some(direct::text(author.partition)),
+            Some(direct::text(author.client_id)),
+            Some(direct::text(id)),
+            Some(direct::jsonb(result)),
+        ]);
+    }
+    results.close();
 }
 
 /// An applied outcome's stored JSON with its allocated `commitSeq` (what
