@@ -27,6 +27,8 @@ use crate::store::{StoreError, StoreResult};
 pub struct AppTableSql {
     /// The IR table name (unquoted; the relation's name).
     pub table: String,
+    /// The app schema (unquoted).
+    pub app_schema: String,
     /// `"schema"."table"`, already quoted.
     pub qualified_name: String,
     /// Projection columns in layout order.
@@ -34,12 +36,13 @@ pub struct AppTableSql {
 }
 
 impl AppTableSql {
-    /// The app table `qualified_name` (already quoted) of `table`: its
+    /// The app table `qualified_name` (already quoted; `app_schema` unquoted) of `table`: its
     /// projection columns quoted and typed exactly as `register_schema`
     /// created them ([`app_table_ddl::projection_type`]).
-    pub fn for_table(qualified_name: &str, table: &TableSchema) -> AppTableSql {
+    pub fn for_table(app_schema: &str, qualified_name: &str, table: &TableSchema) -> AppTableSql {
         AppTableSql {
             table: table.name.clone(),
+            app_schema: app_schema.to_owned(),
             qualified_name: qualified_name.to_owned(),
             columns: table
                 .columns
@@ -90,6 +93,11 @@ pub fn select_app_row(
     partition: &str,
     row_id: &str,
 ) -> StoreResult<Option<StoredRow>> {
+    // A row an index probe does not find is not read (what the read would answer; the
+    // probe costs a fraction of a statement): a pushed insert of a new row reads nothing.
+    if crate::store::direct::app_probe::row_absent(&t.app_schema, &t.table, partition, row_id) {
+        return Ok(None);
+    }
     let sql = format!(
         "SELECT _sync_version, _sync_scopes::text, _sync_payload, _sync_column_versions FROM {} \
          WHERE _sync_partition = $1 AND _sync_row_id = $2 FOR NO KEY UPDATE",

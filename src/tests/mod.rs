@@ -54,3 +54,4 @@ mod segments;
 mod segment_image;
 mod wire_v3;
 mod direct_rows;
+mod direct_app_probe;

@@ -100,7 +100,7 @@ impl RegisteredSchema {
             .map(|t| {
                 let qualified_name = ddl::qualified_name(&app_schema, &t.name);
                 RegisteredTable {
-                    sql: AppTableSql::for_table(&qualified_name, t),
+                    sql: AppTableSql::for_table(&app_schema, &qualified_name, t),
                     table: t.clone(),
                     qualified_name,
                     validator: None,

@@ -6,9 +6,11 @@
 //!   own routines — `simple_table_tuple_insert` and `ExecInsertIndexTuples`,
 //!   as logical replication's apply worker does (the push's log rows);
 //! - [`read`]: primary-key probes through the index access method (the
-//!   request's context, the log's "is it already there" checks).
+//!   request's context, the log's "is it already there" checks);
+//! - [`app_probe`]: whether a pushed row is absent from its app table (the
+//!   only read of an app table made without a statement).
 //!
-//! Only for `sync_*` tables the extension owns, which carry no triggers,
+//! Writes and the [`read`] probes only for `sync_*` tables the extension owns, which carry no triggers,
 //! rules, CHECK constraints, generated columns, partitions or row-level
 //! security (the seed's DDL): what the executor would add for those is
 //! nothing here. Never under Citus (`syncular.router_statements`, or the
@@ -16,6 +18,7 @@
 //! not in the coordinator's relation ([`available`]); the statement forms
 //! are used there.
 
+pub mod app_probe;
 pub mod insert;
 pub mod read;
 

@@ -150,14 +150,39 @@ pub fn first_in<T>(
     backward: bool,
     f: impl FnOnce(Option<&Row>) -> T,
 ) -> T {
-    // SAFETY: relations opened and closed here; an index scan begun, read
-    // and ended here under a registered snapshot; the slot is dropped after
-    // `f` used the row. An ERROR inside aborts the (sub)transaction, whose
-    // cleanup releases all of them.
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    let (rel, idx) = (open_relation(table, lock), open_relation(index, lock));
+    // SAFETY: both just opened (and checked) by name.
+    unsafe { probe(snapshot, rel, idx, keys, backward, f) }
+}
+
+/// One probe of open `rel` through open `idx` (forward); closes both
+/// (keeping their locks). For app tables, which [`super::app_probe`] checked.
+///
+/// # Safety
+/// `rel` is an open table and `idx` an open B-tree index of it whose leading
+/// columns have the types of `keys`.
+pub unsafe fn probe_open<T>(snapshot: &Snapshot, rel: pg_sys::Relation, idx: pg_sys::Relation, keys: &[Key<'_>], f: impl FnOnce(Option<&Row>) -> T) -> T {
+    unsafe { probe(snapshot, rel, idx, keys, false, f) }
+}
+
+/// One probe of open `rel` through open `idx`; closes both (keeping their locks).
+///
+/// # Safety
+/// `rel` is an open table and `idx` an open B-tree index of it whose leading
+/// columns have the types of `keys`.
+unsafe fn probe<T>(
+    snapshot: &Snapshot,
+    rel: pg_sys::Relation,
+    idx: pg_sys::Relation,
+    keys: &[Key<'_>],
+    backward: bool,
+    f: impl FnOnce(Option<&Row>) -> T,
+) -> T {
+    // SAFETY: an index scan begun, read and ended here under a registered
+    // snapshot; the slot is dropped after `f` used the row. An ERROR inside
+    // aborts the (sub)transaction, whose cleanup releases all of them.
     unsafe {
-        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-        let rel = open_relation(table, lock);
-        let idx = open_relation(index, lock);
         let mut scankeys: Vec<pg_sys::ScanKeyData> = Vec::with_capacity(keys.len());
         for (i, key) in keys.iter().enumerate() {
             let (procedure, argument) = key.proc_and_datum();
