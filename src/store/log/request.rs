@@ -21,8 +21,11 @@
 //!
 //! Everything before the counter — decoding, authorization, app-row writes,
 //! row-scope entries, tombstone probes — overlaps with concurrent pushers;
-//! what follows it is these inserts, the response and the COMMIT. Commits become visible in `commitSeq` order
-//! because the next allocation waits for this transaction to end.
+//! what follows it is these inserts, the response and the COMMIT. Commits
+//! become visible in `commitSeq` order because the next allocation waits for
+//! this transaction to end. Change-scope entries are inserted without a
+//! conflict check: they carry the `commitSeq`s just allocated (no stored entry
+//! can have one) and the engine de-duplicates them per commit.
 //!
 //! Under Citus (`syncular.router_statements`, or the `citus` library
 //! loaded) the same rows are written by
@@ -62,8 +65,8 @@ tc AS ( \
 
 /// The counter statement for a request that deletes rows (`deletes`) and/or
 /// inserts rows that had a tombstone (`clears`); the parameter numbers are
-/// the same in every variant. Run through [`pinned_plan`]: an index walk on every table it
-/// probes however small the table was when the backend planned it.
+/// the same in every variant. Run through [`pinned_plan`]: an index walk on
+/// every table it probes however small the table was when it was planned.
 fn counter_sql(deletes: bool, clears: bool) -> &'static str {
     static SQL: [std::sync::OnceLock<String>; 4] = [const { std::sync::OnceLock::new() }; 4];
     SQL[usize::from(deletes) * 2 + usize::from(clears)].get_or_init(|| {
