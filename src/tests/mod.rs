@@ -53,5 +53,4 @@ mod blobs;
 mod segments;
 mod segment_image;
 mod wire_v3;
-mod direct_rows;
-mod direct_app_probe;
+mod direct;
