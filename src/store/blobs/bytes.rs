@@ -13,7 +13,7 @@
 use pgrx::datum::DatumWithOid;
 use pgrx::spi::Spi;
 
-use crate::store::spi::plan_cache;
+use crate::store::spi::{pinned_plan, plan_cache};
 use crate::store::{StoreError, StoreResult};
 
 /// A stored blob's record.
@@ -145,21 +145,34 @@ pub fn select_blob_chunk(partition: &str, blob_id: &str, idx: i32) -> StoreResul
     .map_err(StoreError::spi("select_blob_chunk"))
 }
 
+/// [`lock_present_blobs`]' statement: `$1` partition, `$2` the sorted, distinct ids.
+const LOCK_PRESENT_SQL: &str = "SELECT b.blob_id FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n) \
+     CROSS JOIN LATERAL (SELECT s.blob_id FROM syncular.sync_blobs s \
+        WHERE s.partition = $1 AND s.blob_id = u.id FOR KEY SHARE) b \
+     ORDER BY u.n";
+
+/// `EXPLAIN (FORMAT JSON)` of [`lock_present_blobs`]' pinned plan (for the
+/// plan tests). Errors: SPI failures.
+pub fn explain_lock_present(partition: &str, blob_ids: &[String]) -> StoreResult<String> {
+    pinned_plan::explain(LOCK_PRESENT_SQL, &[DatumWithOid::from(partition), DatumWithOid::from(blob_ids.to_vec())], false)
+        .map_err(StoreError::spi("explain_lock_present"))
+}
+
 /// Of `blob_ids`, the ones stored in `partition`, each locked `FOR KEY
 /// SHARE` to the end of the transaction (the sweep cannot delete them
-/// before the referencing write commits). Errors: SPI failures.
+/// before the referencing write commits), in ascending id order — one
+/// primary-key probe per id (a `= ANY($2)` filter over the partition's blobs
+/// is what the planner chose on never-analyzed tables), through a pinned
+/// plan. Errors: SPI failures.
 pub fn lock_present_blobs(partition: &str, blob_ids: &[String]) -> StoreResult<Vec<String>> {
-    if blob_ids.is_empty() {
+    let mut ids: Vec<String> = blob_ids.to_vec();
+    ids.sort();
+    ids.dedup();
+    if ids.is_empty() {
         return Ok(Vec::new());
     }
     Spi::connect_mut(|client| {
-        let t = plan_cache::execute(
-            client,
-            "SELECT blob_id FROM syncular.sync_blobs WHERE partition = $1 AND blob_id = ANY($2::text[]) \
-             ORDER BY blob_id FOR KEY SHARE",
-            None,
-            &[DatumWithOid::from(partition), DatumWithOid::from(blob_ids.to_vec())],
-        )?;
+        let t = pinned_plan::execute(client, LOCK_PRESENT_SQL, None, &[DatumWithOid::from(partition), DatumWithOid::from(ids)])?;
         let mut out = Vec::with_capacity(t.len());
         for row in t {
             if let Some(id) = row.get::<String>(1)? {

@@ -194,4 +194,30 @@ mod tests {
         assert_eq!(int8("SELECT count(*) FROM syncular.sync_blob_chunks"), Some(0));
         expect_error(attempt("SELECT syncular.blob_sweep_orphans(-1)"), "22023", "syncular.invalid_argument", "");
     }
+
+    /// The push-time presence check locks the named blobs by primary-key
+    /// probes, never by filtering the partition's blobs — on never-analyzed
+    /// and on analyzed tables — and returns exactly the stored ones of the
+    /// ids asked, each once.
+    #[pg_test]
+    fn present_blobs_are_probed_by_primary_key() {
+        use crate::store::blobs::bytes::{explain_lock_present, lock_present_blobs};
+        // 20 000 blob rows over 2 partitions (no chunks needed for the presence check).
+        run("INSERT INTO syncular.sync_blobs (partition, blob_id, byte_length, chunk_count, uploaded_at_ms) \
+             SELECT 'bp' || (g % 2), 'sha256:' || lpad(g::text, 64, '0'), 1, 1, 0 FROM generate_series(0, 19999) AS g");
+        let id = |g: i64| format!("sha256:{g:064}");
+        let asked = vec![id(7), id(19_999), id(8), "sha256:missing".to_owned(), id(7)];
+        for analyzed in [false, true] {
+            if analyzed {
+                run("ANALYZE syncular.sync_blobs");
+            }
+            let plan = explain_lock_present("bp1", &asked).unwrap();
+            assert!(plan.contains("sync_blobs_pkey") && plan.contains("blob_id = u.id"), "analyzed={analyzed}: {plan}");
+            let filtered = plan.lines().any(|l| l.contains("\"Filter\"") && l.contains("blob_id"));
+            assert!(!filtered, "analyzed={analyzed}: the id must be an index condition: {plan}");
+        }
+        // g % 2 = 1 lives in bp1: 7 and 19 999 are there, 8 is in bp0.
+        assert_eq!(lock_present_blobs("bp1", &asked).unwrap(), vec![id(7), id(19_999)]);
+        assert_eq!(lock_present_blobs("bp0", &asked).unwrap(), vec![id(8)]);
+    }
 }
