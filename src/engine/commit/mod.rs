@@ -6,7 +6,7 @@
 //!
 //! | source | entry | store statements |
 //! |---|---|---|
-//! | a push request, `syncular.commit` | [`write_request`] with a [`RequestLogBuilder`] | one statement ([`crate::store::log::request`]), or one per table under `syncular.router_statements` (Citus: [`crate::store::log::request_router`]) |
+//! | a push request, `syncular.commit` | [`write_request`] with a [`RequestLogBuilder`] | the counter statement and rows without statements ([`crate::store::log::request`]), or one statement per table under Citus ([`crate::store::log::request_router`], chosen by the store) |
 //! | a captured plain SQL statement | [`write_statement`] | set-based from its transition table ([`crate::store::log::statement`]) |
 //!
 //! Rows an engine write causes without naming them (a foreign-key cascade,

@@ -7,7 +7,7 @@ use syncular_protocol::frame_fields::Op;
 
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::notify;
-use crate::store::log::{request, request_router, LogAuthor, LogChange, RequestLog};
+use crate::store::log::{request, LogAuthor, LogChange, RequestLog};
 use crate::store::partitions;
 
 /// A change staged by an applied operation (§2.2), written to the log once
@@ -143,13 +143,8 @@ impl RequestLogBuilder {
 /// none of it (only row-scope entries, which the second call keeps).
 /// Errors: store failures.
 pub fn write_request(author: &LogAuthor<'_>, log: &mut RequestLogBuilder, key: Option<&[u8]>) -> EngineResult<i64> {
-    let write = |log: &RequestLog| {
-        if crate::settings::router_statements() {
-            request_router::write_request_log(author, log)
-        } else {
-            request::write_request_log(author, log)
-        }
-    };
+    // The store picks the form: rows without statements, or single-shard statements under Citus.
+    let write = |log: &RequestLog| request::write_request_log(author, log);
     let log = log.finish();
     let base = match write(log) {
         Ok(base) => base,

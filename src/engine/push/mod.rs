@@ -30,11 +30,12 @@
 //!    back — nothing of the commit survives — and only the `rejected`
 //!    outcome is staged. Any other error fails the whole request.
 //!
-//! Last, one statement ([`crate::store::log::request`]) allocates the dense
+//! Last, the request's log is written ([`crate::store::log::request`]): the
+//! inserted rows' scope entries, then one statement allocating the dense
 //! `commitSeq`s of the applied commits from the partition's counter row
 //! (locked from there to the caller's transaction end: the only
-//! partition-wide critical section) and writes every staged row and
-//! outcome; the planned reactions follow with their `commitSeq`s
+//! partition-wide critical section), then every staged row and outcome
+//! (without statements outside Citus); the planned reactions follow with their `commitSeq`s
 //! ([`crate::store::reactions::enqueue`], plus one `syncular_reaction`
 //! NOTIFY); each applied commit with changes queues its notification.
 
@@ -95,7 +96,7 @@ enum Slot {
     Again(usize),
 }
 
-/// A new commit's outcome before the log statement ran.
+/// A new commit's outcome before the log was written.
 enum Outcome {
     /// Applied at `position` (1-based among the request's applied commits).
     Applied { position: i32, operations: usize },
@@ -107,10 +108,10 @@ enum Outcome {
 /// (store failures, unexpected Postgres errors) fail the whole request.
 ///
 /// Order: the request's idempotency and row locks, without a statement
-/// ([`push_locks`]); one statement reads the stored outcomes of its keys;
-/// per new commit, its operations in its own subtransaction; then one
-/// statement writes the whole request's log and outcomes, allocating the
-/// `commitSeq`s ([`commit::write_request`]) — the partition's counter row is taken
+/// ([`push_locks`]); the stored outcomes of its keys are read;
+/// per new commit, its operations in its own subtransaction; then the whole
+/// request's log and outcomes are written, allocating the `commitSeq`s
+/// ([`commit::write_request`]) — the partition's counter row is taken
 /// there, last. `forms` gives the payload form of each operation of each
 /// commit (`syncular.commit`: `upsert` full, `patch` sparse); without it,
 /// the form of the request's wire version ([`PayloadForm::of_wire`]).
@@ -336,7 +337,7 @@ fn apply_commit(
     });
     let rejected = match outcome {
         SavepointOutcome::Released((staged, planned)) => {
-            // Placeholder commitSeq: the log statement sets the allocated one.
+            // Placeholder commitSeq: the log writer sets the allocated one.
             let outcome = applied(ctx, 0, commit.operations.len()).to_json();
             let position = log.applied(&commit.client_commit_id, &staged, outcome)?;
             reactions.extend(planned.into_iter().map(|p| (position, commit.client_commit_id.clone(), p)));

@@ -14,7 +14,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 
 use pgrx::pg_sys;
 
@@ -56,17 +56,16 @@ pub fn row_absent(app_schema: &str, table: &str, partition: &str, row_id: &str) 
         },
     };
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    let Some(rel) = super::reopen(target.relid, target.nsp, table.as_bytes(), lock) else {
+        TARGETS.with(|m| m.borrow_mut().remove(&key));
+        return false;
+    };
     // SAFETY: try_relation_open returns NULL for an Oid that no longer
-    // exists; what was found is checked on the open relations before the
-    // probe uses them; both are closed here or by the probe.
+    // exists; the index is checked on the open relations before the probe
+    // uses them; both are closed here or by the probe.
     unsafe {
-        let rel = pg_sys::try_relation_open(target.relid, lock);
-        if rel.is_null() {
-            TARGETS.with(|m| m.borrow_mut().remove(&key));
-            return false;
-        }
         let idx = pg_sys::try_relation_open(target.indexid, lock);
-        if idx.is_null() || !still_target(rel, idx, table, &target) {
+        if idx.is_null() || !still_target(rel, idx, &target) {
             if !idx.is_null() {
                 pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
             }
@@ -79,19 +78,17 @@ pub fn row_absent(app_schema: &str, table: &str, partition: &str, row_id: &str) 
     }
 }
 
-/// Whether the open `rel` and `idx` are still what `target` recorded: the
-/// table `table` in the same namespace, an ordinary table, and its valid
-/// unique index on the same two columns.
+/// Whether the open `rel` (the table `target` names: [`super::reopen`] or
+/// the name look-up checked that) and `idx` are still what `target`
+/// recorded: an ordinary table and its valid unique index on the same two
+/// columns.
 ///
 /// # Safety
 /// `rel` and `idx` are open.
-unsafe fn still_target(rel: pg_sys::Relation, idx: pg_sys::Relation, table: &str, target: &Target) -> bool {
+unsafe fn still_target(rel: pg_sys::Relation, idx: pg_sys::Relation, target: &Target) -> bool {
     unsafe {
-        let form = (*rel).rd_rel;
         let index = (*idx).rd_index;
-        (*form).relnamespace == target.nsp
-            && (*form).relkind as u8 == b'r'
-            && CStr::from_ptr((*form).relname.data.as_ptr()).to_bytes() == table.as_bytes()
+        (*(*rel).rd_rel).relkind as u8 == b'r'
             && !index.is_null()
             && (*index).indrelid == target.relid
             && (*index).indisunique
@@ -134,7 +131,7 @@ fn find_target(app_schema: &str, table: &str) -> Option<Target> {
             for i in 0..indexes.len() {
                 let Some(indexid) = indexes.get_oid(i) else { continue };
                 let target = Target { relid, nsp, indexid, keys: [p, r] };
-                if key_index(rel, &target, table) {
+                if key_index(rel, &target) {
                     found = Some(target);
                     break;
                 }
@@ -151,14 +148,14 @@ fn find_target(app_schema: &str, table: &str) -> Option<Target> {
 ///
 /// # Safety
 /// `rel` is open.
-unsafe fn key_index(rel: pg_sys::Relation, target: &Target, table: &str) -> bool {
+unsafe fn key_index(rel: pg_sys::Relation, target: &Target) -> bool {
     unsafe {
         let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
         let idx = pg_sys::try_relation_open(target.indexid, lock);
         if idx.is_null() {
             return false;
         }
-        let ok = still_target(rel, idx, table, target)
+        let ok = still_target(rel, idx, target)
             && (*(*idx).rd_rel).relam == pg_sys::BTREE_AM_OID
             && pg_sys::heap_attisnull((*idx).rd_indextuple, pg_sys::Anum_pg_index_indpred as i32, std::ptr::null_mut());
         pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);

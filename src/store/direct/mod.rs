@@ -51,20 +51,15 @@ fn citus_preloaded() -> bool {
 
 /// `text` as a `text` datum (palloc'd in the current memory context).
 pub fn text(value: &str) -> pg_sys::Datum {
-    // SAFETY: copies `len` bytes from a live &str into a new text value.
-    unsafe {
-        let len = i32::try_from(value.len()).unwrap_or_else(|_| pgrx::error!("syncular.internal: a log value over 1 GB"));
-        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(value.as_ptr().cast(), len))
-    }
+    bytea(value.as_bytes())
 }
 
-/// `bytes` as a `bytea` datum (palloc'd in the current memory context).
+/// `bytes` as a `bytea` datum (palloc'd in the current memory context; a
+/// `text` datum has the same layout).
 pub fn bytea(bytes: &[u8]) -> pg_sys::Datum {
-    // SAFETY: as `text`: a varlena of the bytes' length (text and bytea share the layout).
-    unsafe {
-        let len = i32::try_from(bytes.len()).unwrap_or_else(|_| pgrx::error!("syncular.internal: a log value over 1 GB"));
-        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(bytes.as_ptr().cast(), len))
-    }
+    let len = i32::try_from(bytes.len()).unwrap_or_else(|_| pgrx::error!("syncular.internal: a log value over 1 GB"));
+    // SAFETY: copies `len` bytes from a live slice into a new varlena.
+    unsafe { pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(bytes.as_ptr().cast(), len)) }
 }
 
 /// JSON text as a `jsonb` datum, through `jsonb_in` (what a `::jsonb` cast
@@ -126,17 +121,8 @@ fn open_by_name(name: &'static CStr, lock: pg_sys::LOCKMODE) -> pg_sys::Relation
             std::cell::RefCell::new(std::collections::HashMap::new());
     }
     if let Some((oid, nsp)) = OIDS.with(|o| o.borrow().get(name).copied()) {
-        // SAFETY: try_relation_open returns NULL for an Oid that no longer
-        // exists; the relation's name and namespace are read from its relcache entry.
-        unsafe {
-            let rel = pg_sys::try_relation_open(oid, lock);
-            if !rel.is_null() {
-                let form = (*rel).rd_rel;
-                if (*form).relnamespace == nsp && CStr::from_ptr((*form).relname.data.as_ptr()) == name {
-                    return rel;
-                }
-                pg_sys::relation_close(rel, lock);
-            }
+        if let Some(rel) = reopen(oid, nsp, name.to_bytes(), lock) {
+            return rel;
         }
     }
     // SAFETY: catalog look-ups by name (missing_ok = false raises for the schema).
@@ -150,4 +136,26 @@ fn open_by_name(name: &'static CStr, lock: pg_sys::LOCKMODE) -> pg_sys::Relation
     OIDS.with(|o| o.borrow_mut().insert(name, (oid, nsp)));
     // SAFETY: an Oid the catalog just named.
     unsafe { pg_sys::relation_open(oid, lock) }
+}
+
+/// Opens the kept Oid `oid` with `lock` when it still is relation `name` in
+/// namespace `nsp` (a relation dropped and recreated has a new Oid, and an
+/// Oid may be reused by another relation); `None` otherwise, with nothing
+/// left open. For the Oids kept per backend here and in [`app_probe`].
+fn reopen(oid: pg_sys::Oid, nsp: pg_sys::Oid, name: &[u8], lock: pg_sys::LOCKMODE) -> Option<pg_sys::Relation> {
+    // SAFETY: try_relation_open returns NULL for an Oid that no longer
+    // exists; the name and namespace are read from the open relation's
+    // relcache entry, and a relation that does not match is closed.
+    unsafe {
+        let rel = pg_sys::try_relation_open(oid, lock);
+        if rel.is_null() {
+            return None;
+        }
+        let form = (*rel).rd_rel;
+        if (*form).relnamespace == nsp && CStr::from_ptr((*form).relname.data.as_ptr()).to_bytes() == name {
+            return Some(rel);
+        }
+        pg_sys::relation_close(rel, lock);
+        None
+    }
 }
