@@ -19,8 +19,8 @@ use crate::engine::clock;
 /// `syncular.revoke_lease(partition text, lease_id text) returns boolean`
 /// (§7.3.4 `revokeLease`): marks the lease revoked, durably. From then on an
 /// outage-served round of its client fails with `sync.auth_lease_revoked`
-/// (28000) and live rounds no longer refresh it (no `LEASE` frame) until
-/// [`clear_lease_revocation`]. Local data is not touched. `false` when
+/// (28000) until its next live round, which replaces it by a lease under a
+/// fresh id (§7.3.4 recovery). Local data is not touched. `false` when
 /// `partition` has no lease with that id; revoking twice keeps the first
 /// instant. Errors: `syncular.invalid_argument` (22023).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -33,9 +33,10 @@ fn revoke_lease(partition: Option<&str>, lease_id: Option<&str>) -> bool {
 }
 
 /// `syncular.clear_lease_revocation(partition text, lease_id text) returns
-/// boolean`: forgets the revoked lease `lease_id`, so its client's next live
-/// round mints a lease under a fresh id (the revoked id never comes back).
-/// `false` when `partition` has no revoked lease with that id.
+/// boolean`: forgets the revoked lease `lease_id` before its client's next
+/// live round replaces it (outage rounds then get `sync.auth_lease_required`;
+/// the revoked id never comes back either way). `false` when `partition`
+/// has no revoked lease with that id.
 /// Errors: `syncular.invalid_argument` (22023).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

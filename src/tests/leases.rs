@@ -209,7 +209,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn revocation_is_durable_and_clearing_mints_a_fresh_id() {
+    fn revocation_holds_until_a_live_round_mints_a_fresh_id() {
         let epoch = setup();
         leases_on();
         let (id, _) = lease_of(&round("alice", "c1", &epoch, vec![], Some(&p1()))).unwrap();
@@ -220,17 +220,37 @@ mod tests {
         let (_, _, _, revoked, valid) = stored("c1");
         assert_eq!((revoked, valid), (Some(T0 + 1_000), true), "re-signed with the revocation");
         expect_error(try_round("alice", "c1", &epoch, Some(&outage())), "28000", "sync.auth_lease_revoked", "revoked");
-        // A live round is served but does not refresh (or resurrect) the handle.
-        let live = round("alice", "c1", &epoch, vec![], Some(&p1()));
-        assert_eq!(lease_of(&live), None);
-        assert_eq!(stored("c1").3, Some(T0 + 1_000));
         expect_error(try_round("alice", "c1", &epoch, Some(&outage())), "28000", "sync.auth_lease_revoked", "");
         // Un-revoking by hand breaks the signature: still no service.
         run(&format!("UPDATE syncular.sync_auth_leases SET revoked_at_ms = NULL WHERE partition = '{P}'"));
         expect_error(try_round("alice", "c1", &epoch, Some(&outage())), "28000", "sync.auth_lease_required", "does not verify");
         run(&format!("UPDATE syncular.sync_auth_leases SET revoked_at_ms = {} WHERE partition = '{P}'", T0 + 1_000));
+        // Recovery (§7.3.4, Appendix B 15 (c)): the next live round replaces the revoked lease by
+        // a fresh one, in its LEASE frame and in the store.
+        at(T0 + 2_000);
+        let (fresh, expires) = lease_of(&round("alice", "c1", &epoch, vec![], Some(&p1()))).expect("a fresh lease on recovery");
+        assert_ne!(fresh, id, "the revoked handle never comes back");
+        let (stored_id, _, stored_expires, revoked, valid) = stored("c1");
+        assert_eq!((stored_id.as_str(), stored_expires, revoked, valid), (fresh.as_str(), expires, None, true));
+        try_round("alice", "c1", &epoch, Some(&outage())).expect("the fresh lease serves an outage");
+        // The revoked id is gone: neither revocable nor clearable any more.
+        assert_eq!(text(&format!("SELECT syncular.revoke_lease('{P}', '{id}')::text")), Some("false".into()));
+        assert_eq!(text(&format!("SELECT syncular.clear_lease_revocation('{P}', '{id}')::text")), Some("false".into()));
+        // The next live round slides the fresh lease (no new handle).
+        let (again, _) = lease_of(&round("alice", "c1", &epoch, vec![], Some(&p1()))).unwrap();
+        assert_eq!(again, fresh);
+    }
+
+    #[pg_test]
+    fn clearing_a_revocation_is_an_extra_before_recovery() {
+        let epoch = setup();
+        leases_on();
+        let (id, _) = lease_of(&round("alice", "c1", &epoch, vec![], Some(&p1()))).unwrap();
+        assert_eq!(text(&format!("SELECT syncular.revoke_lease('{P}', '{id}')::text")), Some("true".into()));
         assert_eq!(text(&format!("SELECT syncular.clear_lease_revocation('{P}', '{id}')::text")), Some("true".into()));
         assert_eq!(text(&format!("SELECT syncular.clear_lease_revocation('{P}', '{id}')::text")), Some("false".into()));
+        // Cleared: no lease at all until the next live round.
+        expect_error(try_round("alice", "c1", &epoch, Some(&outage())), "28000", "sync.auth_lease_required", "holds no auth lease");
         let (fresh, _) = lease_of(&round("alice", "c1", &epoch, vec![], Some(&p1()))).expect("a fresh lease");
         assert_ne!(fresh, id, "the revoked handle never comes back");
         try_round("alice", "c1", &epoch, Some(&outage())).unwrap();

@@ -83,20 +83,27 @@ fn lease_expiry_boundary_and_revocation() {
     a.conn.batch_execute(&format!("SET syncular.now_ms = '{exp}'")).unwrap();
     let e = a.round(pull_frames()).unwrap_err();
     assert!(e.contains("auth_lease_required"), "{e}");
-    // revoke, then a live round must not resurrect it; outage -> revoked
+    // revoke: outage -> revoked; a hand-cleared revocation must not verify
     a.conn.batch_execute("SET syncular.now_ms = '1000000000001'").unwrap();
     let ok: bool = a.conn.query_one("SELECT syncular.revoke_lease($1, $2)", &[&p, &id]).unwrap().get(0);
     assert!(ok);
-    a.allowed = Some(allow_projects(&["p1"]));
-    let live = a.round(pull_frames()).unwrap();
-    assert!(leases(&live).is_empty(), "revoked lease refreshed");
-    a.allowed = Some(json!(OUTAGE));
     let e = a.round(pull_frames()).unwrap_err();
     assert!(e.contains("auth_lease_revoked"), "{e}");
-    // hand edit: clear the revocation in the table -> must not verify
     a.conn.execute("UPDATE syncular.sync_auth_leases SET revoked_at_ms = NULL WHERE partition = $1", &[&p]).unwrap();
     let e = a.round(pull_frames()).unwrap_err();
     assert!(e.contains("auth_lease_required"), "hand-cleared revocation served: {e}");
+    a.conn.execute("UPDATE syncular.sync_auth_leases SET revoked_at_ms = 1000000000001 WHERE partition = $1", &[&p]).unwrap();
+    let e = a.round(pull_frames()).unwrap_err();
+    assert!(e.contains("auth_lease_revoked"), "{e}");
+    // recovery: a live round mints a fresh id; the revoked one is never served again
+    a.allowed = Some(allow_projects(&["p1"]));
+    let live = leases(&a.round(pull_frames()).unwrap());
+    assert_eq!(live.len(), 1, "recovery sends one LEASE frame");
+    assert_ne!(live[0].0, id, "the revoked handle resurrected");
+    a.allowed = Some(json!(OUTAGE));
+    assert!(a.round(pull_frames()).is_ok(), "the fresh lease serves an outage");
+    let gone: bool = a.conn.query_one("SELECT syncular.revoke_lease($1, $2)", &[&p, &id]).unwrap().get(0);
+    assert!(!gone, "the revoked id is no longer stored");
     // copy the signature/row to another client id by hand -> must not verify
     a.conn.batch_execute("RESET syncular.now_ms").unwrap();
 }

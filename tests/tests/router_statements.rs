@@ -163,11 +163,23 @@ fn sync_rounds(p: &str) {
         .get(0);
     let revoked: bool = gw.query_one("SELECT syncular.revoke_lease($1, $2)", &[&p, &lease]).expect("revoke_lease").get(0);
     assert!(revoked);
+    let writer_allowed = w.allowed.clone();
     w.allowed = Some(json!("resolver_outage"));
     let err = w.push(vec![commit("c7", vec![upsert(&Task::new("t11", "p1", "eleven"), None)])]).expect_err("revoked");
     assert!(format!("{err:?}").contains("sync.auth_lease_revoked"), "{err:?}");
+    // Recovery: a live round replaces the revoked lease under a fresh id; that one is revoked
+    // and cleared.
+    w.allowed = writer_allowed.clone();
+    w.round(vec![pull_header(100, 100, 1, 0b0011), sub(head, None)]).expect("a live round after the revocation");
+    let fresh: String = gw
+        .query_one("SELECT lease_id FROM syncular.leases($1) WHERE client_id = 'router-writer'", &[&p])
+        .expect("syncular.leases")
+        .get(0);
+    assert_ne!(fresh, lease, "recovery mints a fresh lease id");
+    let revoked: bool = gw.query_one("SELECT syncular.revoke_lease($1, $2)", &[&p, &fresh]).expect("revoke_lease").get(0);
+    assert!(revoked);
     let cleared: bool =
-        gw.query_one("SELECT syncular.clear_lease_revocation($1, $2)", &[&p, &lease]).expect("clear_lease_revocation").get(0);
+        gw.query_one("SELECT syncular.clear_lease_revocation($1, $2)", &[&p, &fresh]).expect("clear_lease_revocation").get(0);
     assert!(cleared);
 
     // Last: its row would change what the reads above count.

@@ -10,9 +10,10 @@
 //!   `(partition, clientId)` with the just-resolved map, `issuedAtMs` = now,
 //!   `expiresAtMs` = now + TTL, and the round emits one `LEASE` frame right
 //!   after `RESP_HEADER`. The id is stable across refreshes; a fresh id is
-//!   minted for a new record, when the actor changed, or when the stored
-//!   record does not verify. A revoked record is never refreshed (no frame)
-//!   until `syncular.clear_lease_revocation` deletes it.
+//!   minted for a new record, when the actor changed, when the stored
+//!   record does not verify, or when it was revoked: a live round after a
+//!   revocation is the recovery of §7.3.4 / Appendix B 15 (c) — the revoked
+//!   row is replaced by a fresh lease, and the revoked id never comes back.
 //! - **The outage seam** ([`crate::engine::auth::allowed::OUTAGE_SIGNAL`], [`authorize`]): the host says
 //!   "live authority unavailable" by passing the JSON string
 //!   `"resolver_outage"` as `allowed_scopes`, or by returning it from the
@@ -34,7 +35,7 @@ use syncular_protocol::ErrorCode;
 use crate::engine::clock::MAX_NOW_MS;
 use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::auth::allowed::{parse_allowed_map, AllowedMap};
-use crate::store::auth::leases::{self as store, LeaseContext, LeaseRow, LeaseWrite};
+use crate::store::auth::leases::{self as store, LeaseContext, LeaseRow, LeaseWrite, Replacing};
 
 /// Bytes of a generated lease key.
 const KEY_BYTES: usize = 32;
@@ -162,10 +163,10 @@ pub fn ensure_key() -> EngineResult<()> {
 
 /// Issues or slides the lease of `(partition, client_id)` for a round whose
 /// allowed map `allowed` came from a live source (§7.3.3), `lease` being
-/// what the request read. `ttl_ms` is `syncular.lease_ttl`. Returns the
-/// `LEASE` frame to emit, or `None` when the stored lease is revoked (no
-/// refresh until the revocation is cleared) or a concurrent revocation or
-/// issuance won the row. One statement (plus two, once, to create the key).
+/// what the request read. `ttl_ms` is `syncular.lease_ttl`. A revoked
+/// stored lease is replaced by one under a fresh id (the recovery of
+/// §7.3.4; Appendix B 15 (c)). Returns the `LEASE` frame to emit, or `None`
+/// when a concurrent revocation, clear or issuance won the row. One statement (plus two, once, to create the key).
 /// Errors: store failures.
 pub fn issue(
     partition: &str,
@@ -178,11 +179,9 @@ pub fn issue(
 ) -> EngineResult<Option<Lease>> {
     let key = signing_key(lease)?;
     let existing = lease.row.as_ref();
-    if existing.is_some_and(|row| row.revoked_at_ms.is_some()) {
-        return Ok(None);
-    }
+    let revoked = existing.is_some_and(|row| row.revoked_at_ms.is_some());
     let keeps_id = existing
-        .filter(|row| row.actor_id == actor_id && verifies(partition, row, Some(&key)));
+        .filter(|row| !revoked && row.actor_id == actor_id && verifies(partition, row, Some(&key)));
     let lease_id = match keeps_id {
         Some(row) => row.lease_id.clone(),
         None => format!("lease_{}", uuid::Uuid::new_v4()),
@@ -211,7 +210,11 @@ pub fn issue(
             expires_at_ms,
             signature: &signature,
         },
-        existing.map(|row| row.lease_id.as_str()),
+        match existing {
+            None => Replacing::Nothing,
+            Some(row) if revoked => Replacing::Revoked(&row.lease_id),
+            Some(row) => Replacing::Live(&row.lease_id),
+        },
     )?;
     Ok(written.then_some(Lease { lease_id, expires_at_ms }))
 }
@@ -241,8 +244,9 @@ pub fn revoke(partition: &str, lease_id: &str, now_ms: i64) -> EngineResult<bool
 }
 
 /// `syncular.clear_lease_revocation`: deletes the revoked lease `lease_id`
-/// of `partition`, so the client's next live round mints a fresh id (the
-/// revoked id never comes back). `false` when no revoked lease has that id.
+/// of `partition` (an extra beside the recovery in [`issue`], which replaces
+/// it on the client's next live round anyway): until that round, outage
+/// rounds get `sync.auth_lease_required` instead of `sync.auth_lease_revoked`. `false` when no revoked lease has that id.
 /// Errors: store failures.
 pub fn clear_revocation(partition: &str, lease_id: &str) -> EngineResult<bool> {
     Ok(store::delete_revoked(partition, lease_id)?)

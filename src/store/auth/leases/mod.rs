@@ -116,15 +116,30 @@ pub struct LeaseWrite<'a> {
     pub signature: &'a [u8],
 }
 
-/// Writes an issued or slid lease, one statement: with `replacing` = the id
-/// read earlier, an UPDATE of that row only while it still carries that id
-/// and is not revoked (a concurrent `revoke_lease` or clear wins); without,
-/// an INSERT that yields to a concurrent one. Returns whether a row was
-/// written (the round emits `LEASE` only then). Errors: SPI failures.
-pub fn write(lease: &LeaseWrite<'_>, replacing: Option<&str>) -> StoreResult<bool> {
-    const UPDATE: &str = "UPDATE syncular.sync_auth_leases SET lease_id = $3, actor_id = $4, \
+/// The stored row an issued lease replaces (what the request read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replacing<'a> {
+    /// No row: INSERT, yielding to a concurrent issuance.
+    Nothing,
+    /// A live (unrevoked) row with this id: slid or re-issued.
+    Live(&'a str),
+    /// A revoked row with this id: replaced by a fresh lease (§7.3.4 recovery, Appendix B
+    /// 15 (c)), revocation cleared on the new record only.
+    Revoked(&'a str),
+}
+
+/// Writes an issued or slid lease, one statement: replacing a row read earlier, an UPDATE
+/// of that row only while it still carries that id and the same revocation state (a
+/// concurrent `revoke_lease`, clear or issuance wins); without, an INSERT that yields to a
+/// concurrent one. Returns whether a row was written (the round emits `LEASE` only then).
+/// Errors: SPI failures.
+pub fn write(lease: &LeaseWrite<'_>, replacing: Replacing<'_>) -> StoreResult<bool> {
+    const UPDATE_LIVE: &str = "UPDATE syncular.sync_auth_leases SET lease_id = $3, actor_id = $4, \
             allowed_scopes = $5::jsonb, issued_at_ms = $6, expires_at_ms = $7, signature = $8 \
           WHERE partition = $1 AND client_id = $2 AND lease_id = $9 AND revoked_at_ms IS NULL RETURNING 1";
+    const UPDATE_REVOKED: &str = "UPDATE syncular.sync_auth_leases SET lease_id = $3, actor_id = $4, \
+            allowed_scopes = $5::jsonb, issued_at_ms = $6, expires_at_ms = $7, signature = $8, revoked_at_ms = NULL \
+          WHERE partition = $1 AND client_id = $2 AND lease_id = $9 AND revoked_at_ms IS NOT NULL RETURNING 1";
     const INSERT: &str = "INSERT INTO syncular.sync_auth_leases \
             (partition, client_id, lease_id, actor_id, allowed_scopes, issued_at_ms, expires_at_ms, signature) \
           VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8) ON CONFLICT (partition, client_id) DO NOTHING RETURNING 1";
@@ -139,11 +154,15 @@ pub fn write(lease: &LeaseWrite<'_>, replacing: Option<&str>) -> StoreResult<boo
         DatumWithOid::from(lease.signature),
     ];
     let sql = match replacing {
-        Some(id) => {
+        Replacing::Live(id) => {
             args.push(DatumWithOid::from(id));
-            UPDATE
+            UPDATE_LIVE
         }
-        None => INSERT,
+        Replacing::Revoked(id) => {
+            args.push(DatumWithOid::from(id));
+            UPDATE_REVOKED
+        }
+        Replacing::Nothing => INSERT,
     };
     Spi::connect_mut(|client| plan_cache::execute(client, sql, None, &args).map(|t| t.len() == 1))
         .map_err(StoreError::spi("write_lease"))
