@@ -1,10 +1,13 @@
 //! One SSP2 sync round, persisted before it is acknowledged (contract §1, §2.3, §6.4).
 //!
-//! A request with `PUSH_COMMIT` frames runs `syncular.push` in its own transaction, COMMITs,
-//! then (when it has a `PULL_HEADER`) `syncular.pull` in a second transaction; only then are
-//! the two responses spliced ([`crate::framing::splice`]) and handed back. A request without
-//! `PUSH_COMMIT` frames is one `syncular.pull` transaction; one whose frames cannot be scanned
-//! goes to `syncular.sync` (which answers its error). Transient failures (SQLSTATE 40/53/57/08, lost
+//! Every round is ONE transaction whose COMMIT precedes the first byte answered: a request with
+//! `PUSH_COMMIT` frames and a `PULL_HEADER` runs `syncular.sync` (socket rounds, buffered
+//! whole) or `syncular.sync_stream` read whole while it stays under [`WHOLE_ROUND_BYTES`]
+//! (`POST /sync`); a request without `PUSH_COMMIT` frames is one `syncular.pull` (or
+//! `pull_stream`) transaction; one whose frames cannot be scanned goes to `syncular.sync`
+//! (which answers its error). Only an HTTP round whose response outgrows
+//! [`WHOLE_ROUND_BYTES`] is run as two: `syncular.push` COMMITted first, then the pull
+//! streamed in a second transaction, the two spliced ([`crate::framing::splice_head`]). Transient failures (SQLSTATE 40/53/57/08, lost
 //! connections) retry the failed transaction (the idempotency key makes a push retry safe),
 //! then answer `syncular.unavailable` (503). The same code serves `POST /sync` and socket
 //! rounds (§8.7), which pass `connection_client_id`.
@@ -62,14 +65,9 @@ impl Half {
 /// the two halves cannot be spliced).
 pub async fn run_round(pool: &Pool, args: &RoundArgs<'_>) -> Result<Vec<u8>, ApiError> {
     match framing::request_shape(args.request) {
-        Some(shape) if shape.has_push => {
-            let push = with_retry(|| call_in_tx(pool, Half::Push, args)).await?;
-            if !shape.has_pull {
-                return Ok(push);
-            }
-            let pull = with_retry(|| call_in_tx(pool, Half::Pull, args)).await?;
-            framing::splice(&push, &pull).map_err(|e| ApiError::internal(format!("cannot splice the round: {}", e.0)))
-        }
+        // Push and pull in one transaction: the response is buffered whole anyway.
+        Some(shape) if shape.has_push && shape.has_pull => with_retry(|| call_in_tx(pool, Half::Both, args)).await,
+        Some(shape) if shape.has_push => with_retry(|| call_in_tx(pool, Half::Push, args)).await,
         // No PUSH_COMMIT frame: `syncular.pull` serves the same response as `syncular.sync`
         // (and would apply nothing even if the frame scan were wrong).
         Some(_) => with_retry(|| call_in_tx(pool, Half::Pull, args)).await,
@@ -91,8 +89,15 @@ pub enum RoundBody {
     },
 }
 
-/// [`run_round`] with the pull half streamed (`POST /sync`): the push half (when present)
-/// runs and COMMITs first, exactly as in [`run_round`]; then the pull half is opened with
+/// Largest response of a `POST /sync` round with pushes that is answered from one
+/// transaction ([`super::stream::whole_round`]), bytes. A larger one (a bootstrap sent
+/// together with pushes) is computed again as two transactions, its pull streamed: the
+/// first attempt's work up to this size is the price of never holding more in memory.
+pub const WHOLE_ROUND_BYTES: usize = 1 << 20;
+
+/// [`run_round`] with the pull half streamed (`POST /sync`): a round with pushes and a pull is
+/// answered from one transaction while its response stays under [`WHOLE_ROUND_BYTES`];
+/// otherwise the push half (when present) runs and COMMITs first; then the pull half is opened with
 /// `syncular.pull_stream` and its first chunk read — a failure up to here is answered as a
 /// §10.1 error like any round. A first chunk that is the whole response is answered whole,
 /// after the pull's COMMIT. The rest of the pull is pumped by a task into a channel of
@@ -104,6 +109,11 @@ pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunk
     let Some(shape) = framing::request_shape(args.request) else {
         return with_retry(|| call_in_tx(pool, Half::Both, args)).await.map(RoundBody::Whole);
     };
+    if shape.has_push && shape.has_pull {
+        if let Some(whole) = super::stream::whole_round(pool, args, WHOLE_ROUND_BYTES).await? {
+            return Ok(RoundBody::Whole(whole));
+        }
+    }
     let push = if shape.has_push {
         let push = with_retry(|| call_in_tx(pool, Half::Push, args)).await?;
         if !shape.has_pull {

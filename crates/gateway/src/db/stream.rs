@@ -1,4 +1,5 @@
-//! The pull half of an HTTP round, streamed (SPEC §1.4; docs/src/sql/sync.md "Streaming rounds").
+//! The pull half of an HTTP round, streamed (SPEC §1.4; docs/src/sql/sync.md "Streaming rounds"),
+//! and a whole round in one transaction while its response is small ([`whole_round`]).
 //!
 //! `SELECT syncular.pull_stream(…)` in its own transaction (`synchronous_commit = off`, like
 //! the buffered pull): a value-per-call set-returning function in the select list, so
@@ -44,6 +45,71 @@ fn sql(with_client: bool) -> &'static str {
     } else {
         "SELECT syncular.pull_stream($1::text, $2::text, $3::bytea, $4::jsonb)"
     }
+}
+
+fn whole_sql(with_client: bool) -> &'static str {
+    if with_client {
+        "SELECT syncular.sync_stream($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)"
+    } else {
+        "SELECT syncular.sync_stream($1::text, $2::text, $3::bytea, $4::jsonb)"
+    }
+}
+
+/// The whole round — push and pull — in ONE transaction when its response fits in `limit`
+/// bytes: `SELECT syncular.sync_stream(…)` (durable COMMIT), its rows read and kept until the
+/// last; `Some(response)` is returned only after the COMMIT succeeded (persist before
+/// acknowledging). A response that outgrows `limit` is given up before its end: the query is
+/// cancelled and the transaction rolled back (nothing of it persists, the connection is
+/// discarded) and `None` is returned — the caller then runs the round in two transactions,
+/// the pull streamed. Transient failures retry the whole transaction.
+///
+/// Errors: the §10.1 error of the call or of the COMMIT.
+pub async fn whole_round(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Result<Option<Vec<u8>>, ApiError> {
+    with_retry(|| whole_round_once(pool, args, limit)).await
+}
+
+async fn whole_round_once(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Result<Option<Vec<u8>>, ApiError> {
+    let client = checkout(pool).await?;
+    let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
+    let statement = client.prepare_cached(whole_sql(args.connection_client_id.is_some())).await.map_err(pg)?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&args.partition, &args.actor_id, &args.request, &args.allowed_scopes];
+    if let Some(cid) = &args.connection_client_id {
+        params.push(cid);
+    }
+    // BEGIN and the query are pipelined (join polls in argument order).
+    let (begin, rows) =
+        join(client.batch_execute("BEGIN"), client.query_raw(&statement, params.iter().map(|p| *p as &dyn ToSql))).await;
+    let rows = match (begin, rows) {
+        (Ok(()), Ok(rows)) => Box::pin(rows),
+        (Err(e), _) | (_, Err(e)) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(pg(e));
+        }
+    };
+    let mut stream = PullStream { client, rows };
+    let mut whole = Vec::new();
+    loop {
+        match stream.rows.next().await {
+            Some(Ok(row)) => match row.try_get::<_, Vec<u8>>(0) {
+                Ok(chunk) if whole.len().saturating_add(chunk.len()) <= limit => whole.extend_from_slice(&chunk),
+                Ok(_) => {
+                    stream.abandon().await;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    stream.abandon().await;
+                    return Err(pg(e));
+                }
+            },
+            Some(Err(e)) => {
+                let _ = stream.client.batch_execute("ROLLBACK").await;
+                return Err(pg(e));
+            }
+            None => break,
+        }
+    }
+    stream.client.batch_execute("COMMIT").await.map_err(pg)?;
+    Ok(Some(whole))
 }
 
 /// Opens the stream and reads its first chunk, retrying transient failures like any round
