@@ -48,3 +48,54 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'round_failures_wrapper';
 REVOKE ALL ON FUNCTION syncular.round_failures(text) FROM PUBLIC;
+
+-- The session rules of realtime (docs/src/sql/realtime.md "Session rules"): a gateway keeps each
+-- session's state verbatim and sends what these answer (gateway functions: granted).
+CREATE FUNCTION syncular."realtime_connect"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"client_id" TEXT,
+	"allowed_scopes" jsonb DEFAULT NULL
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'realtime_connect_wrapper';
+REVOKE ALL ON FUNCTION syncular.realtime_connect(text, text, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.realtime_connect(text, text, text, jsonb) TO syncular_gateway;
+
+CREATE FUNCTION syncular."realtime_reload"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"client_id" TEXT,
+	"allowed_scopes" jsonb,
+	"state" jsonb,
+	"reason" TEXT,
+	"wire_version" INT DEFAULT NULL
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'realtime_reload_wrapper';
+REVOKE ALL ON FUNCTION syncular.realtime_reload(text, text, text, jsonb, jsonb, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.realtime_reload(text, text, text, jsonb, jsonb, text, integer) TO syncular_gateway;
+
+CREATE FUNCTION syncular."realtime_pass"(
+	"partition" TEXT,
+	"states" jsonb,
+	"max_delta_bytes" INT DEFAULT 1048576,
+	"through_seq" bigint DEFAULT NULL
+) RETURNS TABLE (
+	"state_index" INT,
+	"state" jsonb,
+	"message" bytea,
+	"control" TEXT,
+	"resume" jsonb,
+	"overflow" jsonb
+)
+STABLE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'realtime_pass_wrapper';
+REVOKE ALL ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint) TO syncular_gateway;

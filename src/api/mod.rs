@@ -5,6 +5,7 @@
 pub mod errors;
 pub mod schema;
 pub mod realtime;
+pub mod realtime_session;
 pub mod sync;
 pub mod sync_stream;
 pub mod capture;

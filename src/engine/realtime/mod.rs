@@ -7,7 +7,9 @@
 //!   per group of sessions with identical delivery state (§8.2, §8.3);
 //! - [`ack`]: batched cursor acks (§8.2);
 //! - [`error_response`]: the §8.7 `RESP_HEADER`/`ERROR`/`END` of a failed
-//!   socket round.
+//!   socket round;
+//! - [`session`]: the session rules over those — states, `hello`, wake-ups, deltas ready to
+//!   send, resume and overflow (what makes a gateway in any language thin).
 //!
 //! Host-initiated refreshes are a notification ([`crate::engine::notify`]).
 
@@ -16,3 +18,4 @@ pub mod deltas;
 pub mod error_response;
 pub mod open;
 pub mod registrations;
+pub mod session;

@@ -8,7 +8,7 @@ mod tests {
     use serde_json::{json, Value};
     use syncular_protocol::response::decode_response;
 
-    use crate::tests::realtime_support::*;
+    use crate::tests::realtime::support::*;
     use crate::tests::support::expect_error;
     use crate::tests::sync_pull_support::*;
 

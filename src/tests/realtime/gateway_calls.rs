@@ -10,7 +10,7 @@ mod tests {
     use syncular_protocol::response::{decode_response, ResponseFrame};
 
     use crate::store::spi::subtransaction::{self, SubtransactionError};
-    use crate::tests::realtime_support::*;
+    use crate::tests::realtime::support::*;
     use crate::tests::support::{expect_error, int8, try_run};
     use crate::tests::sync_pull_support::*;
 

@@ -7,7 +7,7 @@ mod tests {
     use pgrx::prelude::*;
     use serde_json::json;
 
-    use crate::tests::realtime_support::*;
+    use crate::tests::realtime::support::*;
     use crate::tests::support::{expect_error, int8, text};
     use crate::tests::sync_pull_support::*;
 

@@ -104,3 +104,86 @@ pub fn detail_object(err: &SubtransactionError) -> Value {
     let detail = err.detail.as_deref().unwrap_or_else(|| panic!("{} has no DETAIL", err.message));
     serde_json::from_str(detail).unwrap_or_else(|e| panic!("DETAIL {detail:?} is not JSON: {e}"))
 }
+
+/// `syncular.realtime_connect(partition, actor, client_id, allowed)`.
+pub fn connect(partition: &str, actor: &str, client_id: &str, allowed: Option<Value>) -> Result<Value, SubtransactionError> {
+    let (partition, actor, client_id) = (partition.to_owned(), actor.to_owned(), client_id.to_owned());
+    subtransaction::run(move || {
+        Spi::get_one_with_args::<JsonB>(
+            "SELECT syncular.realtime_connect($1, $2, $3, $4)",
+            &[partition.as_str().into(), actor.as_str().into(), client_id.as_str().into(), allowed.map(JsonB).into()],
+        )
+        .unwrap_or_else(|e| panic!("SPI: {e}"))
+        .expect("realtime_connect returns jsonb")
+        .0
+    })
+}
+
+/// `syncular.realtime_reload(partition, actor, client_id, allowed, state, reason, wire_version)`.
+pub fn reload(
+    partition: &str,
+    actor: &str,
+    client_id: &str,
+    allowed: Option<Value>,
+    state: &Value,
+    reason: &str,
+    wire_version: Option<i32>,
+) -> Result<Value, SubtransactionError> {
+    let (partition, actor, client_id, state, reason) =
+        (partition.to_owned(), actor.to_owned(), client_id.to_owned(), state.clone(), reason.to_owned());
+    subtransaction::run(move || {
+        Spi::get_one_with_args::<JsonB>(
+            "SELECT syncular.realtime_reload($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                partition.as_str().into(),
+                actor.as_str().into(),
+                client_id.as_str().into(),
+                allowed.map(JsonB).into(),
+                JsonB(state).into(),
+                reason.as_str().into(),
+                wire_version.into(),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("SPI: {e}"))
+        .expect("realtime_reload returns jsonb")
+        .0
+    })
+}
+
+/// One row of `syncular.realtime_pass`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PassRow {
+    pub state_index: i32,
+    pub state: Value,
+    pub message: Option<Vec<u8>>,
+    pub control: Option<String>,
+    pub resume: Option<Value>,
+    pub overflow: Option<Value>,
+}
+
+/// `SELECT * FROM syncular.realtime_pass(partition, states, max_bytes, through_seq)`.
+pub fn pass(partition: &str, states: Value, max_bytes: i32, through_seq: Option<i64>) -> Result<Vec<PassRow>, SubtransactionError> {
+    let partition = partition.to_owned();
+    subtransaction::run(move || {
+        Spi::connect(|c| {
+            let table = c
+                .select(
+                    "SELECT state_index, state, message, control, resume, overflow \
+                       FROM syncular.realtime_pass($1, $2, $3, $4)",
+                    None,
+                    &[partition.as_str().into(), JsonB(states).into(), max_bytes.into(), through_seq.into()],
+                )
+                .unwrap_or_else(|e| panic!("SPI: {e}"));
+            table
+                .map(|row| PassRow {
+                    state_index: row.get::<i32>(1).unwrap().unwrap(),
+                    state: row.get::<JsonB>(2).unwrap().unwrap().0,
+                    message: row.get::<Vec<u8>>(3).unwrap(),
+                    control: row.get::<String>(4).unwrap(),
+                    resume: row.get::<JsonB>(5).unwrap().map(|j| j.0),
+                    overflow: row.get::<JsonB>(6).unwrap().map(|j| j.0),
+                })
+                .collect()
+        })
+    })
+}

@@ -1,0 +1,332 @@
+//! The session rules of realtime (SPEC §8; docs/src/sql/realtime.md "Session rules"): every
+//! decision about what a session receives, made here so that a gateway in any language only
+//! moves bytes.
+//!
+//! A session's delivery state is a [`State`] value that this module produces and a gateway
+//! keeps verbatim (opaque to it): the registrations, `schemaVersion`, `logEpoch`,
+//! `wireVersion`, the delivered `cursor` and whether a wake-up is pending (`suppressed`).
+//! Sessions whose states are equal (as JSON text) form one delta group and share one encoded
+//! delta. Each answer tells the gateway, mechanically, what to send and which state to keep:
+//!
+//! - [`connect`]: the `hello` (§8.1) and the first state (cursor = `latestCursor`,
+//!   suppressed while the client must sync first);
+//! - [`reload`]: a re-resolution of the registrations — at connect when a scopes refresh
+//!   raced the open, at a socket round's end (§8.7, the round's wire version), on a host
+//!   refresh (`syncular_scopes`, fail-closed: a failed resolution empties the registrations);
+//!   a change that the client must pull sends a wake-up;
+//! - [`pass`]: one call per notification burst per partition: per distinct state, the new
+//!   state and the `0x00`-tagged delta or the wake-up text (§8.2, §8.3);
+//! - **resume**: a suppressed state comes with `resume` = the cursor an ack must reach and
+//!   the state to adopt then (§8.2: deltas resume once the client caught up);
+//!   **overflow**: a delta comes with the state and wake-up to use instead when the socket
+//!   cannot take it (`catchup-required`).
+//!
+//! The gateway keeps: sockets, auth, the LISTEN connection and the order of notifications,
+//! the acks' batching (`syncular.realtime_ack`), rounds' framing (no state is passed while a
+//! session's round is in flight), presence.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use syncular_protocol::realtime::{control_text, ControlMessage, Hello, WakeReason};
+
+use crate::engine::auth::caller::Caller;
+use crate::engine::clock;
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::realtime::deltas::{self, Outcome};
+use crate::engine::realtime::open::{self, Session};
+use crate::engine::realtime::registrations;
+use crate::store::pull::window::read_partition_bounds;
+
+/// The `0x00` channel tag of a delta message (§8.7).
+pub const TAG_DELTA: u8 = 0x00;
+
+/// A session's delivery state (the delta group of `syncular.realtime_deltas`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct State {
+    /// `[{"id","table","effective"}]` as [`open::open`] resolved them.
+    pub registrations: Value,
+    /// Served schema version the registrations were resolved under.
+    pub schema_version: i64,
+    /// The partition's `logEpoch` then.
+    pub log_epoch: String,
+    /// Wire version of the deltas (1, 2 or 3).
+    pub wire_version: i64,
+    /// Every commit ≤ it was delivered, woken for, or known not to match.
+    pub cursor: i64,
+    /// A wake-up is pending: no delta until an ack reaches `cursor`.
+    pub suppressed: bool,
+}
+
+impl State {
+    fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// `resume` of a suppressed state: `{"cursor", "state"}` (null when not suppressed).
+    fn resume(&self) -> Value {
+        if !self.suppressed {
+            return Value::Null;
+        }
+        json!({"cursor": self.cursor, "state": State { suppressed: false, ..self.clone() }.to_value()})
+    }
+
+    fn woken(&self, cursor: i64) -> State {
+        State { cursor, suppressed: true, ..self.clone() }
+    }
+}
+
+fn invalid(message: String) -> EngineError {
+    EngineError::host(HostCode::InvalidArgument, message)
+}
+
+/// Parses a state a gateway hands back. Errors: `syncular.invalid_argument`.
+pub fn parse_state(value: &Value, what: &str) -> EngineResult<State> {
+    let state: State =
+        serde_json::from_value(value.clone()).map_err(|e| invalid(format!("{what} is not a realtime session state: {e}")))?;
+    if !(1..=3).contains(&state.wire_version) {
+        return Err(invalid(format!("{what}: wireVersion {} is not 1, 2 or 3", state.wire_version)));
+    }
+    Ok(state)
+}
+
+fn wake_text(reason: WakeReason, cursor: i64, now_ms: i64) -> String {
+    control_text(&ControlMessage::Wake { cursor, reason, timestamp: now_ms })
+}
+
+fn initial(session: &Session) -> State {
+    State {
+        registrations: registrations::to_json(&session.registrations),
+        schema_version: i64::from(session.schema_version),
+        log_epoch: session.log_epoch.clone(),
+        wire_version: i64::from(session.wire_version),
+        cursor: session.latest_cursor,
+        suppressed: session.requires_sync,
+    }
+}
+
+/// `syncular.realtime_connect`: opens the session of `client_id` ([`open::open`]) and answers
+/// `{"state","resume","hello","sessionId","scopeKeys","latestCursor","logEpoch"
+/// [,"leaseExpiresAtMs"]}`; `hello` is the §8.1 text message to send first, `logEpoch` what the
+/// session's acks carry (`syncular.realtime_ack`). Errors: those of [`open::open`].
+pub fn connect(caller: &Caller<'_>, client_id: &str) -> EngineResult<Value> {
+    let session = open::open(caller, client_id)?;
+    let now_ms = clock::now_ms()?;
+    let state = initial(&session);
+    let hello = control_text(&ControlMessage::Hello(Hello {
+        protocol_version: 1,
+        session_id: session.session_id.clone(),
+        actor_id: caller.actor_id.to_owned(),
+        client_id: client_id.to_owned(),
+        cursor: session.cursor,
+        latest_cursor: session.latest_cursor,
+        requires_sync: session.requires_sync,
+        timestamp: now_ms,
+    }));
+    let mut answer = json!({
+        "state": state.to_value(),
+        "resume": state.resume(),
+        "hello": hello,
+        "sessionId": session.session_id,
+        "scopeKeys": session.scope_keys,
+        "latestCursor": session.latest_cursor,
+        "logEpoch": session.log_epoch,
+    });
+    if let Some(at) = session.lease_expires_at_ms {
+        answer["leaseExpiresAtMs"] = at.into();
+    }
+    Ok(answer)
+}
+
+/// Why a gateway reloads a session's registrations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// A scopes refresh raced the open: the state `hello` described is replaced.
+    Connect,
+    /// A §8.7 socket round ended (the session takes the round's wire version).
+    RoundEnd,
+    /// A host refresh (`syncular_scopes`, LISTEN recovery): fail-closed.
+    Host,
+}
+
+impl Reason {
+    /// Parses `connect` | `round-end` | `host`. Errors: `syncular.invalid_argument`.
+    pub fn parse(text: &str) -> EngineResult<Reason> {
+        match text {
+            "connect" => Ok(Reason::Connect),
+            "round-end" => Ok(Reason::RoundEnd),
+            "host" => Ok(Reason::Host),
+            other => Err(invalid(format!("reason must be 'connect', 'round-end' or 'host', got {other:?}"))),
+        }
+    }
+}
+
+/// `syncular.realtime_reload`: re-resolves the registrations of a session whose state is
+/// `previous` and answers `{"state","resume","send","scopeKeys","latestCursor","logEpoch",
+/// "changed","emptied"}` (`send`: text messages to send, in order). Rules:
+/// - a new `logEpoch` or schema version is a discontinuity: `reset-required`, cursor =
+///   the reload's `latestCursor`;
+/// - `connect`: any change from `previous` → a fresh state and `catchup-required`;
+/// - `host`: changed registrations → cursor = max(previous, `latestCursor`) and
+///   `catchup-required` (the client pulls what the new registrations add); when the
+///   resolution fails (an auth-lease error, a denied client, a resolver fault) the
+///   registrations are emptied (`emptied`: fail-closed) and a non-empty → empty change wakes
+///   the session (an error that aborts the call — a lost connection — reaches the gateway,
+///   which then closes the session: fail-closed too);
+/// - `round-end`: the session takes `wire_version`; a round's own pull delivered up to the
+///   client record's cursor, so the state's cursor becomes max(previous, record cursor), a
+///   pending wake-up that cursor covers is lifted, and the commits after it reach the session
+///   as deltas (none was passed while the round ran); a discontinuity wakes it.
+///
+/// Errors: `syncular.invalid_argument` (malformed state or reason, `wire_version` not 1–3);
+/// for `connect` and `round-end` the errors of [`open::open`] (the gateway keeps the
+/// previous state); for `host` none of its own (errors that abort the call: lost
+/// connection, cancel, transient SQLSTATEs of the resolver).
+pub fn reload(
+    caller: &Caller<'_>,
+    client_id: &str,
+    previous: &State,
+    reason: Reason,
+    wire_version: Option<i64>,
+) -> EngineResult<Value> {
+    if let Some(w) = wire_version.filter(|w| !(1..=3).contains(w)) {
+        return Err(invalid(format!("wire_version {w} is not 1, 2 or 3")));
+    }
+    let now_ms = clock::now_ms()?;
+    let opened = match (open::open(caller, client_id), reason) {
+        (Ok(session), _) => Some(session),
+        (Err(_), Reason::Host) => None,
+        (Err(e), _) => return Err(e),
+    };
+    let (next, latest, scope_keys, wake) = match &opened {
+        Some(session) => {
+            let fresh = initial(session);
+            let discontinuity =
+                fresh.log_epoch != previous.log_epoch || fresh.schema_version != previous.schema_version;
+            let changed = fresh.registrations != previous.registrations || discontinuity;
+            let wire = wire_version.unwrap_or(previous.wire_version);
+            let (state, wake) = match reason {
+                _ if discontinuity => (State { wire_version: wire, ..fresh.woken(session.latest_cursor) }, Some(WakeReason::ResetRequired)),
+                Reason::Connect if fresh != *previous => (fresh.woken(fresh.cursor), Some(WakeReason::CatchupRequired)),
+                Reason::Connect => (previous.clone(), None),
+                Reason::Host if changed => {
+                    let cursor = previous.cursor.max(session.latest_cursor);
+                    (State { wire_version: wire, ..fresh.woken(cursor) }, Some(WakeReason::CatchupRequired))
+                }
+                Reason::Host => (previous.clone(), None),
+                Reason::RoundEnd => {
+                    // The round's pull caught the client up to its record's cursor: a wake-up
+                    // that cursor covers is answered.
+                    let cursor = previous.cursor.max(session.cursor);
+                    let suppressed = previous.suppressed && session.cursor < previous.cursor;
+                    (State { registrations: fresh.registrations.clone(), wire_version: wire, cursor, suppressed, ..previous.clone() }, None)
+                }
+            };
+            (state, session.latest_cursor, session.scope_keys.clone(), wake)
+        }
+        None => {
+            // Fail-closed: nothing is delivered until a later refresh resolves again.
+            let emptied = State { registrations: Value::Array(Vec::new()), ..previous.clone() };
+            let had_any = previous.registrations.as_array().is_some_and(|a| !a.is_empty());
+            let latest = read_partition_bounds(caller.partition)?.max_commit_seq;
+            let cursor = previous.cursor.max(latest);
+            if had_any {
+                (emptied.woken(cursor), latest, Vec::new(), Some(WakeReason::CatchupRequired))
+            } else {
+                (emptied, latest, Vec::new(), None)
+            }
+        }
+    };
+    let send: Vec<String> = wake.map(|reason| wake_text(reason, next.cursor, now_ms)).into_iter().collect();
+    Ok(json!({
+        "state": next.to_value(),
+        "resume": next.resume(),
+        "send": send,
+        "scopeKeys": scope_keys,
+        "latestCursor": latest,
+        "logEpoch": next.log_epoch,
+        "changed": next != *previous,
+        "emptied": opened.is_none(),
+    }))
+}
+
+/// One row of [`pass`]: what the sessions holding state `index` get.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// 0-based index into the input states.
+    pub index: usize,
+    /// The state to keep from now on.
+    pub state: Value,
+    /// A `0x00`-tagged delta to send (binary message), or `None`.
+    pub message: Option<Vec<u8>>,
+    /// A text message (a wake-up) to send, or `None`.
+    pub control: Option<String>,
+    /// `{"cursor","state"}`: once an ack reaches `cursor`, keep `state` (null: nothing).
+    pub resume: Value,
+    /// `{"state","control","resume"}`: what to keep and send instead of `message` when the
+    /// socket cannot take it (null without a message).
+    pub overflow: Value,
+}
+
+/// `syncular.realtime_pass`: one delta pass over the distinct `states` of `partition`,
+/// capped at `through_seq` (docs/src/sql/realtime.md; [`deltas::run`] decides each group's
+/// outcome). Every state's cursor moves to max(cursor, window end); a wake-up suppresses it.
+/// Errors: `syncular.invalid_argument` (malformed states, `max_delta_bytes` < 64, negative
+/// `through_seq`), `syncular.no_schema`, store failures.
+pub fn pass(partition: &str, states: &Value, max_delta_bytes: i32, through_seq: Option<i64>) -> EngineResult<Vec<Delivery>> {
+    let Value::Array(items) = states else {
+        return Err(invalid("states must be a JSON array".to_owned()));
+    };
+    let parsed =
+        items.iter().enumerate().map(|(i, v)| parse_state(v, &format!("state {i}"))).collect::<EngineResult<Vec<_>>>()?;
+    let answer = deltas::run(partition, states, max_delta_bytes, through_seq)?;
+    let now_ms = clock::now_ms()?;
+    Ok(parsed
+        .iter()
+        .zip(answer.outcomes)
+        .enumerate()
+        .map(|(index, (state, outcome))| {
+            let cursor = state.cursor.max(answer.through);
+            let moved = State { cursor, ..state.clone() };
+            match outcome {
+                Outcome::None => Delivery {
+                    index,
+                    resume: moved.resume(),
+                    state: moved.to_value(),
+                    message: None,
+                    control: None,
+                    overflow: Value::Null,
+                },
+                Outcome::Delta(bytes) => {
+                    let mut tagged = Vec::with_capacity(bytes.len() + 1);
+                    tagged.push(TAG_DELTA);
+                    tagged.extend_from_slice(&bytes);
+                    let woken = moved.woken(cursor);
+                    Delivery {
+                        index,
+                        resume: moved.resume(),
+                        state: moved.to_value(),
+                        message: Some(tagged),
+                        control: None,
+                        overflow: json!({
+                            "state": woken.to_value(),
+                            "control": wake_text(WakeReason::CatchupRequired, cursor, now_ms),
+                            "resume": woken.resume(),
+                        }),
+                    }
+                }
+                Outcome::Wake(reason) => {
+                    let woken = moved.woken(cursor);
+                    Delivery {
+                        index,
+                        resume: woken.resume(),
+                        state: woken.to_value(),
+                        message: None,
+                        control: Some(wake_text(reason, cursor, now_ms)),
+                        overflow: Value::Null,
+                    }
+                }
+            }
+        })
+        .collect())
+}
