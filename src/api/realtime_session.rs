@@ -92,6 +92,7 @@ fn realtime_reload(
 /// negative `through_seq`), `syncular.no_schema` (55000).
 #[pg_extern(stable, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
+#[allow(clippy::type_complexity)]
 fn realtime_pass(
     partition: Option<&str>,
     states: Option<JsonB>,
@@ -112,8 +113,10 @@ fn realtime_pass(
     let states = required(states.as_ref(), "states");
     let max = *required(max_delta_bytes.as_ref(), "max_delta_bytes");
     let rows = session::pass(partition, &states.0, max, through_seq).or_raise();
-    let some = |v: serde_json::Value| (!v.is_null()).then_some(JsonB(v));
+    let json = |v: Option<serde_json::Value>| v.filter(|v| !v.is_null()).map(JsonB);
     TableIterator::new(rows.into_iter().map(move |d| {
-        (i32::try_from(d.index).unwrap_or(i32::MAX), JsonB(d.state), d.message, d.control, some(d.resume), some(d.overflow))
+        let resume = json(d.resume.and_then(|r| serde_json::to_value(r).ok()));
+        let overflow = json(d.overflow.and_then(|o| serde_json::to_value(o).ok()));
+        (i32::try_from(d.index).unwrap_or(i32::MAX), JsonB(d.state), d.message, d.control, resume, overflow)
     }))
 }

@@ -31,6 +31,7 @@ pub mod message;
 pub mod resume_token;
 pub mod realtime;
 pub mod realtime_open;
+pub mod realtime_session;
 pub mod canonical_json;
 pub mod scope_digest;
 pub mod scopes;

@@ -26,8 +26,9 @@
 //! session's round is in flight), presence.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use syncular_protocol::realtime::{control_text, ControlMessage, Hello, WakeReason};
+use syncular_protocol::realtime_session::{Connected, Overflow, Reloaded, Resume};
 
 use crate::engine::auth::caller::Caller;
 use crate::engine::clock;
@@ -63,17 +64,18 @@ impl State {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 
-    /// `resume` of a suppressed state: `{"cursor", "state"}` (null when not suppressed).
-    fn resume(&self) -> Value {
-        if !self.suppressed {
-            return Value::Null;
-        }
-        json!({"cursor": self.cursor, "state": State { suppressed: false, ..self.clone() }.to_value()})
+    /// The resume rule of a suppressed state (`None` when not suppressed).
+    fn resume(&self) -> Option<Resume> {
+        self.suppressed.then(|| Resume { cursor: self.cursor, state: State { suppressed: false, ..self.clone() }.to_value() })
     }
 
     fn woken(&self, cursor: i64) -> State {
         State { cursor, suppressed: true, ..self.clone() }
     }
+}
+
+fn encode<T: serde::Serialize>(answer: &T) -> EngineResult<Value> {
+    serde_json::to_value(answer).map_err(|e| EngineError::internal(format!("a session answer does not encode: {e}")))
 }
 
 fn invalid(message: String) -> EngineError {
@@ -123,19 +125,16 @@ pub fn connect(caller: &Caller<'_>, client_id: &str) -> EngineResult<Value> {
         requires_sync: session.requires_sync,
         timestamp: now_ms,
     }));
-    let mut answer = json!({
-        "state": state.to_value(),
-        "resume": state.resume(),
-        "hello": hello,
-        "sessionId": session.session_id,
-        "scopeKeys": session.scope_keys,
-        "latestCursor": session.latest_cursor,
-        "logEpoch": session.log_epoch,
-    });
-    if let Some(at) = session.lease_expires_at_ms {
-        answer["leaseExpiresAtMs"] = at.into();
-    }
-    Ok(answer)
+    encode(&Connected {
+        state: state.to_value(),
+        resume: state.resume(),
+        hello,
+        session_id: session.session_id,
+        scope_keys: session.scope_keys,
+        latest_cursor: session.latest_cursor,
+        log_epoch: session.log_epoch,
+        lease_expires_at_ms: session.lease_expires_at_ms,
+    })
 }
 
 /// Why a gateway reloads a session's registrations.
@@ -238,16 +237,16 @@ pub fn reload(
         }
     };
     let send: Vec<String> = wake.map(|reason| wake_text(reason, next.cursor, now_ms)).into_iter().collect();
-    Ok(json!({
-        "state": next.to_value(),
-        "resume": next.resume(),
-        "send": send,
-        "scopeKeys": scope_keys,
-        "latestCursor": latest,
-        "logEpoch": next.log_epoch,
-        "changed": next != *previous,
-        "emptied": opened.is_none(),
-    }))
+    encode(&Reloaded {
+        state: next.to_value(),
+        resume: next.resume(),
+        send,
+        scope_keys,
+        latest_cursor: latest,
+        log_epoch: next.log_epoch.clone(),
+        changed: next != *previous,
+        emptied: opened.is_none(),
+    })
 }
 
 /// One row of [`pass`]: what the sessions holding state `index` get.
@@ -261,11 +260,10 @@ pub struct Delivery {
     pub message: Option<Vec<u8>>,
     /// A text message (a wake-up) to send, or `None`.
     pub control: Option<String>,
-    /// `{"cursor","state"}`: once an ack reaches `cursor`, keep `state` (null: nothing).
-    pub resume: Value,
-    /// `{"state","control","resume"}`: what to keep and send instead of `message` when the
-    /// socket cannot take it (null without a message).
-    pub overflow: Value,
+    /// Once an ack reaches its cursor, keep its state.
+    pub resume: Option<Resume>,
+    /// What to keep and send instead of `message` when the socket cannot take it.
+    pub overflow: Option<Overflow>,
 }
 
 /// `syncular.realtime_pass`: one delta pass over the distinct `states` of `partition`,
@@ -295,7 +293,7 @@ pub fn pass(partition: &str, states: &Value, max_delta_bytes: i32, through_seq: 
                     state: moved.to_value(),
                     message: None,
                     control: None,
-                    overflow: Value::Null,
+                    overflow: None,
                 },
                 Outcome::Delta(bytes) => {
                     let mut tagged = Vec::with_capacity(bytes.len() + 1);
@@ -308,10 +306,10 @@ pub fn pass(partition: &str, states: &Value, max_delta_bytes: i32, through_seq: 
                         state: moved.to_value(),
                         message: Some(tagged),
                         control: None,
-                        overflow: json!({
-                            "state": woken.to_value(),
-                            "control": wake_text(WakeReason::CatchupRequired, cursor, now_ms),
-                            "resume": woken.resume(),
+                        overflow: Some(Overflow {
+                            state: woken.to_value(),
+                            control: wake_text(WakeReason::CatchupRequired, cursor, now_ms),
+                            resume: woken.resume(),
                         }),
                     }
                 }
@@ -323,7 +321,7 @@ pub fn pass(partition: &str, states: &Value, max_delta_bytes: i32, through_seq: 
                         state: woken.to_value(),
                         message: None,
                         control: Some(wake_text(reason, cursor, now_ms)),
-                        overflow: Value::Null,
+                        overflow: None,
                     }
                 }
             }
