@@ -8,7 +8,8 @@
 //! - [`setup`]: resolver, partitions, client records, the request shapes
 //! - [`commits`]: single-row pushes through `syncular.sync` at a fixed rate
 //! - [`notify_baseline`]: bare `pg_notify` → `LISTEN` latency at the same rate
-//! - [`sessions`]: raw WebSocket sessions (hello, decode deltas, ack, catch up after a wake)
+//! - [`sessions`]: raw WebSocket sessions (hello, decode deltas, ack, catch up after a wake);
+//!   [`session_io`] their upgrade and catch-up pulls, [`decode`] the shared delta decoding
 //! - [`tally`]: per-cell latency percentiles and delivery accounting
 //! - [`http`]: a minimal HTTP/1.1 keep-alive client connection
 //! - [`rounds`]: `POST /sync` rounds/s next to `SELECT syncular.sync` rounds/s
@@ -19,6 +20,7 @@
 //! commit out of order) or a request fails.
 
 pub mod commits;
+pub mod decode;
 pub mod config;
 pub mod gateway;
 pub mod http;
@@ -26,6 +28,7 @@ pub mod notify_baseline;
 pub mod procstat;
 pub mod report;
 pub mod rounds;
+pub mod session_io;
 pub mod sessions;
 pub mod setup;
 pub mod tally;
