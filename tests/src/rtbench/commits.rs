@@ -6,9 +6,10 @@
 //! timestamped when its autocommit statement returns (the commit is durable
 //! then), on the same monotonic clock as the delta receive times.
 //! [`Pace::ClosedLoop`] instead commits as fast as the connections can (the
-//! server's commit capacity).
+//! server's commit capacity). [`run_paced_with`] also publishes the highest
+//! `commitSeq` returned so far and can be stopped early (the reconnect storm).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -59,6 +60,25 @@ impl CommitRun {
     }
 }
 
+/// Shared with the caller of [`run_paced_with`] while it runs.
+#[derive(Clone, Debug)]
+pub struct Control {
+    /// Set by the caller: no commit starts after it is set.
+    pub stop: Arc<AtomicBool>,
+    /// The highest `commitSeq` whose statement returned (every lower one is
+    /// committed too: commits of a partition queue on its counter row).
+    pub committed: Arc<AtomicI64>,
+}
+
+impl Default for Control {
+    fn default() -> Control {
+        Control {
+            stop: Arc::new(AtomicBool::new(false)),
+            committed: Arc::new(AtomicI64::new(-1)),
+        }
+    }
+}
+
 /// Pushes single-row commits into `partition` for `duration` over
 /// `connections` connections (row ids `label-i`), paced by `pace`.
 ///
@@ -71,6 +91,22 @@ pub fn run_paced(
     duration: Duration,
     connections: usize,
     label: &str,
+) -> Result<CommitRun, String> {
+    run_paced_with(dsn, partition, epoch, pace, duration, connections, label, &Control::default())
+}
+
+/// [`run_paced`], stopping early once `control.stop` is set and publishing
+/// every returned `commitSeq` to `control.committed`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_paced_with(
+    dsn: &str,
+    partition: &str,
+    epoch: &str,
+    pace: Pace,
+    duration: Duration,
+    connections: usize,
+    label: &str,
+    control: &Control,
 ) -> Result<CommitRun, String> {
     let (total, period) = match pace {
         Pace::Rate(rate) => (
@@ -92,12 +128,13 @@ pub fn run_paced(
                 epoch.to_owned(),
                 label.to_owned(),
             );
-            let (next, start, ready, go, max_lag) = (
+            let (next, start, ready, go, max_lag, control) = (
                 next.clone(),
                 start.clone(),
                 ready.clone(),
                 go.clone(),
                 max_lag.clone(),
+                control.clone(),
             );
             thread::spawn(move || -> Result<Vec<(i64, Instant)>, String> {
                 let conn = postgres::Client::connect(&dsn, postgres::NoTls);
@@ -125,11 +162,14 @@ pub fn run_paced(
                     );
                     let due = t0 + period.mul_f64(i.min(1 << 40) as f64);
                     let now = Instant::now();
-                    if now >= t0 + duration {
+                    if now >= t0 + duration || control.stop.load(Ordering::Relaxed) {
                         break;
                     }
                     if due > now {
                         thread::sleep(due - now);
+                        if control.stop.load(Ordering::Relaxed) {
+                            break;
+                        }
                     } else {
                         lag = lag.max(now - due);
                     }
@@ -141,6 +181,7 @@ pub fn run_paced(
                         .map_err(|e| crate::wire::db_message(&e))?;
                     let returned = Instant::now();
                     let seq = applied_seq(&decode_response(&row.get::<_, Vec<u8>>(0))?)?;
+                    control.committed.fetch_max(seq, Ordering::AcqRel);
                     out.push((seq, returned));
                 }
                 let mut m = max_lag.lock().unwrap_or_else(|p| p.into_inner());

@@ -5,16 +5,28 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::gateway::Kind;
+
 /// Everything the run is parameterized by.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// libpq-style DSN of the server (first argument, else `SYNCULAR_TEST_DSN`).
     pub dsn: String,
-    /// The gateway binary (`SYNCULAR_GATEWAY_BIN`).
+    /// The gateways to measure, each in its own lane (`BENCH_RT_GATEWAYS`,
+    /// default `rust`; `rust node` for both).
+    pub gateways: Vec<Kind>,
+    /// The Rust gateway binary (`SYNCULAR_GATEWAY_BIN`).
     pub gateway_bin: PathBuf,
+    /// The Node gateway's command (`SYNCULAR_NODE_GATEWAY_BIN`, default
+    /// `gateways/node/bin/syncular-gateway-node`).
+    pub node_gateway_bin: PathBuf,
+    /// Why the Node lane cannot run, as found by `scripts/bench-realtime`
+    /// (`BENCH_RT_NODE_SKIP`: no `gateways/node`, no `node`/`npm`, a failed build).
+    pub node_skip: Option<String>,
     /// Extra gateway flags, whitespace-separated (`BENCH_RT_GATEWAY_ARGS`).
     pub gateway_args: Vec<String>,
-    /// Where the gateway's stderr goes (`BENCH_RT_GATEWAY_LOG`).
+    /// Where the Rust gateway's stderr goes (`BENCH_RT_GATEWAY_LOG`); the Node
+    /// gateway's goes next to it, `-node` before the extension.
     pub gateway_log: PathBuf,
     /// Connected-session counts of the latency cells, largest first
     /// (`BENCH_RT_SESSIONS`, default `1000,100`). The largest is also the
@@ -41,6 +53,38 @@ pub struct Config {
     /// How many times each side of the round comparison runs, interleaved; the
     /// best run of each side is reported (`BENCH_RT_ROUND_REPEAT`, default 2).
     pub round_repeat: usize,
+    /// Sessions of the reconnect storm (`BENCH_RT_STORM_SESSIONS`, default 200; 0 skips it).
+    pub storm_sessions: usize,
+    /// Commits/s flowing during the storm (`BENCH_RT_STORM_RATE`, default 100).
+    pub storm_rate: u32,
+    /// Reconnect waves (`BENCH_RT_STORM_WAVES`, default 8).
+    pub storm_waves: usize,
+    /// Share of the sessions reconnecting in one wave, percent (`BENCH_RT_STORM_SHARE`, default 25).
+    pub storm_share_pct: usize,
+    /// How long a wave's sessions stay disconnected, ms (`BENCH_RT_STORM_PAUSE_MS`, default 500).
+    pub storm_pause: Duration,
+}
+
+impl Config {
+    /// The log file of `kind`'s gateway.
+    pub fn log_of(&self, kind: Kind) -> PathBuf {
+        match kind {
+            Kind::Rust => self.gateway_log.clone(),
+            Kind::Node => {
+                let stem = self.gateway_log.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let ext = self.gateway_log.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+                self.gateway_log.with_file_name(format!("{stem}-node{ext}"))
+            }
+        }
+    }
+
+    /// The command of `kind`'s gateway.
+    pub fn bin_of(&self, kind: Kind) -> PathBuf {
+        match kind {
+            Kind::Rust => self.gateway_bin.clone(),
+            Kind::Node => self.node_gateway_bin.clone(),
+        }
+    }
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -84,9 +128,29 @@ impl Config {
         let mut sessions: Vec<usize> = env_list("BENCH_RT_SESSIONS", "1000,100")?;
         sessions.sort_unstable_by(|a, b| b.cmp(a));
         sessions.dedup();
+        let mut gateways = Vec::new();
+        let names = env_or("BENCH_RT_GATEWAYS", "rust");
+        for name in names.split([',', ' ']).map(str::trim).filter(|s| !s.is_empty()) {
+            let kind = match name {
+                "rust" => Kind::Rust,
+                "node" => Kind::Node,
+                other => return Err(format!("BENCH_RT_GATEWAYS: unknown gateway {other:?} (rust, node)")),
+            };
+            if !gateways.contains(&kind) {
+                gateways.push(kind);
+            }
+        }
+        if gateways.is_empty() {
+            return Err(format!("BENCH_RT_GATEWAYS={names:?} names no gateway (rust, node)"));
+        }
         Ok(Config {
             dsn,
+            gateways,
             gateway_bin,
+            node_gateway_bin: std::env::var("SYNCULAR_NODE_GATEWAY_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| repo.join("gateways/node/bin/syncular-gateway-node")),
+            node_skip: std::env::var("BENCH_RT_NODE_SKIP").ok().filter(|s| !s.trim().is_empty()),
             gateway_args: env_or("BENCH_RT_GATEWAY_ARGS", "")
                 .split_whitespace()
                 .map(str::to_owned)
@@ -107,6 +171,11 @@ impl Config {
                 .collect(),
             round_secs: Duration::from_secs_f64(env_num("BENCH_RT_ROUND_SECS", 6.0)?),
             round_repeat: env_num("BENCH_RT_ROUND_REPEAT", 2usize)?.max(1),
+            storm_sessions: env_num("BENCH_RT_STORM_SESSIONS", 200usize)?,
+            storm_rate: env_num("BENCH_RT_STORM_RATE", 100u32)?.max(1),
+            storm_waves: env_num("BENCH_RT_STORM_WAVES", 8usize)?.max(1),
+            storm_share_pct: env_num("BENCH_RT_STORM_SHARE", 25usize)?.clamp(1, 100),
+            storm_pause: Duration::from_millis(env_num("BENCH_RT_STORM_PAUSE_MS", 500u64)?),
         })
     }
 }

@@ -1,8 +1,11 @@
-//! The `syncular-gateway` process under test: started with `--auth dev` on
-//! `127.0.0.1:0`, its bound address read from the one stdout line
-//! `listening on http://ADDR`, its resident memory read from
-//! `/proc/<pid>/status` (VmRSS), its Prometheus `/metrics` scraped for
-//! diagnostics. Stopped with SIGTERM (graceful) when dropped.
+//! The gateway process under test — `syncular-gateway` (Rust) or
+//! `syncular-gateway-node` (TypeScript, `gateways/node`), same flags: started
+//! with `--auth dev` on `127.0.0.1:0`, its bound address read from the one
+//! stdout line `listening on http://ADDR`. Its pid (for CPU time and VmRSS) is
+//! found the same way for both: the process, among the started one and its
+//! descendants, that holds the listening socket (so a wrapper script that does
+//! not `exec` is not mistaken for the server). Its Prometheus `/metrics` is
+//! scraped for diagnostics. Stopped with SIGTERM (graceful) when dropped.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -14,37 +17,77 @@ use std::time::Duration;
 
 use super::config::Config;
 
+/// Which gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Rust,
+    Node,
+}
+
+impl Kind {
+    /// `rust` / `node`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Rust => "rust",
+            Kind::Node => "node",
+        }
+    }
+
+    /// Why this gateway cannot run here (the Node lane is skipped, not failed).
+    pub fn unavailable(self, config: &Config) -> Option<String> {
+        if self == Kind::Rust {
+            return None;
+        }
+        if let Some(why) = &config.node_skip {
+            return Some(why.clone());
+        }
+        let bin = config.bin_of(self);
+        if !bin.is_file() {
+            return Some(format!("no Node gateway at {} (gateways/node not on this branch, or not built)", bin.display()));
+        }
+        let has_node = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join("node").is_file()))
+            .unwrap_or(false);
+        (!has_node).then(|| "no `node` on PATH".to_owned())
+    }
+}
+
 /// A running gateway.
 pub struct Gateway {
     child: Child,
+    /// The process holding the listening socket.
+    pid: u32,
+    pub kind: Kind,
     /// The bound address (`listening on http://ADDR`).
     pub addr: SocketAddr,
 }
 
 impl Gateway {
-    /// Starts the binary of `config` against `config.dsn` and waits (≤ 30 s) for
+    /// Starts `kind`'s gateway against `config.dsn` and waits (≤ 30 s) for
     /// its `listening on` line. Logs (`warn` and up unless
-    /// `SYNCULAR_GATEWAY_LOG_FILTER` says otherwise) go to `config.gateway_log`.
+    /// `SYNCULAR_GATEWAY_LOG` says otherwise; both gateways read it) go to
+    /// `config.log_of(kind)`.
     ///
     /// Errors: the binary is missing, exits early, or never prints the line.
-    pub fn start(config: &Config) -> Result<Gateway, String> {
-        let bin = &config.gateway_bin;
+    pub fn start(config: &Config, kind: Kind) -> Result<Gateway, String> {
+        let bin = &config.bin_of(kind);
+        let log_path = config.log_of(kind);
         if !bin.is_file() {
             return Err(format!(
                 "no gateway binary at {} (build it: cargo build --release -p syncular-gateway, or set SYNCULAR_GATEWAY_BIN)",
                 bin.display()
             ));
         }
-        let log = File::create(&config.gateway_log)
-            .map_err(|e| format!("cannot create {}: {e}", config.gateway_log.display()))?;
+        let log = File::create(&log_path)
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let mut cmd = Command::new(bin);
         cmd.args(["--database-url", &config.dsn, "--listen", "127.0.0.1:0", "--auth", "dev"])
             .args(&config.gateway_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
-        if std::env::var_os("SYNCULAR_GATEWAY_LOG_FILTER").is_none() {
-            cmd.env("SYNCULAR_GATEWAY_LOG_FILTER", "warn");
+        if std::env::var_os("SYNCULAR_GATEWAY_LOG").is_none() {
+            cmd.env("SYNCULAR_GATEWAY_LOG", "warn");
         }
         let mut child = cmd
             .spawn()
@@ -70,19 +113,20 @@ impl Gateway {
                 let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
                 return Err(format!(
                     "the gateway printed no `listening on` line within 30 s ({status}); see {}",
-                    config.gateway_log.display()
+                    log_path.display()
                 ));
             }
         };
-        let addr = addr
+        let addr: SocketAddr = addr
             .parse()
             .map_err(|e| format!("bad gateway address {addr:?}: {e}"))?;
-        Ok(Gateway { child, addr })
+        let pid = super::procstat::listener_pid(child.id(), addr.port()).unwrap_or(child.id());
+        Ok(Gateway { child, pid, kind, addr })
     }
 
-    /// The process id.
+    /// The id of the process holding the listening socket.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
     }
 
     /// True while the process runs.
@@ -109,8 +153,13 @@ impl Gateway {
             return;
         }
         let _ = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
+            .args(["-TERM", &self.pid.to_string()])
             .status();
+        if self.pid != self.child.id() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+        }
         for _ in 0..150 {
             if !self.alive() {
                 return;

@@ -64,6 +64,64 @@ fn machine_busy_ticks() -> u64 {
     [0usize, 1, 2, 5, 6, 7].iter().map(|&i| v.get(i).copied().unwrap_or(0)).sum()
 }
 
+/// The inodes of the TCP sockets listening on `port` (`/proc/net/tcp{,6}`, state `0A`).
+fn listening_inodes(port: u16) -> Vec<String> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else { continue };
+            let on_port = local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                == Some(port);
+            if on_port && *state == "0A" {
+                out.push(inode.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// `root` and its live descendants.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            if let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
+                if let Some((_, ppid, _)) = stat(pid) {
+                    parents.push((pid, ppid));
+                }
+            }
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+/// The process, among `root` and its descendants, holding the socket that
+/// listens on `port` — the server itself, whatever launched it.
+pub fn listener_pid(root: u32, port: u16) -> Option<u32> {
+    let inodes = listening_inodes(port);
+    descendants(root).into_iter().find(|pid| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .ok()
+                .and_then(|l| l.to_str().map(str::to_owned))
+                .and_then(|l| l.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')).map(str::to_owned))
+                .is_some_and(|ino| inodes.contains(&ino))
+        })
+    })
+}
+
 /// The pid of the postmaster serving `backend_pid` (its parent).
 pub fn postmaster_of(backend_pid: u32) -> Option<u32> {
     stat(backend_pid).map(|s| s.1)

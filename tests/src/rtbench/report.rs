@@ -1,18 +1,11 @@
-//! The printed result: one table per measurement, then the issue's goals
-//! with the measured value and whether it was met. Never fails on a timing.
+//! The printed result: one table per measurement (the goals are printed by
+//! module `goals`). Never fails on a timing.
 
 use super::notify_baseline::BaselineRun;
 use super::procstat::CpuUse;
 use super::rounds::{Layout, Path, RoundRun};
+use super::storm::Storm;
 use super::tally::{Delivery, Dist};
-
-/// Issue 8's goals.
-pub const GOAL_P95_MS: f64 = 5.0;
-pub const GOAL_HTTP_OVERHEAD: f64 = 0.20;
-pub const GOAL_KIB_PER_SESSION: f64 = 50.0;
-/// The cell the latency goal is about.
-pub const GOAL_SESSIONS: usize = 1000;
-pub const GOAL_RATE: u32 = 1000;
 
 /// One latency cell.
 #[derive(Clone, Debug)]
@@ -27,6 +20,8 @@ pub struct Cell {
     pub behind: usize,
     /// CPU while committing.
     pub cpu: CpuUse,
+    /// CPU seconds of the gateway process over the whole cell (commits and drain).
+    pub gw_cpu_secs: f64,
     /// CPU time per delta received, µs, over the whole cell (commits and
     /// drain): the gateway's (send + its ack) and this process's (receive,
     /// decode, ack).
@@ -53,7 +48,8 @@ impl Memory {
     }
 }
 
-fn f(v: f64) -> String {
+/// A figure with 2–3 significant digits, `—` for NaN.
+pub fn f(v: f64) -> String {
     if v.is_nan() {
         "—".to_owned()
     } else if v.abs() >= 100.0 {
@@ -65,7 +61,8 @@ fn f(v: f64) -> String {
     }
 }
 
-fn pct3(d: &Dist) -> String {
+/// `p50 / p95 / p99`.
+pub fn pct3(d: &Dist) -> String {
     format!("{} / {} / {}", f(d.p(0.50)), f(d.p(0.95)), f(d.p(0.99)))
 }
 
@@ -241,70 +238,31 @@ pub fn print_memory(m: &Memory) {
     );
 }
 
-/// Prints the goals table.
-pub fn print_goals(cells: &[Cell], all_runs: &[RoundRun], memory: Option<&Memory>) {
-    let runs = &best_rounds(all_runs)[..];
+/// Prints the reconnect storm's figures next to the same sessions' steady state.
+pub fn print_storm(s: &Storm) {
     println!();
-    println!("{:<62} {:>30} {:>5}", "goal (issue 8)", "measured", "met");
-    let cell = cells
-        .iter()
-        .find(|c| c.sessions == GOAL_SESSIONS && c.rate == GOAL_RATE);
-    let (latency, met) = match cell {
-        None => ("cell not run".to_owned(), "n/a"),
-        Some(c) => {
-            let p95 = c.delivery.latency.p(0.95);
-            let reached = c.achieved >= 0.95 * GOAL_RATE as f64;
-            let text = format!("p95 {} ms at {}/s", f(p95), f(c.achieved));
-            let met = match (p95 <= GOAL_P95_MS, reached) {
-                (true, true) => "yes",
-                (false, _) => "NO",
-                (true, false) => "n/a",
-            };
-            (text, met)
-        }
-    };
     println!(
-        "{:<62} {:>30} {:>5}",
-        format!("commit → delta p95 ≤ {GOAL_P95_MS} ms at {GOAL_RATE} commits/s, {GOAL_SESSIONS} sessions"),
-        latency,
-        met
+        "reconnect storm: {} sessions, commits at {}/s (reached {}/s), {} reconnects",
+        s.sessions,
+        s.rate,
+        f(s.achieved),
+        s.reconnects
     );
-    if let Some(c) = cell {
-        if c.achieved < 0.95 * GOAL_RATE as f64 {
-            println!(
-                "    the cell reached only {}/s of the {GOAL_RATE}/s target (durable commits; see the commit capacity line and the CPU columns)",
-                f(c.achieved)
-            );
-        }
+    println!("  {:<64} {:>24}", "ms", "p50 / p95 / p99");
+    println!("  {:<64} {:>24}", "reconnect → caught up (socket opened → holds every earlier commit)", pct3(&s.reconnect));
+    println!("  {:<64} {:>24}", "  the same without the client's jitter wait (BENCH_RT_WAKE_JITTER_MS)", pct3(&s.reconnect_no_jitter));
+    println!("  {:<64} {:>24}", "baseline: commit → delta, same sessions, steady state", pct3(&s.steady));
+    println!("  {:<64} {:>24}", "commit → delta during the storm (every delta)", pct3(&s.during));
+    println!(
+        "  caught up by pull (hello requiresSync) {}; not caught up within the drain {}; wakes {}; behind at the end {}",
+        s.by_pull, s.not_caught_up, s.wakes, s.behind
+    );
+    println!(
+        "  deliveries: lost {}, duplicated {} (both must be 0); re-sent after a reconnect {} (allowed: the acked cursor lagged)",
+        s.lost, s.duplicated, s.resent
+    );
+    println!("  errors {}; CPU {}", s.error_count, s.cpu.render());
+    for e in &s.errors {
+        println!("    session error: {e}");
     }
-    let http = runs
-        .iter()
-        .filter(|r| r.path == Path::Http && r.layout == Layout::Own)
-        .max_by_key(|r| r.connections);
-    let (text, met) = match http.and_then(|h| overhead(runs, h).map(|o| (h, o))) {
-        Some((h, o)) => (
-            format!("{:+.0}% ({} conns, {})", o * 100.0, h.connections, Layout::Own.label()),
-            if o <= GOAL_HTTP_OVERHEAD { "yes" } else { "NO" },
-        ),
-        None => ("not run".to_owned(), "n/a"),
-    };
-    println!(
-        "{:<62} {:>30} {:>5}",
-        format!("HTTP round overhead ≤ {:.0} % of the direct-SQL round", GOAL_HTTP_OVERHEAD * 100.0),
-        text,
-        met
-    );
-    let (mem, met) = match memory {
-        Some(m) => {
-            let per = m.per_session();
-            (format!("{} KiB ({} sessions)", f(per), m.sessions), if per <= GOAL_KIB_PER_SESSION { "yes" } else { "NO" })
-        }
-        None => ("not run".to_owned(), "n/a"),
-    };
-    println!(
-        "{:<62} {:>30} {:>5}",
-        format!("gateway memory ≤ {GOAL_KIB_PER_SESSION} KiB per idle session"),
-        mem,
-        met
-    );
 }

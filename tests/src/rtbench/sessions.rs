@@ -7,69 +7,23 @@
 //! wait (§8.4), incremental pulls through the gateway's `POST /sync` until the
 //! cursor reaches the wake's, then an ack, which lifts the gateway's suppression.
 //!
-//! Identical deltas (sessions with the same registrations share one encoding)
-//! are decoded once ([`DecodeCache`]): decoding is the client's cost, and this
-//! process shares two cores with the gateway and Postgres.
+//! Identical deltas are decoded once ([`DecodeCache`], module `decode`).
+//! With [`Sessions::with_committed`], each session also notes when it first
+//! held everything committed before its socket was opened (the reconnect →
+//! caught-up time of the reconnect storm).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use ssp2::realtime::{parse_control, ControlMessage};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::http::HttpConn;
-use super::setup::{pull_outcome, pull_request};
-use crate::wire::decode_response;
-
-/// What a delta carried.
-#[derive(Clone, Debug, Default)]
-pub struct Decoded {
-    /// The `commitSeq` of every `COMMIT` frame, in message order.
-    pub commit_seqs: Vec<i64>,
-    /// The highest `SUB_END.nextCursor` (the ack cursor).
-    pub next_cursor: Option<i64>,
-}
-
-/// Decodes each distinct delta payload once.
-#[derive(Debug, Default)]
-pub struct DecodeCache {
-    map: Mutex<HashMap<Bytes, Arc<Decoded>>>,
-}
-
-impl DecodeCache {
-    /// The decoded form of `payload` (an SSP2 response without its channel tag).
-    ///
-    /// Errors: the reference codec's decode error.
-    pub fn get(&self, payload: Bytes) -> Result<Arc<Decoded>, String> {
-        if let Some(d) = self.lock().get(&payload) {
-            return Ok(d.clone());
-        }
-        let msg = decode_response(&payload)?;
-        let out = pull_outcome(&msg);
-        let decoded = Arc::new(Decoded {
-            commit_seqs: out.commit_seqs,
-            next_cursor: out.next_cursor,
-        });
-        let mut map = self.lock();
-        if map.len() > 8192 {
-            map.clear();
-        }
-        map.insert(payload, decoded.clone());
-        Ok(decoded)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Bytes, Arc<Decoded>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+pub use super::decode::{DecodeCache, Decoded};
+use super::session_io::{catch_up, connect};
 
 /// What a session saw since the last [`Sessions::drain_logs`].
 #[derive(Clone, Debug, Default)]
@@ -87,24 +41,44 @@ pub struct SessionLog {
 }
 
 #[derive(Debug, Default)]
-struct State {
-    log: SessionLog,
+pub(super) struct State {
+    pub(super) log: SessionLog,
     /// Highest cursor the session holds data through (delta or pull).
-    covered: i64,
+    pub(super) covered: i64,
     /// Highest cursor a wake-up (or `hello.requiresSync`) asked to reach.
-    wake_target: i64,
-    catching_up: bool,
-    ended: bool,
+    pub(super) wake_target: i64,
+    pub(super) catching_up: bool,
+    pub(super) ended: bool,
+    /// The session's task has returned (its log is complete).
+    pub(super) finished: bool,
+    /// When the socket was opened, and the highest `commitSeq` committed then
+    /// (−1 without [`Sessions::with_committed`]).
+    pub(super) opened_at: Option<Instant>,
+    pub(super) target: i64,
+    /// When `covered` first reached `target`.
+    pub(super) reached_at: Option<Instant>,
+    /// The §8.4 jitter waited before catch-up pulls until `target` was reached.
+    pub(super) jitter: Duration,
+}
+
+impl State {
+    /// Raises `covered` to `cursor`, noting when the reconnect target is reached.
+    pub(super) fn cover(&mut self, cursor: i64) {
+        self.covered = self.covered.max(cursor);
+        if self.reached_at.is_none() && self.opened_at.is_some() && self.covered >= self.target {
+            self.reached_at = Some(Instant::now());
+        }
+    }
 }
 
 #[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
-    stop: Notify,
+pub(super) struct Shared {
+    pub(super) state: Mutex<State>,
+    pub(super) stop: Notify,
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -133,10 +107,12 @@ struct Handle {
 
 /// Settings shared by every session task.
 #[derive(Clone, Debug)]
-struct Ctx {
-    addr: SocketAddr,
-    jitter_ms: u64,
-    cache: Arc<DecodeCache>,
+pub(super) struct Ctx {
+    pub(super) addr: SocketAddr,
+    pub(super) jitter_ms: u64,
+    pub(super) cache: Arc<DecodeCache>,
+    /// The committers' highest returned `commitSeq` (reconnect targets).
+    pub(super) committed: Option<Arc<AtomicI64>>,
 }
 
 /// The open sessions (tasks on a tokio runtime; every method is called from
@@ -156,8 +132,46 @@ impl Sessions {
                 addr,
                 jitter_ms,
                 cache: Arc::new(DecodeCache::default()),
+                committed: None,
             },
             open: Vec::new(),
+        }
+    }
+
+    /// Each session opened from now on notes the committers' high-water mark
+    /// `committed` when its socket opens, and when it first holds data through it
+    /// ([`Sessions::caught_up`]).
+    pub fn with_committed(mut self, committed: Arc<AtomicI64>) -> Sessions {
+        self.ctx.committed = Some(committed);
+        self
+    }
+
+    /// Per open session: time from opening its socket to holding everything
+    /// committed before, and the part of it spent in the client's own §8.4
+    /// jitter wait (None: not yet; only with [`Sessions::with_committed`]).
+    pub fn caught_up(&self) -> Vec<Option<(Duration, Duration)>> {
+        self.open
+            .iter()
+            .map(|h| {
+                let st = h.shared.lock();
+                match (st.opened_at, st.reached_at) {
+                    (Some(o), Some(r)) => Some((r.saturating_duration_since(o), st.jitter)),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Waits (≤ `timeout`) until every open session has caught up with its
+    /// reconnect target; returns how many did not.
+    pub fn wait_caught_up(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let behind = self.caught_up().iter().filter(|c| c.is_none()).count();
+            if behind == 0 || Instant::now() >= deadline {
+                return behind;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -219,6 +233,24 @@ impl Sessions {
         }
     }
 
+    /// Closes every session (normal close), waits (≤ 5 s) for their tasks to
+    /// end, and returns each one's `hello` and complete log, in open order.
+    pub fn close_all(&mut self) -> Vec<(HelloInfo, SessionLog)> {
+        let handles: Vec<Handle> = self.open.drain(..).collect();
+        for h in &handles {
+            h.shared.lock().ended = true;
+            h.shared.stop.notify_one();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && handles.iter().any(|h| !h.shared.lock().finished) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        handles
+            .into_iter()
+            .map(|h| (h.hello, std::mem::take(&mut h.shared.lock().log)))
+            .collect()
+    }
+
     /// Waits until every session holds data through `cursor` (or `timeout`).
     /// Returns how many did not.
     pub fn wait_covered(&self, cursor: i64, timeout: Duration) -> usize {
@@ -263,7 +295,7 @@ fn ack(cursor: i64) -> Message {
     Message::text(format!("{{\"type\":\"ack\",\"cursor\":{cursor}}}"))
 }
 
-/// One session's task: connect, hello, then the read loop until stopped.
+/// One session's task: [`session`], then marks it finished.
 async fn run(
     ctx: Ctx,
     spec: SessionSpec,
@@ -271,7 +303,24 @@ async fn run(
     gate: Arc<Semaphore>,
     ready: oneshot::Sender<Result<HelloInfo, String>>,
 ) {
+    session(ctx, spec, shared.clone(), gate, ready).await;
+    shared.lock().finished = true;
+}
+
+/// Connect, hello, then the read loop until stopped.
+async fn session(
+    ctx: Ctx,
+    spec: SessionSpec,
+    shared: Arc<Shared>,
+    gate: Arc<Semaphore>,
+    ready: oneshot::Sender<Result<HelloInfo, String>>,
+) {
     let permit = gate.acquire_owned().await;
+    if let Some(committed) = &ctx.committed {
+        let mut st = shared.lock();
+        st.opened_at = Some(Instant::now());
+        st.target = committed.load(Ordering::Acquire);
+    }
     let connected = connect(&ctx, &spec).await;
     drop(permit);
     let (mut ws, hello) = match connected {
@@ -285,6 +334,7 @@ async fn run(
     {
         let mut st = shared.lock();
         st.covered = hello.cursor;
+        st.cover(hello.cursor);
         if hello.requires_sync {
             st.wake_target = hello.latest_cursor;
             st.catching_up = true;
@@ -331,7 +381,7 @@ async fn run(
                         {
                             let mut st = shared.lock();
                             if let Some(c) = cursor {
-                                st.covered = st.covered.max(c);
+                                st.cover(c);
                             }
                             st.log.deltas.push((at, decoded));
                         }
@@ -374,92 +424,4 @@ fn end_unexpectedly(shared: &Shared, why: String) {
         st.ended = true;
         st.log.errors.push(why);
     }
-}
-
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// Upgrades `/realtime?clientId=…` with dev-auth headers and reads up to the `hello`.
-async fn connect(ctx: &Ctx, spec: &SessionSpec) -> Result<(Ws, HelloInfo), String> {
-    let url = format!("ws://{}/realtime?clientId={}", ctx.addr, spec.client_id);
-    let mut req = url.into_client_request().map_err(|e| e.to_string())?;
-    let h = req.headers_mut();
-    h.insert("x-syncular-actor", HeaderValue::from_str(&spec.actor).map_err(|e| e.to_string())?);
-    h.insert("x-syncular-partition", HeaderValue::from_str(&spec.partition).map_err(|e| e.to_string())?);
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(req, None, true)
-        .await
-        .map_err(|e| format!("{}: upgrade failed: {e}", spec.client_id))?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let next = tokio::time::timeout_at(deadline, ws.next())
-            .await
-            .map_err(|_| format!("{}: no hello within 30 s", spec.client_id))?;
-        match next {
-            Some(Ok(Message::Text(text))) => {
-                if let Ok(ControlMessage::Hello { cursor, latest_cursor, requires_sync, .. }) =
-                    parse_control(text.as_str())
-                {
-                    return Ok((ws, HelloInfo { cursor, latest_cursor, requires_sync }));
-                }
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(format!("{}: socket error before hello: {e}", spec.client_id)),
-            None => return Err(format!("{}: closed before hello", spec.client_id)),
-        }
-    }
-}
-
-/// A client's recovery after a wake-up: jitter, pull through `POST /sync`
-/// until the session holds data through the highest wake cursor, then ack.
-async fn catch_up(ctx: Ctx, spec: SessionSpec, shared: Arc<Shared>, acks: mpsc::UnboundedSender<i64>) {
-    if ctx.jitter_ms > 0 {
-        let r = RandomState::new().hash_one(Instant::now()) % (ctx.jitter_ms + 1);
-        tokio::time::sleep(Duration::from_millis(r)).await;
-    }
-    let mut failures = 0;
-    loop {
-        let cursor = {
-            let mut st = shared.lock();
-            if st.covered >= st.wake_target || st.ended {
-                st.catching_up = false;
-                let c = st.covered;
-                drop(st);
-                let _ = acks.send(c);
-                return;
-            }
-            st.covered
-        };
-        match pull_once(&ctx, &spec, cursor).await {
-            Ok((seqs, next)) => {
-                let mut st = shared.lock();
-                st.log.recovered.extend(seqs);
-                st.covered = st.covered.max(next);
-            }
-            Err(e) => {
-                failures += 1;
-                let give_up = {
-                    let mut st = shared.lock();
-                    st.log.errors.push(format!("catch-up pull: {e}"));
-                    if failures >= 5 {
-                        st.catching_up = false;
-                    }
-                    failures >= 5
-                };
-                if give_up {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-}
-
-/// One incremental pull from `cursor` through the gateway: `(commitSeqs, nextCursor)`.
-async fn pull_once(ctx: &Ctx, spec: &SessionSpec, cursor: i64) -> Result<(Vec<i64>, i64), String> {
-    let mut conn = HttpConn::connect(ctx.addr).await?;
-    let body = conn
-        .sync(&spec.actor, &spec.partition, pull_request(&spec.client_id, &spec.epoch, cursor))
-        .await?;
-    let out = pull_outcome(&decode_response(&body)?);
-    let next = out.next_cursor.ok_or("pull response without SUB_END")?;
-    Ok((out.commit_seqs, next))
 }

@@ -179,3 +179,40 @@ pub fn pull_client_record(
         _ => Err(format!("client {client_id}: bootstrap not complete in one pull: {msg:?}")),
     }
 }
+
+/// Session `i`: actor `<prefix>-u<i>`, clientId `<prefix>-c<i>`.
+pub fn session_specs(partition: &str, epoch: &str, prefix: &str, n: usize) -> Vec<super::sessions::SessionSpec> {
+    (0..n)
+        .map(|i| super::sessions::SessionSpec {
+            partition: partition.to_owned(),
+            epoch: epoch.to_owned(),
+            actor: format!("{prefix}-u{i}"),
+            client_id: format!("{prefix}-c{i}"),
+        })
+        .collect()
+}
+
+/// One bootstrap pull per session (4 connections), so each has a client
+/// record subscribed to the written scope at the latest cursor.
+///
+/// Errors: the first failed pull.
+pub fn make_client_records(dsn: &str, specs: &[super::sessions::SessionSpec]) -> Result<(), String> {
+    let chunk = specs.len().div_ceil(4).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = specs
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || -> Result<(), String> {
+                    let mut conn = crate::connect_to(dsn);
+                    for spec in part {
+                        pull_client_record(&mut conn, &spec.partition, &spec.epoch, &spec.actor, &spec.client_id)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|_| Err("client record thread panicked".to_owned())))
+    })
+}
