@@ -88,10 +88,11 @@ pub fn refuse_worker() -> EngineResult<()> {
 }
 
 /// The functions that take the pruning fence shared (log readers).
-const FENCE_READERS: [&str; 3] = [
+const FENCE_READERS: [&str; 4] = [
     "syncular.sync(text,text,bytea,jsonb,text)",
     "syncular.pull(text,text,bytea,jsonb,text)",
     "syncular.realtime_deltas(text,jsonb,integer,bigint)",
+    "syncular.realtime_pass(text,jsonb,integer,bigint)",
 ];
 
 /// The pruning fence is an advisory lock: it excludes only on one node. Log
@@ -119,9 +120,9 @@ pub fn check_fence_placement() -> EngineResult<()> {
         if !on_worker && batch_delegated && delegated.iter().all(|d| *d) {
             "syncular.prune_batch is delegated, but this call ran on the coordinator: Citus delegates only a top-level SELECT * FROM syncular.prune_batch(…) outside a transaction block (CALL syncular.prune nests it); call advance_horizon and prune_batch that way (docs/src/operate/citus.md)"
         } else if on_worker {
-            "this pruning batch runs on a Citus worker but syncular.sync, syncular.pull and syncular.realtime_deltas are not all delegated to workers: the pruning fence would not exclude them (docs/src/operate/citus.md)"
+            "this pruning batch runs on a Citus worker but syncular.sync, syncular.pull, syncular.realtime_deltas and syncular.realtime_pass are not all delegated to workers: the pruning fence would not exclude them (docs/src/operate/citus.md)"
         } else {
-            "syncular.sync, syncular.pull or syncular.realtime_deltas is delegated to the workers: delegate all three and syncular.prune_batch (distribution argument $1), so the pruning fence is taken on the partition's worker (docs/src/operate/citus.md)"
+            "syncular.sync, syncular.pull, syncular.realtime_deltas or syncular.realtime_pass is delegated to the workers: delegate all four and syncular.prune_batch (distribution argument $1), so the pruning fence is taken on the partition's worker (docs/src/operate/citus.md)"
         },
     ))
 }

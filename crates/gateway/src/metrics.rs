@@ -1,7 +1,7 @@
 //! Prometheus metrics (`GET /metrics`, text exposition format), all prefixed `syncular_gateway_`.
 //!
 //! Sessions open, deltas sent, wake-ups by reason, sync rounds by binding and outcome with a
-//! latency histogram (seconds), `realtime_deltas` calls, HTTP requests by route and status,
+//! latency histogram (seconds), `realtime_pass` calls, HTTP requests by route and status,
 //! errors by §10.1 code, LISTEN connections up (by node index) and reconnects, acks persisted,
 //! presence events by kind.
 
@@ -106,9 +106,9 @@ pub struct Metrics {
     pub rounds: Family<RoundLabels, Counter>,
     /// Sync round latency (request complete → response ready), seconds, by binding.
     pub round_seconds: Family<RoundLabels, Histogram, fn() -> Histogram>,
-    /// `syncular.realtime_deltas` calls.
+    /// `syncular.realtime_pass` calls.
     pub delta_calls: Counter,
-    /// `syncular.realtime_deltas` latency, seconds.
+    /// `syncular.realtime_pass` latency, seconds.
     pub delta_call_seconds: Histogram,
     /// HTTP responses by route and status.
     pub http_requests: Family<HttpLabels, Counter>,
@@ -124,7 +124,7 @@ pub struct Metrics {
     pub acks_persisted: Counter,
     /// Presence events, by kind.
     pub presence_events: Family<KindLabel, Counter>,
-    /// Registration reloads (`realtime_open` after the hello), by mode and outcome.
+    /// Registration reloads (`realtime_reload` after the hello), by mode and outcome.
     pub refreshes: Family<RefreshLabels, Counter>,
     /// Notifications dropped because their tag or seal did not verify (forged, or another
     /// install's key), by channel.
@@ -170,8 +170,8 @@ impl Metrics {
         registry.register("wakes", "Realtime wake-ups sent, by reason", m.wakes.clone());
         registry.register("rounds", "Sync rounds, by binding and outcome", m.rounds.clone());
         registry.register("round_seconds", "Sync round latency in seconds", m.round_seconds.clone());
-        registry.register("delta_calls", "syncular.realtime_deltas calls", m.delta_calls.clone());
-        registry.register("delta_call_seconds", "syncular.realtime_deltas latency in seconds", m.delta_call_seconds.clone());
+        registry.register("delta_calls", "syncular.realtime_pass calls", m.delta_calls.clone());
+        registry.register("delta_call_seconds", "syncular.realtime_pass latency in seconds", m.delta_call_seconds.clone());
         registry.register("http_requests", "HTTP responses, by route and status", m.http_requests.clone());
         registry.register("errors", "Errors answered, by code", m.errors.clone());
         registry.register("listen_reconnects", "Re-established LISTEN connections", m.listen_reconnects.clone());

@@ -8,6 +8,7 @@ pub mod round;
 pub mod stream;
 pub mod blobs;
 pub mod segments;
+pub mod session;
 
 use std::str::FromStr;
 use std::time::Duration;

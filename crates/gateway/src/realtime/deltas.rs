@@ -1,37 +1,32 @@
-//! Per-partition delta delivery (§8.2, §8.3; contract §3 and §5).
+//! Per-partition delta delivery (§8.2, §8.3; docs/src/sql/realtime.md "Session rules").
 //!
 //! Each partition with sessions has one worker task that processes its events strictly in
 //! the order the LISTEN connections delivered them (Postgres delivers one connection's
 //! `syncular_commit` and `syncular_scopes` in commit order; a partition's are notified on the
 //! node its sync calls run on). Consecutive commit notifications coalesce into ONE
-//! `syncular.realtime_deltas` call for all the partition's sessions, grouped by identical
-//! (registrations, schemaVersion, logEpoch, wireVersion, cursor, suppressed), and capped at
-//! the highest `commitSeq` notified so far (`through_seq`): a host refresh is applied before
-//! any commit notified after it, so a commit made after a membership change is never served
-//! under the registrations that change revokes (fail-closed, contract §5). After a LISTEN
-//! reconnect (notifications were lost) every session is refreshed first and the pass is
-//! capped at the smallest `latestCursor` those refreshes read (before resolving scopes).
+//! `syncular.realtime_pass` call with the distinct states of the partition's sessions (equal
+//! states share one row and one encoded delta), capped at the highest `commitSeq` notified so
+//! far (`through_seq`): a host refresh is applied before any commit notified after it, so a
+//! commit made after a membership change is never served under the registrations that change
+//! revokes (fail-closed). After a LISTEN reconnect (notifications were lost) every session is
+//! refreshed first and the pass is capped at the smallest `latestCursor` those refreshes read
+//! (before resolving scopes).
 //!
-//! Results go out as `0x00` deltas or wake-ups; a session whose registrations changed or that
-//! started a round while the call ran is not served the computed result: it keeps its cursor
-//! and is recomputed by the next pass (contiguity holds: every window starts at the session's
-//! delivered cursor). A failed call is retried when transient; otherwise every session behind
-//! the partition's known max is woken (`catchup-required`) so its client pulls.
+//! What each session gets and keeps is the rules' answer; a session whose state changed while
+//! the call ran (a reload, an ack that resumed it, a round begun) is not served it: it is
+//! recomputed by the next pass from its state. A failed call is retried when transient;
+//! otherwise the partition's sessions are closed (their clients reconnect and pull).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use serde_json::{json, Value};
-use syncular_protocol::realtime::WakeReason;
 use tokio::sync::Notify;
 
 use super::hub::{Hub, RefreshMode};
 use super::session::Session;
-use crate::db::realtime::realtime_deltas;
-use crate::framing::TAG_DELTA;
+use crate::db::session::{self as session_rules, StateText};
 
 /// An event for a partition worker, processed in the order it was scheduled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -292,91 +287,74 @@ async fn refresh_many(hub: &Arc<Hub>, sessions: &[Arc<Session>]) -> Option<i64> 
     smallest
 }
 
-/// What a group member looked like when the call was prepared.
+/// What a pass member looked like when the call was prepared.
 struct Member {
     session: Arc<Session>,
+    state: StateText,
     generation: u64,
     rounds_started: u64,
 }
 
-/// The identity of a delta group (contract §3): sessions with equal keys share one encoding.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct GroupKey {
-    registrations: Arc<str>,
-    schema_version: i64,
-    log_epoch: String,
-    wire_version: i64,
-    cursor: i64,
-    suppressed: bool,
+impl Member {
+    /// Whether the call's answer still describes this session: the same state (no ack resumed
+    /// it, no reload replaced it), the same generation, no round begun since.
+    fn current(&self, st: &super::session::SessionState) -> bool {
+        Arc::ptr_eq(&st.state, &self.state)
+            && st.generation == self.generation
+            && st.rounds_started == self.rounds_started
+            && !st.round_open
+    }
 }
 
-/// One delta pass: one `syncular.realtime_deltas` call for every session of the partition,
-/// capped at `through` (the highest commitSeq processed in notification order).
+/// One delta pass: one `syncular.realtime_pass` call with the distinct states of the
+/// partition's sessions (a session whose socket round is open is left out), capped at
+/// `through` (the highest commitSeq processed in notification order); every session of a row
+/// keeps the row's state and is sent its message (one buffer for all) and text.
 pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
-    let mut groups: Vec<Value> = Vec::new();
+    let mut states: Vec<StateText> = Vec::new();
     let mut members: Vec<Vec<Member>> = Vec::new();
-    let mut index: HashMap<GroupKey, usize> = HashMap::new();
+    let mut index: HashMap<StateText, usize> = HashMap::new();
     for session in p.sessions() {
         if session.is_closing() {
             continue;
         }
         let st = session.state();
-        let key = GroupKey {
-            registrations: st.registrations.text().clone(),
-            schema_version: st.schema_version,
-            log_epoch: st.log_epoch.clone(),
-            wire_version: st.wire_version,
-            cursor: st.delivered,
-            suppressed: st.suppressed || st.round_in_flight,
-        };
-        let (generation, rounds_started) = (st.generation, st.rounds_started);
-        let i = match index.get(&key) {
-            Some(i) => *i,
-            None => {
-                groups.push(json!({
-                    "registrations": st.registrations.value(),
-                    "schemaVersion": key.schema_version,
-                    "logEpoch": key.log_epoch,
-                    "wireVersion": key.wire_version,
-                    "cursor": key.cursor,
-                    "suppressed": key.suppressed,
-                }));
-                members.push(Vec::new());
-                index.insert(key, groups.len() - 1);
-                groups.len() - 1
-            }
-        };
+        if st.round_open {
+            continue;
+        }
+        let i = *index.entry(st.state.clone()).or_insert_with(|| {
+            states.push(st.state.clone());
+            members.push(Vec::new());
+            states.len() - 1
+        });
+        let member = Member { state: st.state.clone(), generation: st.generation, rounds_started: st.rounds_started, session: session.clone() };
         drop(st);
-        members[i].push(Member { session, generation, rounds_started });
+        members[i].push(member);
     }
-    if groups.is_empty() {
+    if states.is_empty() {
         return;
     }
     let started = Instant::now();
     hub.metrics.delta_calls.inc();
-    let rows = realtime_deltas(&hub.pool, &p.name, &Value::Array(groups), hub.settings.max_delta_bytes, through).await;
+    let rows = session_rules::pass(&hub.pool, &p.name, &states, hub.settings.max_delta_bytes, through).await;
     hub.metrics.delta_call_seconds.observe(started.elapsed().as_secs_f64());
     let rows = match rows {
         Ok(rows) => rows,
         Err(e) => {
             hub.metrics.error(e.code_str());
-            tracing::error!(partition_len = p.name.len(), code = e.code_str(), message = ?e.body.get("message"), "realtime_deltas failed");
+            tracing::error!(partition_len = p.name.len(), code = e.code_str(), message = ?e.body.get("message"), "realtime_pass failed");
             if e.transient {
-                // Try again shortly (the cursors did not move: nothing is lost).
+                // Try again shortly (the states did not move: nothing is lost).
                 let p = p.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                     p.schedule(Work::Pass);
                 });
             } else {
-                // Fail safe, never silent: the clients pull what could not be computed.
-                let through = p.known_max();
+                // Fail safe, never silent: without an answer nothing says what the sessions
+                // missed; they are closed and their clients reconnect and pull.
                 for m in members.iter().flatten() {
-                    let mut st = m.session.state();
-                    if st.delivered < through {
-                        st.delivered = through;
-                        m.session.wake(&mut st, WakeReason::CatchupRequired, through);
-                    }
+                    m.session.close(super::session::close_code::INTERNAL, "realtime deltas could not be computed");
                 }
             }
             return;
@@ -384,43 +362,29 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     };
     let mut rerun = false;
     for row in rows {
-        p.observe(row.cursor);
-        let Some(group) = members.get(row.group_index) else { continue };
-        // One `0x00`-tagged buffer per group, shared (reference-counted) by its sessions.
-        let tagged = row.delta.as_deref().map(tag_delta);
+        let Some(group) = members.get(row.index) else { continue };
+        if let Some(control) = &row.control {
+            hub.metrics.wake(super::session::wake_reason(control));
+        }
         for m in group {
             let mut st = m.session.state();
-            if st.generation != m.generation || st.rounds_started != m.rounds_started {
-                // Registrations changed or a round started while the call ran: recompute
-                // from the unchanged cursor in the next pass.
+            if !m.current(&st) {
+                // The state changed while the call ran: recompute from it in the next pass.
                 rerun = true;
                 continue;
             }
-            st.delivered = st.delivered.max(row.cursor);
-            match row.kind.as_str() {
-                "none" => {}
-                "delta" => match &tagged {
-                    Some(tagged) => m.session.send_delta(&mut st, tagged, row.cursor),
-                    None => m.session.wake(&mut st, WakeReason::CatchupRequired, row.cursor),
-                },
-                other => {
-                    let reason = WakeReason::parse(other).unwrap_or(WakeReason::CatchupRequired);
-                    m.session.wake(&mut st, reason, row.cursor);
-                }
+            st.adopt(row.state.clone(), row.resume.clone());
+            if let Some(message) = &row.message {
+                m.session.send_message(&mut st, message, row.overflow.as_ref());
+            }
+            if let Some(control) = &row.control {
+                m.session.send_text(control.clone());
             }
         }
     }
     if rerun {
         p.schedule(Work::Pass);
     }
-}
-
-/// `0x00` + the SSP2 response bytes (§8.7 channel tag of a delta).
-fn tag_delta(delta: &[u8]) -> Bytes {
-    let mut tagged = Vec::with_capacity(delta.len() + 1);
-    tagged.push(TAG_DELTA);
-    tagged.extend_from_slice(delta);
-    Bytes::from(tagged)
 }
 
 #[cfg(test)]

@@ -3,15 +3,12 @@
 //! host `syncular_scopes`, LISTEN recovery) with its generation guard, notification
 //! dispatch to the partition workers ([`super::deltas`]), shutdown.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use serde_json::Value;
-use syncular_protocol::realtime::WakeReason;
-use syncular_protocol::realtime_open::Opened;
 use tokio_util::sync::CancellationToken;
 
 use super::acks::AckBuffer;
@@ -19,8 +16,8 @@ use super::deltas::{Partition, ScopesEpoch, Work};
 use super::keys::NotificationKeys;
 use super::presence::PresenceRegistry;
 use super::relay::Relay;
-use super::session::{close_code, Registrations, Session, SessionState};
-use crate::db::realtime::realtime_open;
+use super::session::{close_code, Session};
+use crate::db::session::{reload, Reason};
 use crate::db::ApiError;
 use crate::metrics::Metrics;
 
@@ -53,13 +50,14 @@ pub struct HubSettings {
     pub listen_nodes: usize,
 }
 
-/// How a registration reload treats a failure.
+/// Why a session's registrations are reloaded (`syncular.realtime_reload`'s reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshMode {
-    /// §8.7 round end: a failed reload keeps the previous registrations; no wake-up.
-    RoundEnd,
-    /// Host refresh (`syncular_scopes`, LISTEN recovery): fail-closed — an error empties the
-    /// registrations; a change sends a wake-up.
+    /// §8.7 round end, with the round request's wire version: a failed reload keeps the
+    /// previous state; a pass follows (the commits made during the round).
+    RoundEnd(u16),
+    /// Host refresh (`syncular_scopes`, LISTEN recovery): fail-closed — the rules empty the
+    /// registrations of a failed resolution, and a reload that raises ends the session.
     Host,
 }
 
@@ -110,7 +108,7 @@ pub struct Slot {
 type ClientKey = (String, String, String);
 
 impl Slot {
-    /// The scopes epoch of the partition this slot holds: read it before `realtime_open` and
+    /// The scopes epoch of the partition this slot holds: read it before `realtime_connect` and
     /// hand it to [`Hub::add`].
     pub fn scopes_epoch(&self) -> ScopesEpoch {
         self.partition.scopes_epoch(&self.key.1)
@@ -235,19 +233,16 @@ impl Hub {
 
     /// Registers a session whose registrations were resolved after its partition's scopes
     /// epoch was `epoch` ([`Slot::scopes_epoch`], read after the reservation created or held
-    /// the partition). When a host refresh of that partition or a LISTEN reconnect bumped the
+    /// the partition), at the partition's `latest` cursor (the answer's `latestCursor`). When a host refresh of that partition or a LISTEN reconnect bumped the
     /// epoch since, the session could hold registrations a refresh has already revoked on the
     /// others: nothing is registered and the slot comes back (`Err`), so the caller reloads
     /// (or, for scopes frozen in a credential, closes) and tries again. The check and the
     /// insert hold the partitions lock that [`Hub::scopes_changed`] bumps the epoch under, so
     /// a refresh either finds the session or makes it reload. The slot is then owned by the
     /// session and released by [`Hub::remove`].
-    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: ScopesEpoch) -> Result<(), Slot> {
-        let (delivered, log_epoch) = {
-            let st = session.state();
-            (st.delivered, st.log_epoch.clone())
-        };
-        slot.partition.restart_timeline(&log_epoch, delivered);
+    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: ScopesEpoch, latest: i64) -> Result<(), Slot> {
+        let log_epoch = session.state().log_epoch.clone();
+        slot.partition.restart_timeline(&log_epoch, latest);
         let partition = {
             let _map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
             if slot.scopes_epoch() != epoch {
@@ -265,7 +260,7 @@ impl Hub {
         }
         // A session added after a burst was served is caught up by a pass (capped at what
         // was already notified and processed, like every pass).
-        if partition.through() > delivered {
+        if partition.through() > latest {
             partition.schedule(Work::Pass);
         }
         Ok(())
@@ -301,8 +296,9 @@ impl Hub {
         self.partitions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
 
-    /// §8.2 ack: in-memory MAX, lifts suppression once it reaches the delivered cursor,
-    /// buffers the write (flushed in batches). Negative cursors are ignored.
+    /// §8.2 ack: in-memory MAX and the session's resume rule
+    /// ([`SessionState::ack`](super::session::SessionState::ack)), the
+    /// write buffered (flushed in batches). Negative cursors are ignored.
     pub fn ack(&self, session: &Session, cursor: i64) {
         self.metrics.acks_received.inc();
         if cursor < 0 {
@@ -310,20 +306,19 @@ impl Hub {
         }
         let epoch = {
             let mut st = session.state();
-            st.acked = st.acked.max(cursor);
-            if st.acked >= st.delivered {
-                st.suppressed = false;
-            }
+            st.ack(cursor);
             st.log_epoch.clone()
         };
         self.acks.add(&session.partition, &session.client_id, &session.actor_id, cursor, &epoch);
     }
 
-    /// Reloads a session's registrations through `syncular.realtime_open` (contract §2),
-    /// generation-guarded: the result of an older reload never overwrites a newer one.
-    /// Round end keeps the previous registrations on failure; a host refresh empties them
-    /// (fail-closed) and wakes the session when they changed. Presence follows (§8.6.3).
-    /// Returns the `latestCursor` the reload read (before resolving scopes) when it succeeded.
+    /// Reloads a session's registrations through `syncular.realtime_reload` (the session
+    /// rules), ticket-guarded: the result of an older reload never overwrites a newer one. The
+    /// answer's state is kept when it changed, its messages sent, its scope keys swapped in
+    /// one step with the state (presence follows, §8.6.3). A round end whose reload fails
+    /// keeps the previous state; a host refresh that raises ends the session (fail-closed).
+    /// A round end lets passes serve the session again and schedules one. Returns the
+    /// `latestCursor` the reload read (before resolving scopes) when it succeeded.
     pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) -> Option<i64> {
         if mode == RefreshMode::Host && session.allowed_scopes.is_some() {
             // Its allowed scopes came from the credential (a token claim), frozen at the
@@ -333,75 +328,72 @@ impl Hub {
             session.close(close_code::POLICY, "sync.auth_required: scopes changed; reconnect with a fresh credential");
             return None;
         }
-        let ticket = {
+        let (ticket, state) = {
             let mut st = session.state();
             st.refresh_issued += 1;
-            st.refresh_issued
+            (st.refresh_issued, st.state.clone())
         };
-        let result =
-            realtime_open(&self.pool, &session.partition, &session.actor_id, &session.client_id, session.allowed_scopes.as_ref()).await;
-        let latest = result.as_ref().ok().map(|o| o.latest_cursor);
-        if let (Ok(o), Some(p)) = (&result, self.partition(&session.partition)) {
-            p.restart_timeline(&o.log_epoch, o.latest_cursor);
-            p.observe(o.latest_cursor);
+        let (reason, label) = match mode {
+            RefreshMode::RoundEnd(wire) => (Reason::RoundEnd(wire), "round-end"),
+            RefreshMode::Host => (Reason::Host, "host"),
+        };
+        let ids = (session.partition.as_str(), session.actor_id.as_str(), session.client_id.as_str());
+        let result = reload(&self.pool, ids, session.allowed_scopes.as_ref(), &state, reason).await;
+        let latest = result.as_ref().ok().map(|a| a.answer.latest_cursor);
+        let partition = self.partition(&session.partition);
+        if let (Ok(a), Some(p)) = (&result, &partition) {
+            p.restart_timeline(&a.answer.log_epoch, a.answer.latest_cursor);
+            p.observe(a.answer.latest_cursor);
         }
-        let known_max = self.partition(&session.partition).map_or(0, |p| p.known_max());
-        let mode_label = match mode {
-            RefreshMode::RoundEnd => "round-end",
-            RefreshMode::Host => "host",
-        };
-        let (old_keys, new_keys) = {
+        let keys = {
             let mut st = session.state();
-            if ticket <= st.refresh_applied {
-                self.metrics.refresh(mode_label, "stale");
-                return latest;
+            let round_end = matches!(mode, RefreshMode::RoundEnd(_)) && st.round_open;
+            if round_end {
+                st.round_open = false;
             }
-            self.metrics.refresh(
-                mode_label,
-                match (&result, mode) {
-                    (Ok(_), _) => "applied",
-                    (Err(_), RefreshMode::Host) => "emptied",
-                    (Err(_), RefreshMode::RoundEnd) => "kept",
-                },
-            );
-            // A new logEpoch is a new timeline: its log restarts at the reload's latestCursor.
-            let new_timeline = matches!(&result, Ok(o) if o.log_epoch != st.log_epoch).then_some(latest).flatten();
-            let outcome = match (&result, mode) {
-                (Ok(opened), _) => Some(apply_opened(&mut st, opened)),
-                (Err(e), RefreshMode::Host) => {
-                    tracing::warn!(session = session.id, code = e.code_str(), "host refresh failed: registrations emptied (fail-closed)");
-                    Some(apply_empty(&mut st))
-                }
-                (Err(e), RefreshMode::RoundEnd) => {
-                    tracing::debug!(session = session.id, code = e.code_str(), "round-end reload failed: registrations kept");
-                    None
+            let applied = if ticket <= st.refresh_applied {
+                self.metrics.refresh(label, "stale");
+                None
+            } else {
+                st.refresh_applied = ticket;
+                match result {
+                    Ok(a) => {
+                        self.metrics.refresh(label, if a.answer.emptied { "emptied" } else { "applied" });
+                        if a.answer.changed {
+                            st.generation += 1;
+                            st.adopt(a.state, a.resume);
+                            st.log_epoch = a.answer.log_epoch;
+                        }
+                        for text in a.answer.send {
+                            self.metrics.wake(super::session::wake_reason(&text));
+                            session.send_text(text);
+                        }
+                        let old = std::mem::replace(&mut st.scope_keys, a.answer.scope_keys.into_iter().collect());
+                        Some((old, st.scope_keys.clone()))
+                    }
+                    Err(e) if mode == RefreshMode::Host => {
+                        self.metrics.refresh(label, "closed");
+                        tracing::warn!(session = session.id, code = e.code_str(), "host refresh failed: closing the session (fail-closed)");
+                        session.close(close_code::INTERNAL, "registration reload failed");
+                        None
+                    }
+                    Err(e) => {
+                        self.metrics.refresh(label, "kept");
+                        tracing::debug!(session = session.id, code = e.code_str(), "round-end reload failed: state kept");
+                        None
+                    }
                 }
             };
-            st.refresh_applied = ticket;
-            let Some((old_keys, changed, discontinuity)) = outcome else { return latest };
-            if changed {
-                st.generation += 1;
-                let cursor = new_timeline.unwrap_or_else(|| st.delivered.max(known_max));
-                let raced = st.delivered > st.delivered_at_round_start;
-                match mode {
-                    RefreshMode::Host => {
-                        st.delivered = cursor;
-                        let reason = if discontinuity { WakeReason::ResetRequired } else { WakeReason::CatchupRequired };
-                        session.wake(&mut st, reason, cursor);
-                    }
-                    // Commits evaluated under the old registrations while the round ran may
-                    // match the new ones: let the client pull them.
-                    RefreshMode::RoundEnd if raced || discontinuity => {
-                        st.delivered = cursor;
-                        let reason = if discontinuity { WakeReason::ResetRequired } else { WakeReason::CatchupRequired };
-                        session.wake(&mut st, reason, cursor);
-                    }
-                    RefreshMode::RoundEnd => {}
+            if round_end {
+                if let Some(p) = &partition {
+                    p.schedule(Work::Pass);
                 }
             }
-            (old_keys, st.scope_keys.clone())
+            applied
         };
-        super::presence::reconcile(self, session, &old_keys, &new_keys);
+        if let Some((old_keys, new_keys)) = keys {
+            super::presence::reconcile(self, session, &old_keys, &new_keys);
+        }
         latest
     }
 
@@ -525,96 +517,5 @@ fn forget_if_unused(map: &mut HashMap<String, Arc<Partition>>, p: &Arc<Partition
     if p.is_empty() && p.joining.load(Ordering::SeqCst) == 0 && map.get(&p.name).is_some_and(|q| Arc::ptr_eq(q, p)) {
         map.remove(&p.name);
         p.stop();
-    }
-}
-
-/// Applies an open/reload result; returns (previous scope keys, registrations changed,
-/// epoch or schema changed).
-fn apply_opened(st: &mut SessionState, o: &Opened) -> (BTreeSet<String>, bool, bool) {
-    let discontinuity = st.log_epoch != o.log_epoch || st.schema_version != o.schema_version;
-    let changed = st.registrations.value() != &o.registrations || discontinuity;
-    let old = std::mem::replace(&mut st.scope_keys, o.scope_keys.iter().cloned().collect());
-    st.registrations = Registrations::new(o.registrations.clone());
-    st.log_epoch = o.log_epoch.clone();
-    st.schema_version = o.schema_version;
-    (old, changed, discontinuity)
-}
-
-fn apply_empty(st: &mut SessionState) -> (BTreeSet<String>, bool, bool) {
-    let changed = !st.registrations.is_empty();
-    let old = std::mem::take(&mut st.scope_keys);
-    st.registrations = Registrations::new(Value::Array(Vec::new()));
-    (old, changed, false)
-}
-
-/// The initial state of a session opened with `o` (§8.1): delivered = `latestCursor`,
-/// suppressed while the client must sync first.
-pub fn initial_state(o: &Opened) -> SessionState {
-    SessionState {
-        registrations: Registrations::new(o.registrations.clone()),
-        scope_keys: o.scope_keys.iter().cloned().collect(),
-        wire_version: o.wire_version,
-        log_epoch: o.log_epoch.clone(),
-        schema_version: o.schema_version,
-        delivered: o.latest_cursor,
-        suppressed: o.requires_sync,
-        acked: o.cursor,
-        round_in_flight: false,
-        rounds_started: 0,
-        delivered_at_round_start: o.latest_cursor,
-        generation: 0,
-        refresh_issued: 0,
-        refresh_applied: 0,
-        presence_rate: HashMap::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn opened(registrations: Value, keys: &[&str], epoch: &str, schema: i64) -> Opened {
-        Opened {
-            session_id: "s".into(),
-            actor_id: "a".into(),
-            client_id: "c".into(),
-            cursor: 3,
-            latest_cursor: 7,
-            requires_sync: true,
-            wire_version: 1,
-            log_epoch: epoch.into(),
-            schema_version: schema,
-            registrations,
-            scope_keys: keys.iter().map(|k| (*k).to_owned()).collect(),
-            lease_expires_at_ms: None,
-        }
-    }
-
-    #[test]
-    fn a_new_session_starts_at_latest_and_suppressed_while_it_must_sync() {
-        let st = initial_state(&opened(json!([]), &["project:p1"], "e", 1));
-        assert_eq!((st.delivered, st.acked, st.suppressed, st.wire_version), (7, 3, true, 1));
-        assert!(st.scope_keys.contains("project:p1"));
-    }
-
-    #[test]
-    fn reloads_report_changes_and_discontinuities() {
-        let regs = json!([{"id": "s", "table": "tasks", "effective": {"project_id": ["p1"]}}]);
-        let mut st = initial_state(&opened(regs.clone(), &["project:p1"], "e", 1));
-        let (old, changed, disc) = apply_opened(&mut st, &opened(regs.clone(), &["project:p1"], "e", 1));
-        assert_eq!((changed, disc), (false, false));
-        assert_eq!(old, st.scope_keys);
-        let (_, changed, disc) = apply_opened(&mut st, &opened(json!([]), &[], "e", 1));
-        assert_eq!((changed, disc), (true, false));
-        assert!(st.scope_keys.is_empty());
-        let (_, changed, disc) = apply_opened(&mut st, &opened(json!([]), &[], "e2", 1));
-        assert_eq!((changed, disc), (true, true), "a new logEpoch is a discontinuity");
-        let (_, changed, disc) = apply_opened(&mut st, &opened(regs, &["project:p1"], "e2", 2));
-        assert_eq!((changed, disc), (true, true), "a new schema version is a discontinuity");
-        // Fail-closed: emptied registrations (a change only when there were some).
-        let (old, changed, _) = apply_empty(&mut st);
-        assert!(changed && old.contains("project:p1") && st.scope_keys.is_empty());
-        assert!(!apply_empty(&mut st).1);
     }
 }

@@ -3,9 +3,11 @@
 //! `connection_client_id` = the socket's clientId. A request-level failure becomes the
 //! round's response via `syncular.error_response` (`RESP_HEADER`, `ERROR`, `END`). The
 //! response goes out as `0x01` chunks (whole frames, ≤ 64 KiB each), each awaiting queue room
-//! (backpressure); the last chunk ends exactly at `END`. While the round is in flight the
-//! session gets no `0x00` message. At round end the wire version becomes the request's and
-//! the registrations are reloaded (a failed reload keeps the previous ones).
+//! (backpressure); the last chunk ends exactly at `END`. From the round's start until its
+//! end's reload the session is left out of delta passes (no `0x00` message during the
+//! response); the reload (`syncular.realtime_reload(…, 'round-end', wire_version)`) moves its
+//! state to what the round's pull delivered and a pass follows, so commits made during the
+//! round arrive as deltas (a failed reload keeps the previous state).
 //!
 //! Memory: the request being reassembled ([`Assembler`]) and the response being sent are
 //! leased from the gateway-wide round budget (`--round-buffer-bytes`,
@@ -73,8 +75,8 @@ pub fn start(hub: &Arc<Hub>, session: &Arc<Session>, request: Request) {
     {
         let mut st = session.state();
         st.round_in_flight = true;
+        st.round_open = true;
         st.rounds_started += 1;
-        st.delivered_at_round_start = st.delivered;
     }
     hub.round_started();
     let (hub, session) = (hub.clone(), session.clone());
@@ -138,6 +140,5 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
     }
     drop(response);
     drop(lease);
-    session.state().wire_version = i64::from(wire);
-    hub.refresh(session, RefreshMode::RoundEnd).await;
+    hub.refresh(session, RefreshMode::RoundEnd(wire)).await;
 }

@@ -22,10 +22,11 @@ use bytes::Bytes;
 use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
 use serde_json::{Map, Value};
-use syncular_protocol::realtime::{control_text, ControlMessage, WakeReason};
+use syncular_protocol::realtime::{control_text, ControlMessage};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::db::session::{Overflow, Resume, StateText};
 use crate::metrics::Metrics;
 
 /// WebSocket close codes used by the gateway (RFC 6455 §7.4.1).
@@ -49,65 +50,30 @@ pub mod close_code {
     pub const TRY_AGAIN_LATER: u16 = 1013;
 }
 
-/// A session's registrations as `realtime_open` returned them (contract §2), with their JSON
-/// text computed once: the part of a delta group's identity that changes least, compared and
-/// hashed on every pass without re-serializing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Registrations {
-    value: Value,
-    text: Arc<str>,
-}
-
-impl Registrations {
-    /// Wraps `realtime_open`'s `registrations` (a JSON array).
-    pub fn new(value: Value) -> Self {
-        let text = Arc::from(value.to_string());
-        Registrations { value, text }
-    }
-
-    /// The JSON handed back to `realtime_deltas`.
-    pub fn value(&self) -> &Value {
-        &self.value
-    }
-
-    /// The JSON text (group key part).
-    pub fn text(&self) -> &Arc<str> {
-        &self.text
-    }
-
-    /// No registration (nothing can match).
-    pub fn is_empty(&self) -> bool {
-        self.value.as_array().is_none_or(Vec::is_empty)
-    }
-}
-
-/// Mutable per-session state (§8 and contract §3 group fields).
+/// Mutable per-session state: what the session rules answered last — kept verbatim, never
+/// interpreted (docs/src/sql/realtime.md "Session rules") — and the socket's own bookkeeping.
 #[derive(Debug, Clone)]
 pub struct SessionState {
-    /// `registrations` verbatim from `realtime_open` (JSON array).
-    pub registrations: Registrations,
+    /// The session's state (JSON text, opaque): handed back to `realtime_pass` and
+    /// `realtime_reload`; sessions with equal texts share one pass row and one delta.
+    pub state: StateText,
+    /// Its resume rule: once `acked` reaches the cursor, the state becomes that text.
+    pub resume: Resume,
+    /// The state's `logEpoch` (acks carry it; a new one restarts the partition's timeline).
+    pub log_epoch: String,
     /// Presence grant: the registrations' scope keys (§8.6.3).
     pub scope_keys: BTreeSet<String>,
-    /// Delta wire version (1, 2 or 3).
-    pub wire_version: i64,
-    /// Partition `logEpoch` from the last open/reload.
-    pub log_epoch: String,
-    /// Served schema version from the last open/reload.
-    pub schema_version: i64,
-    /// Every commit ≤ this was delivered, woken for, or known not to match.
-    pub delivered: i64,
-    /// §8.2 wake pending: no delta until an ack reaches `delivered`.
-    pub suppressed: bool,
     /// Highest cursor the client acknowledged.
     pub acked: i64,
-    /// A §8.7 round is in flight (no `0x00` messages).
+    /// A §8.7 round's response is being written (no `0x00` messages).
     pub round_in_flight: bool,
-    /// Rounds started so far (generation guard of a deltas call).
+    /// A round began and its end's reload is not applied yet: no pass serves the session
+    /// (its commits reach it after the round, from where the round's pull left it).
+    pub round_open: bool,
+    /// Rounds started so far (a pass result computed before one started is not delivered).
     pub rounds_started: u64,
-    /// `delivered` when the current/last round started.
-    pub delivered_at_round_start: i64,
-    /// Bumped whenever registrations (or epoch/schema) change, or a scopes notification makes
-    /// them stale: a deltas result computed under an older generation is not delivered.
+    /// Bumped whenever a reload replaces the state, or a scopes notification makes it stale: a
+    /// pass result computed under an older generation is not delivered.
     pub generation: u64,
     /// Registration reloads issued / the newest one applied (a slower reload never
     /// overwrites a newer one).
@@ -116,6 +82,44 @@ pub struct SessionState {
     pub refresh_applied: u64,
     /// §8.6.4 presence rate state per scope key.
     pub presence_rate: HashMap<String, PresenceRate>,
+}
+
+impl SessionState {
+    /// The state of a session the rules just connected.
+    pub fn new(state: StateText, resume: Resume, log_epoch: String, scope_keys: BTreeSet<String>, acked: i64) -> Self {
+        SessionState {
+            state,
+            resume,
+            log_epoch,
+            scope_keys,
+            acked,
+            round_in_flight: false,
+            round_open: false,
+            rounds_started: 0,
+            generation: 0,
+            refresh_issued: 0,
+            refresh_applied: 0,
+            presence_rate: HashMap::new(),
+        }
+    }
+
+    /// Keeps an answer's state and resume rule.
+    pub fn adopt(&mut self, state: StateText, resume: Resume) {
+        self.state = state;
+        self.resume = resume;
+    }
+
+    /// §8.2 ack: the highest one is kept; once it reaches the resume rule's cursor, the
+    /// session keeps the rule's state (deltas resume). Negative cursors are ignored.
+    pub fn ack(&mut self, cursor: i64) {
+        self.acked = self.acked.max(cursor);
+        if let Some((at, state)) = &self.resume {
+            if self.acked >= *at {
+                self.state = state.clone();
+                self.resume = None;
+            }
+        }
+    }
 }
 
 /// Per-key presence rate-cap state (latest-wins coalescing, §8.6.4).
@@ -134,8 +138,9 @@ pub struct PresenceRate {
 pub enum Outbound {
     /// A JSON control message (text frame).
     Text(String),
-    /// A `0x00`-tagged delta (checked against a round in flight when written).
-    Delta(Bytes),
+    /// A `0x00`-tagged delta (checked against a round in flight when written) and what to do
+    /// when it cannot be sent.
+    Delta(Bytes, Option<Arc<Overflow>>),
 }
 
 /// One chunk of a round response; `last` ends the round (cleared in-flight right before the
@@ -263,28 +268,40 @@ impl Session {
         }
     }
 
-    /// Sends a §8.3 wake-up and marks the session suppressed (caller holds the state lock).
-    pub fn wake(&self, st: &mut SessionState, reason: WakeReason, cursor: i64) {
-        st.suppressed = true;
-        self.metrics.wake(reason.as_str());
-        self.send_control(&ControlMessage::Wake { cursor, reason, timestamp: now_ms() });
-    }
-
-    /// Queues a delta (`0x00`-tagged SSP2 response bytes, shared by the sessions of a group),
-    /// or — when the queue has no room for it — a `catchup-required` wake-up instead (caller
-    /// holds the state lock).
-    pub fn send_delta(&self, st: &mut SessionState, tagged: &Bytes, cursor: i64) {
-        let len = tagged.len();
+    /// Queues a binary message of a pass (a `0x00`-tagged delta shared by the sessions of its
+    /// row) — or, when the queue has no room for it or a round is in flight, follows the row's
+    /// overflow rule instead: keeps its state and sends its wake-up (caller holds the state
+    /// lock).
+    pub fn send_message(&self, st: &mut SessionState, message: &Bytes, overflow: Option<&Arc<Overflow>>) {
+        let len = message.len();
         let room = self.ctrl.capacity() > self.ctrl_capacity / 4
             && self.queued_delta_bytes.load(Ordering::Relaxed) + len <= self.delta_budget;
-        if !room || st.round_in_flight || st.suppressed {
-            self.wake(st, WakeReason::CatchupRequired, cursor);
+        if !room || st.round_in_flight {
+            self.overflow(st, overflow);
             return;
         }
         self.queued_delta_bytes.fetch_add(len, Ordering::Relaxed);
-        if self.ctrl.try_send(Outbound::Delta(tagged.clone())).is_err() {
+        if let Err(e) = self.ctrl.try_send(Outbound::Delta(message.clone(), overflow.cloned())) {
             self.queued_delta_bytes.fetch_sub(len, Ordering::Relaxed);
-            self.wake(st, WakeReason::CatchupRequired, cursor);
+            let overflow = match e {
+                mpsc::error::TrySendError::Full(Outbound::Delta(_, o)) | mpsc::error::TrySendError::Closed(Outbound::Delta(_, o)) => o,
+                _ => None,
+            };
+            self.overflow(st, overflow.as_ref());
+        }
+    }
+
+    /// Follows an overflow rule (a message could not be sent): keeps its state, sends its
+    /// wake-up. Without a rule the session cannot know what it missed: it is closed (1011) and
+    /// its client reconnects.
+    fn overflow(&self, st: &mut SessionState, overflow: Option<&Arc<Overflow>>) {
+        match overflow {
+            Some(o) => {
+                st.adopt(o.state.clone(), o.resume.clone());
+                self.metrics.wake("catchup-required");
+                self.send_text(o.control.clone());
+            }
+            None => self.close(close_code::INTERNAL, "a delta could not be delivered"),
         }
     }
 
@@ -317,6 +334,12 @@ impl Session {
     pub fn is_closing(&self) -> bool {
         self.closing.load(Ordering::SeqCst) || self.closed.is_cancelled()
     }
+}
+
+/// The `reason` of a wake-up text the session rules built, for the metrics label (`other`
+/// when it names none).
+pub fn wake_reason(control: &str) -> &'static str {
+    ["catchup-required", "delta-too-large", "reset-required"].into_iter().find(|r| control.contains(r)).unwrap_or("other")
 }
 
 /// Epoch milliseconds (control message timestamps).
@@ -354,13 +377,12 @@ pub async fn run_writer(
             }
             Some(out) = queues.ctrl.recv() => match out {
                 Outbound::Text(t) => Message::Text(t.into()),
-                Outbound::Delta(bytes) => {
+                Outbound::Delta(bytes, overflow) => {
                     session.queued_delta_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
                     let mut st = session.state();
                     if st.round_in_flight {
-                        // §8.7: no 0x00 while a response streams — the suppression path.
-                        let cursor = st.delivered;
-                        session.wake(&mut st, WakeReason::CatchupRequired, cursor);
+                        // §8.7: no 0x00 while a response streams — the overflow rule instead.
+                        session.overflow(&mut st, overflow.as_ref());
                         continue;
                     }
                     session.metrics.deltas_sent.inc();
@@ -436,7 +458,8 @@ async fn flush_queued_round(session: &Session, sink: &mut SplitSink<WebSocket, M
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    const WAKE: &str = r#"{"event":"sync","data":{"cursor":5,"requiresPull":true,"reason":"catchup-required","timestamp":1}}"#;
 
     fn session(queue: usize, delta_budget: usize) -> (Arc<Session>, WriterQueues) {
         let init = SessionInit {
@@ -450,24 +473,12 @@ mod tests {
             delta_budget,
             write_timeout: Duration::from_secs(30),
         };
-        let state = SessionState {
-            registrations: Registrations::new(json!([])),
-            scope_keys: BTreeSet::new(),
-            wire_version: 2,
-            log_epoch: "e".into(),
-            schema_version: 1,
-            delivered: 0,
-            suppressed: false,
-            acked: 0,
-            round_in_flight: false,
-            rounds_started: 0,
-            delivered_at_round_start: 0,
-            generation: 0,
-            refresh_issued: 0,
-            refresh_applied: 0,
-            presence_rate: HashMap::new(),
-        };
+        let state = SessionState::new(Arc::from("plain"), None, "e".into(), BTreeSet::new(), 0);
         Session::new(init, state, Arc::new(Metrics::new()), &CancellationToken::new())
+    }
+
+    fn overflow() -> Arc<Overflow> {
+        Arc::new(Overflow { state: Arc::from("woken"), control: WAKE.into(), resume: Some((5, Arc::from("resumed"))) })
     }
 
     fn kinds(s: &Session, q: &mut WriterQueues) -> Vec<String> {
@@ -476,7 +487,7 @@ mod tests {
             out.push(match m {
                 Outbound::Text(t) if t.contains("catchup-required") => "wake".into(),
                 Outbound::Text(_) => "text".into(),
-                Outbound::Delta(b) => format!("delta{}", b.len()),
+                Outbound::Delta(b, _) => format!("delta{}", b.len()),
             });
         }
         if let Some((code, _)) = s.take_close() {
@@ -486,15 +497,15 @@ mod tests {
     }
 
     #[test]
-    fn a_full_queue_turns_deltas_into_a_wake_then_closes_the_session() {
+    fn a_full_queue_turns_deltas_into_the_overflow_rule_then_closes_the_session() {
         let (s, mut q) = session(8, 1 << 20);
         for _ in 0..7 {
             let mut st = s.state();
-            s.send_delta(&mut st, &Bytes::from(vec![7; 11]), 5);
+            s.send_message(&mut st, &Bytes::from(vec![7; 11]), Some(&overflow()));
         }
-        // Deltas stop while a quarter of the queue is still free: the rest is a wake-up, and
-        // the session is suppressed from then on.
-        assert!(s.state().suppressed);
+        // Deltas stop while a quarter of the queue is still free: the rest follows the overflow
+        // rule (its wake-up, its state).
+        assert_eq!(&*s.state().state, "woken");
         let got = kinds(&s, &mut q);
         assert_eq!(got.iter().filter(|k| *k == "delta11").count(), 6, "{got:?}");
         assert_eq!(got.last().map(String::as_str), Some("wake"), "{got:?}");
@@ -518,20 +529,38 @@ mod tests {
     fn queued_delta_bytes_are_bounded() {
         let (s, mut q) = session(64, 100);
         let mut st = s.state();
-        s.send_delta(&mut st, &Bytes::from(vec![1; 61]), 9);
-        s.send_delta(&mut st, &Bytes::from(vec![1; 61]), 9);
+        s.send_message(&mut st, &Bytes::from(vec![1; 61]), Some(&overflow()));
+        s.send_message(&mut st, &Bytes::from(vec![1; 61]), Some(&overflow()));
         drop(st);
         assert_eq!(kinds(&s, &mut q), vec!["delta61".to_string(), "wake".to_string()]);
     }
 
     #[test]
-    fn no_delta_while_a_round_is_in_flight() {
+    fn no_delta_while_a_round_is_in_flight_and_no_rule_closes() {
         let (s, mut q) = session(64, 1 << 20);
         let mut st = s.state();
         st.round_in_flight = true;
-        s.send_delta(&mut st, &Bytes::from(vec![1; 11]), 3);
-        assert!(st.suppressed);
+        s.send_message(&mut st, &Bytes::from(vec![1; 11]), Some(&overflow()));
+        assert_eq!(&*st.state, "woken");
+        assert_eq!(st.resume.as_ref().map(|r| r.0), Some(5));
+        s.send_message(&mut st, &Bytes::from(vec![1; 11]), None);
         drop(st);
-        assert_eq!(kinds(&s, &mut q), vec!["wake".to_string()]);
+        assert_eq!(kinds(&s, &mut q), vec!["wake".to_string(), format!("close{}", close_code::INTERNAL)]);
+    }
+
+    #[test]
+    fn an_ack_resumes_once_it_reaches_the_rules_cursor() {
+        let mut st = SessionState::new(Arc::from("woken"), Some((5, Arc::from("resumed"))), "e".into(), BTreeSet::new(), 2);
+        st.ack(4);
+        assert_eq!((&*st.state, st.acked), ("woken", 4));
+        st.ack(3);
+        assert_eq!(st.acked, 4, "the highest ack is kept");
+        st.ack(6);
+        assert_eq!((&*st.state, st.resume.is_none()), ("resumed", true));
+        // Adopting a rule does not apply it with an old ack: only a new ack does.
+        st.adopt(Arc::from("woken again"), Some((6, Arc::from("resumed again"))));
+        assert_eq!(&*st.state, "woken again");
+        st.ack(6);
+        assert_eq!(&*st.state, "resumed again");
     }
 }

@@ -1,7 +1,7 @@
 //! `GET {mount}/realtime?clientId=…` (§8.1): everything that can fail is answered as HTTP
 //! (§10.1 JSON) BEFORE upgrading — missing `clientId` (400 `sync.invalid_request`), auth (401
 //! `sync.auth_required`), caps (429 `sync.websocket_connection_limit`), shutdown (503), and
-//! the `syncular.realtime_open` errors (e.g. 400 `sync.invalid_client_id`). After the
+//! the `syncular.realtime_connect` errors (e.g. 400 `sync.invalid_client_id`). After the
 //! upgrade: `hello`, the presence snapshot, then the read loop — acks and presence (text),
 //! `0x01` round chunks (binary). Broken input closes the socket: text that is not a valid
 //! control message (1007), an unknown binary tag, a bad request header, bytes past `END`, a
@@ -20,17 +20,17 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
-use syncular_protocol::realtime::{parse_control, ControlMessage, Hello, WakeReason};
-use syncular_protocol::realtime_open::Opened;
+use syncular_protocol::realtime::{parse_control, ControlMessage};
+use syncular_protocol::realtime_session::Connected;
 
 use super::deltas::ScopesEpoch;
-use super::hub::{initial_state, Hub, Slot};
+use super::hub::{Hub, Slot};
 use super::limits::ActorSlot;
 use super::presence;
 use super::round;
-use super::session::{close_code, now_ms, run_writer, Session, SessionInit};
+use super::session::{close_code, now_ms, run_writer, Session, SessionInit, SessionState};
 use crate::auth::Identity;
-use crate::db::realtime::realtime_open;
+use crate::db::session::{connect, reload, Answer, Reason};
 use crate::db::ApiError;
 use crate::framing::{FramingError, TAG_ROUND};
 use crate::http::error_response;
@@ -66,7 +66,7 @@ pub async fn upgrade(
         Err(e) => return error_response(&gw, route, e),
     };
     let epoch = slot.scopes_epoch();
-    let opened = match realtime_open(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await {
+    let opened = match connect(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await {
         Ok(o) => o,
         Err(e) => return error_response(&gw, route, e),
     };
@@ -86,16 +86,14 @@ pub async fn upgrade(
 
 /// Registers the session with registrations resolved after the last host refresh: when a
 /// `syncular_scopes` notification for its actor or its whole partition (or a LISTEN
-/// reconnect) came in since
-/// `epoch`, reload and try again — or close (1008) a session whose scopes came from its
-/// credential, which cannot be re-resolved. A reload whose answer differs from the one `hello` described sends a
-/// `catchup-required` wake-up (the client pulls what `hello` could not announce). Returns
-/// false when the session was closed instead (a failed reload: 1011).
-async fn join(hub: &Arc<Hub>, session: &Arc<Session>, opened: &Opened, mut slot: Slot, mut epoch: ScopesEpoch) -> bool {
-    let mut reloaded = false;
+/// reconnect) came in since `epoch`, reload (`realtime_reload(…, 'connect')`: a state that
+/// differs from the one `hello` described comes with a `catchup-required` wake-up) and try
+/// again — or close (1008) a session whose scopes came from its credential, which cannot be
+/// re-resolved. Returns false when the session was closed instead (a failed reload: 1011).
+async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, mut slot: Slot, mut epoch: ScopesEpoch) -> bool {
     loop {
-        match hub.add(session.clone(), slot, epoch) {
-            Ok(()) => break,
+        match hub.add(session.clone(), slot, epoch, latest) {
+            Ok(()) => return true,
             Err(back) => {
                 slot = back;
                 if session.allowed_scopes.is_some() {
@@ -105,18 +103,19 @@ async fn join(hub: &Arc<Hub>, session: &Arc<Session>, opened: &Opened, mut slot:
                     return false;
                 }
                 epoch = slot.scopes_epoch();
-                let reopened = realtime_open(
-                    &hub.pool,
-                    &session.partition,
-                    &session.actor_id,
-                    &session.client_id,
-                    session.allowed_scopes.as_ref(),
-                )
-                .await;
-                match reopened {
-                    Ok(o) => {
-                        *session.state() = initial_state(&o);
-                        reloaded |= !same_state(opened, &o);
+                let state = session.state().state.clone();
+                let ids = (session.partition.as_str(), session.actor_id.as_str(), session.client_id.as_str());
+                match reload(&hub.pool, ids, session.allowed_scopes.as_ref(), &state, Reason::Connect).await {
+                    Ok(a) => {
+                        latest = a.answer.latest_cursor;
+                        let mut st = session.state();
+                        st.adopt(a.state, a.resume);
+                        st.log_epoch = a.answer.log_epoch;
+                        st.scope_keys = a.answer.scope_keys.into_iter().collect();
+                        for text in a.answer.send {
+                            hub.metrics.wake(super::session::wake_reason(&text));
+                            session.send_text(text);
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(session = session.id, code = e.code_str(), "registration reload at connect failed");
@@ -127,21 +126,6 @@ async fn join(hub: &Arc<Hub>, session: &Arc<Session>, opened: &Opened, mut slot:
             }
         }
     }
-    if reloaded {
-        let mut st = session.state();
-        let cursor = st.delivered;
-        session.wake(&mut st, WakeReason::CatchupRequired, cursor);
-    }
-    true
-}
-
-/// Whether two `realtime_open` answers describe the same session state (what `hello` and
-/// the registrations carry; the fresh `sessionId` aside).
-fn same_state(a: &Opened, b: &Opened) -> bool {
-    (a.cursor, a.latest_cursor, a.requires_sync, a.wire_version, a.schema_version)
-        == (b.cursor, b.latest_cursor, b.requires_sync, b.wire_version, b.schema_version)
-        && a.log_epoch == b.log_epoch
-        && a.registrations == b.registrations
 }
 
 /// `slots`: the hub's slot and the `--max-sessions-per-actor` place; the actor's place is
@@ -151,7 +135,7 @@ async fn serve(
     hub: Arc<Hub>,
     identity: Identity,
     client_id: String,
-    opened: Opened,
+    opened: Answer<Connected>,
     epoch: ScopesEpoch,
     (slot, actor_slot): (Slot, ActorSlot),
     socket: WebSocket,
@@ -159,7 +143,7 @@ async fn serve(
     let (sink, stream) = socket.split();
     // The token's expiry, or the auth lease's when the session was opened on one (§7.3.3),
     // whichever comes first.
-    let expiry = match (identity.expires_at_ms, opened.lease_expires_at_ms) {
+    let expiry = match (identity.expires_at_ms, opened.answer.lease_expires_at_ms) {
         (Some(token), Some(lease)) if lease < token => Some((lease, Expiry::Lease)),
         (Some(token), _) => Some((token, Expiry::Credential)),
         (None, Some(lease)) => Some((lease, Expiry::Lease)),
@@ -167,7 +151,7 @@ async fn serve(
     };
     let init = SessionInit {
         id: hub.next_session_id(),
-        session_id: opened.session_id.clone(),
+        session_id: opened.answer.session_id.clone(),
         partition: identity.partition,
         actor_id: identity.actor_id,
         client_id,
@@ -176,19 +160,13 @@ async fn serve(
         delta_budget: (hub.settings.max_delta_bytes as usize).max(256 * 1024) * 2,
         write_timeout: hub.settings.limits.write_timeout,
     };
-    let (session, queues) = Session::new(init, initial_state(&opened), hub.metrics.clone(), &hub.shutdown);
-    session.send_control(&ControlMessage::Hello(Hello {
-        protocol_version: 1,
-        session_id: opened.session_id.clone(),
-        actor_id: session.actor_id.clone(),
-        client_id: session.client_id.clone(),
-        cursor: opened.cursor,
-        latest_cursor: opened.latest_cursor,
-        requires_sync: opened.requires_sync,
-        timestamp: now_ms(),
-    }));
+    let Answer { answer: connected, state, resume } = opened;
+    let keys = connected.scope_keys.iter().cloned().collect();
+    let first = SessionState::new(state, resume, connected.log_epoch.clone(), keys, -1);
+    let (session, queues) = Session::new(init, first, hub.metrics.clone(), &hub.shutdown);
+    session.send_text(connected.hello);
     let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
-    if !join(&hub, &session, &opened, slot, epoch).await {
+    if !join(&hub, &session, connected.latest_cursor, slot, epoch).await {
         let _ = writer.await;
         return;
     }
@@ -196,7 +174,7 @@ async fn serve(
     if let Some((at, what)) = expiry {
         close_at_expiry(&session, at, what);
     }
-    tracing::debug!(session = session.id, registrations = ?opened.registrations.as_array().map(Vec::len), "realtime session open");
+    tracing::debug!(session = session.id, "realtime session open");
     read_loop(&hub, &session, stream).await;
     session.closed.cancel();
     drop(actor_slot);
