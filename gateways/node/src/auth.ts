@@ -36,23 +36,14 @@ export function authenticator(o: AuthOptions): Authenticate {
   if (!alg) throw new Error('--auth jwt needs --jwt-algorithm (HS256, RS256 or ES256)');
   const [flag, path] = alg === 'HS256' ? ['--jwt-secret-file', o.jwtSecretFile] : ['--jwt-public-key-file', o.jwtPublicKeyFile];
   if (!path) throw new Error(`--auth jwt with ${alg} needs ${flag}`);
-  let raw: Buffer;
-  try { raw = readFileSync(path); } catch (e) { throw new Error(`cannot read ${flag}: ${(e as Error).message}`); }
-  let key: Uint8Array | KeyObject;
-  if (alg === 'HS256') {
-    key = raw[raw.length - 1] === 10 ? raw.subarray(0, raw.length - 1) : raw;
-    if (key.length < 32) throw new Error(`${flag}: an HS256 secret must be at least 32 bytes`);
-  } else {
-    try { key = createPublicKey(raw); } catch { throw new Error(`${alg} public key does not parse`); }
-  }
+  const raw = (() => { try { return readFileSync(path); } catch (e) { throw new Error(`cannot read ${flag}: ${(e as Error).message}`); } })();
+  const key: Uint8Array | KeyObject = alg === 'HS256' ? (raw[raw.length - 1] === 10 ? raw.subarray(0, raw.length - 1) : raw)
+    : (() => { try { return createPublicKey(raw); } catch { throw new Error(`${alg} public key does not parse`); } })();
+  if (alg === 'HS256' && (key as Buffer).length < 32) throw new Error(`${flag}: an HS256 secret must be at least 32 bytes`);
   return async (h, queryToken) => {
-    const authz = header(h, 'authorization');
-    let token = queryToken || undefined;
-    if (authz !== undefined) {
-      const m = /^bearer +(\S.*)$/i.exec(authz.trim());
-      if (!m) throw denied('Authorization header is not `Bearer <token>`');
-      token = m[1].trim();
-    }
+    const authz = header(h, 'authorization'), bearer = authz === undefined ? null : /^bearer +(\S.*)$/i.exec(authz.trim());
+    if (authz !== undefined && !bearer) throw denied('Authorization header is not `Bearer <token>`');
+    const token = bearer?.[1].trim() || queryToken;
     if (!token) throw denied('a bearer token is required (Authorization: Bearer …)');
     let claims: Record<string, unknown>;
     try {

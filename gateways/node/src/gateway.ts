@@ -1,6 +1,6 @@
-// createGateway(options): the HTTP request handler and the upgrade handler to mount into any Node
-// HTTP server — POST {mount}/sync, GET {mount}/realtime (WebSocket), GET /healthz and /metrics at
-// the root — plus close(). Every error is §10.1 JSON with the status of its category.
+// createGateway(options): the request handler and the upgrade handler to mount into any Node HTTP
+// server — POST {mount}/sync, GET {mount}/realtime (WebSocket), GET /healthz and /metrics at the
+// root — and close(). Every error is §10.1 JSON with the status of its category.
 import { randomUUID } from 'crypto';
 import type { IncomingMessage, ServerResponse } from 'http';
 import type { Duplex } from 'stream';
@@ -14,25 +14,20 @@ import { ApiError, apiError, fromPg } from './errors';
 import { Logger, Metrics, stderrLogger } from './metrics';
 import { Hub, HubOptions } from './realtime';
 
-export interface GatewayOptions extends Partial<AuthOptions>, Partial<HubOptions> {
-  /** Postgres connection string (libpq key=value or postgres:// URL); never logged. */
-  databaseUrl: string;
-  /** Nodes to LISTEN on (default: databaseUrl), for Citus function delegation. */
-  notifyDatabaseUrls?: string[];
-  /** Path prefix of /sync and /realtime (default `/`). */
-  mount?: string;
-  poolSize?: number;
-  logger?: Logger;
-}
+/** `databaseUrl` (libpq key=value or postgres:// URL; never logged) and the settings of
+ *  syncular-gateway's flags of the same names (camelCase); DEFAULTS holds the defaults. */
+export type GatewayOptions = Partial<AuthOptions & HubOptions & typeof DEFAULTS> & {
+  databaseUrl: string; notifyDatabaseUrls?: string[]; logger?: Logger;
+};
 
 export interface Gateway {
-  /** The HTTP request handler; `next` (optional) is called for a path that is not the gateway's. */
+  /** The request handler; `next` (optional) is called for a path that is not the gateway's. */
   handle(req: IncomingMessage, res: ServerResponse, next?: () => void): void;
   /** The `upgrade` handler; false (socket untouched) when the path is not {mount}/realtime. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
-  /** Resolves once the first LISTEN connection is up (no session may join unheard before). */
+  /** Resolves once the first LISTEN connection is up (a session joined before could miss a refresh). */
   ready: Promise<void>;
-  /** Graceful shutdown: rounds finish, sockets close with 1001, acks are written, pool closed. */
+  /** Graceful shutdown: rounds finish, sockets close with 1001, pending acks are written. */
   close(): Promise<void>;
   metrics: Metrics;
 }
@@ -45,44 +40,38 @@ export const DEFAULTS = {
 };
 const SSP2 = 'application/vnd.syncular.sync.v2';
 
-export function createGateway(options: GatewayOptions & { wsMaxMessageBytes?: number }): Gateway {
-  const o = { ...DEFAULTS, gatewayId: randomUUID(), ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) } as typeof DEFAULTS & GatewayOptions & HubOptions;
-  const log = o.logger ?? stderrLogger();
-  const metrics = new Metrics();
-  const auth = authenticator(o as AuthOptions);
+export function createGateway(options: GatewayOptions): Gateway {
+  const o = { ...DEFAULTS, gatewayId: randomUUID(), ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) } as
+    typeof DEFAULTS & HubOptions & AuthOptions & GatewayOptions;
+  const log = o.logger ?? stderrLogger(), metrics = new Metrics(), auth = authenticator(o);
   const pool = new Pool({ ...pgConfig(o.databaseUrl, `syncular-gateway-${o.gatewayId}`), max: o.poolSize });
   pool.on('error', e => log('warn', 'idle database connection failed', { error: e.message }));
   const wss = new WebSocketServer({ noServer: true, maxPayload: o.wsMaxMessageBytes, perMessageDeflate: false });
   const hub = new Hub(pool, o, metrics, log, auth, o.notifyDatabaseUrls?.length ? o.notifyDatabaseUrls : [o.databaseUrl], wss);
   const mount = o.mount.replace(/^\/+|\/+$/g, '') ? `/${o.mount.replace(/^\/+|\/+$/g, '')}` : '';
 
-  const send = (res: ServerResponse, status: number, type: string, body: string | Buffer, headers: Record<string, string> = {}) => {
-    res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body), ...headers });
-    res.end(body);
-  };
+  const send = (res: ServerResponse, status: number, type: string, body: string | Buffer, headers: Record<string, string> = {}) =>
+    res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body), ...headers }).end(body);
   const fail = (res: ServerResponse, e: ApiError) => {
     metrics.inc('errors_total', { code: e.code });
     send(res, e.status, 'application/json', JSON.stringify(e.toJSON()));
   };
 
-  /** The body, gunzipped when sent gzip; 413 beyond maxBodyBytes (transferred or decoded). */
+  /** The body, gunzipped when sent gzip; 413 beyond maxBodyBytes, transferred or decoded. */
   async function body(req: IncomingMessage): Promise<Buffer> {
-    const parts: Buffer[] = [];
+    const parts: Buffer[] = [], tooLarge = () => apiError('sync.invalid_request', `request body larger than ${o.maxBodyBytes} bytes`, 413);
     let size = 0;
-    for await (const chunk of req) { size += chunk.length; if (size <= o.maxBodyBytes) parts.push(chunk); } // drained whole: no reset
-    const tooLarge = () => apiError('sync.invalid_request', `request body larger than ${o.maxBodyBytes} bytes`, 413);
+    for await (const chunk of req) if ((size += chunk.length) <= o.maxBodyBytes) parts.push(chunk); // read whole: no reset
     if (size > o.maxBodyBytes) throw tooLarge();
-    if ((req.headers['content-encoding'] ?? 'identity') === 'identity') return Buffer.concat(parts);
-    try { return await promisify(gunzip)(Buffer.concat(parts), { maxOutputLength: o.maxBodyBytes }); } catch (e) {
-      throw (e as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || e instanceof RangeError ? tooLarge()
-        : apiError('sync.invalid_request', 'request body could not be read (truncated, or not valid gzip)');
-    }
+    if (!req.headers['content-encoding'] || req.headers['content-encoding'] === 'identity') return Buffer.concat(parts);
+    return promisify(gunzip)(Buffer.concat(parts), { maxOutputLength: o.maxBodyBytes }).catch(e => {
+      throw e instanceof RangeError || e?.code === 'ERR_BUFFER_TOO_LARGE' ? tooLarge() : apiError('sync.invalid_request', 'request body could not be read (not valid gzip)');
+    });
   }
 
   async function sync(req: IncomingMessage, res: ServerResponse) {
-    if ((req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase() !== SSP2)
-      return fail(res, apiError('sync.invalid_request', `Content-Type must be ${SSP2} (§1.1)`, 415));
-    const enc = (req.headers['content-encoding'] ?? 'identity').toLowerCase();
+    const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase(), enc = req.headers['content-encoding'] ?? 'identity';
+    if (type !== SSP2) return fail(res, apiError('sync.invalid_request', `Content-Type must be ${SSP2} (§1.1)`, 415));
     if (enc !== 'identity' && enc !== 'gzip') return fail(res, apiError('sync.invalid_request', 'unsupported Content-Encoding (accepted: gzip, identity)', 415));
     let outcome = 'error';
     try {
@@ -91,13 +80,11 @@ export function createGateway(options: GatewayOptions & { wsMaxMessageBytes?: nu
       outcome = 'ok';
       const zip = /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''));
       send(res, 200, SSP2, zip ? await promisify(gzip)(response) : response, zip ? { 'content-encoding': 'gzip', vary: 'accept-encoding' } : {});
-    } catch (e) { fail(res, fromPg(e)); }
-    finally { metrics.inc('rounds_total', { binding: 'http', outcome }); }
+    } catch (e) { fail(res, fromPg(e)); } finally { metrics.inc('rounds_total', { binding: 'http', outcome }); }
   }
 
   async function healthz(res: ServerResponse) {
-    const database = await pool.query('SELECT 1').then(() => true, () => false);
-    const listenDown = hub.listenUp.flatMap((up, i) => (up ? [] : [i]));
+    const database = await pool.query('SELECT 1').then(() => true, () => false), listenDown = hub.listenUp.flatMap((up, i) => (up ? [] : [i]));
     const ok = database && !listenDown.length && !hub.shutting;
     send(res, ok ? 200 : 503, 'application/json', JSON.stringify({ status: ok ? 'ok' : 'unavailable', database, listen: !listenDown.length,
       listenDown, sessions: hub.sessionCount, gatewayId: o.gatewayId, gateway: 'node',
@@ -106,18 +93,15 @@ export function createGateway(options: GatewayOptions & { wsMaxMessageBytes?: nu
 
   function handle(req: IncomingMessage, res: ServerResponse, next?: () => void) {
     const path = new URL(req.url ?? '/', 'http://gateway').pathname;
-    const route = path === '/healthz' || path === '/metrics' ? path
-      : path === `${mount}/sync` ? '/sync' : path === `${mount}/realtime` ? '/realtime' : null;
+    const route = ['/healthz', '/metrics'].includes(path) ? path : [`${mount}/sync`, `${mount}/realtime`].includes(path) ? path.slice(mount.length) : null;
     if (!route && next) return next();
     res.on('finish', () => metrics.inc('http_requests_total', { route: route ?? 'unmatched', status: res.statusCode }));
-    const method = route === '/sync' ? 'POST' : 'GET';
-    if (route && req.method !== method) return fail(res, apiError('sync.invalid_request', 'method not allowed on this route', 405));
-    const done = (p: Promise<void>) => p.catch(e => { log('error', 'request failed', { error: (e as Error).message }); if (!res.headersSent) fail(res, fromPg(e)); });
-    if (route === '/sync') return void done(sync(req, res));
-    if (route === '/healthz') return void done(healthz(res));
+    if (route && req.method !== (route === '/sync' ? 'POST' : 'GET')) return fail(res, apiError('sync.invalid_request', 'method not allowed on this route', 405));
+    if (route === '/sync' || route === '/healthz') {
+      return void (route === '/sync' ? sync(req, res) : healthz(res)).catch(e => (res.headersSent ? res.destroy() : fail(res, fromPg(e))));
+    }
     if (route === '/metrics') return send(res, 200, 'text/plain; version=0.0.4', metrics.render());
-    if (route === '/realtime') return fail(res, apiError('sync.invalid_request', 'expected a WebSocket upgrade (§8.1)'));
-    fail(res, new ApiError({ code: 'sync.not_found', message: 'no such route', category: 'not-found', retryable: false, recommendedAction: 'forceResync' }));
+    fail(res, route ? apiError('sync.invalid_request', 'expected a WebSocket upgrade (§8.1)') : apiError('sync.not_found', 'no such route'));
   }
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
@@ -127,9 +111,6 @@ export function createGateway(options: GatewayOptions & { wsMaxMessageBytes?: nu
     return true;
   }
 
-  async function close() {
-    await hub.close();
-    await pool.end().catch(() => undefined);
-  }
+  const close = () => hub.close().then(() => pool.end()).catch(() => undefined);
   return { handle, upgrade, close, ready: hub.ready, metrics };
 }

@@ -22,13 +22,11 @@ export class Metrics {
 
   /** Adds `by` to the series `name{labels}` (label order as given). */
   inc(name: string, labels: Record<string, string | number> = {}, by = 1): void {
-    const l = Object.entries(labels).map(([k, v]) => `${k}="${String(v).replace(/["\\\n]/g, '_')}"`).join(',');
-    const key = l ? `${name}{${l}}` : name;
+    const l = Object.entries(labels).map(([k, v]) => `${k}="${String(v).replace(/["\\\n]/g, '_')}"`).join(','), key = l ? `${name}{${l}}` : name;
     this.values.set(key, (this.values.get(key) ?? 0) + by);
   }
 
   set(name: string, value: number): void { this.values.set(name, value); }
-
   render(): string {
     const count = this.values.get('delta_call_seconds_count') ?? 0;
     return [...this.values, ['delta_call_seconds_bucket{le="+Inf"}', count] as const]
