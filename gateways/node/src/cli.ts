@@ -60,18 +60,14 @@ async function main() {
   const server = createServer((req, res) => gw.handle(req, res));
   server.on('upgrade', (req, socket, head) => gw.upgrade(req, socket, head) || socket.destroy());
   server.on('error', e => { process.stderr.write(`syncular-gateway-node: cannot listen on ${o.listen}: ${e.message}\n`); process.exit(1); });
-  let stopping = false;
-  const stop = async () => {
-    if (stopping) return;
-    stopping = true;
+  const stop = async () => { // stop accepting, drain the gateway, exit 0
     log('info', 'shutdown requested: draining');
     server.close();
     server.closeIdleConnections();
     await gw.close();
-    server.closeAllConnections();
     process.exit(0);
   };
-  process.on('SIGTERM', stop).on('SIGINT', stop);
+  process.once('SIGTERM', stop).once('SIGINT', stop);
   await gw.ready; // no socket before the first LISTEN: a session joined earlier could miss a host refresh
   server.listen(Number(port), host, () => {
     const a = server.address() as AddressInfo;

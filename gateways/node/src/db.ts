@@ -7,8 +7,8 @@ import { requestShape, splice } from './framing';
 
 /** node-postgres settings from a libpq `key=value` string or a postgres:// URL. */
 export function pgConfig(url: string, applicationName: string): PoolConfig {
-  if (/^postgres(ql)?:\/\//.test(url)) return { connectionString: url, application_name: applicationName };
-  const out: Record<string, unknown> = { application_name: applicationName };
+  if (/^postgres(ql)?:\/\//.test(url)) return { connectionString: url, application_name: applicationName, connectionTimeoutMillis: 10_000 };
+  const out: Record<string, unknown> = { application_name: applicationName, connectionTimeoutMillis: 10_000 };
   for (const [, key, , quoted, plain] of url.matchAll(/(\w+)\s*=\s*('((?:[^'\\]|\\.)*)'|(\S*))/g)) {
     const value = quoted !== undefined ? quoted.replace(/\\(.)/g, '$1') : plain;
     if (key === 'connect_timeout') out.connectionTimeoutMillis = Number(value) * 1000;

@@ -20,16 +20,14 @@ export type GatewayOptions = Partial<AuthOptions & HubOptions & typeof DEFAULTS>
   databaseUrl: string; notifyDatabaseUrls?: string[]; logger?: Logger;
 };
 
+/** `handle` calls `next` (if given) for a path that is not the gateway's; `upgrade` is false (socket untouched)
+ *  for a path other than {mount}/realtime; `ready` resolves once the first LISTEN connection is up (listen
+ *  after it: a session joined before could miss a refresh); `close` lets rounds finish, closes sockets 1001,
+ *  writes pending acks. */
 export interface Gateway {
-  /** The request handler; `next` (optional) is called for a path that is not the gateway's. */
   handle(req: IncomingMessage, res: ServerResponse, next?: () => void): void;
-  /** The `upgrade` handler; false (socket untouched) when the path is not {mount}/realtime. */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
-  /** Resolves once the first LISTEN connection is up (a session joined before could miss a refresh). */
-  ready: Promise<void>;
-  /** Graceful shutdown: rounds finish, sockets close with 1001, pending acks are written. */
-  close(): Promise<void>;
-  metrics: Metrics;
+  ready: Promise<void>; close(): Promise<void>; metrics: Metrics;
 }
 
 export const DEFAULTS = {

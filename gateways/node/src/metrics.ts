@@ -2,9 +2,7 @@
 // counters `GET /metrics` renders, named as the Rust gateway names them (syncular_gateway_*).
 
 export type Logger = (level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
-
 const LEVELS = ['debug', 'info', 'warn', 'error'];
-
 /** A stderr logger: `filter` is the lowest level shown (`off` = nothing), `json` one object a line. */
 export function stderrLogger(filter = 'info', json = false): Logger {
   const min = filter === 'off' ? 99 : Math.max(0, LEVELS.indexOf(filter.split(',')[0]));

@@ -19,15 +19,16 @@ export interface HubOptions {
   maxBodyBytes: number; heartbeatSecs: number; idleTimeoutSecs: number; writeTimeoutSecs: number; ackFlushMs: number;
   presenceMaxBytes: number; presenceMinIntervalMs: number; shutdownGraceSecs: number;
 }
-interface Session {
-  id: number; partition: string; actorId: string; clientId: string; allowedScopes: unknown | null; ws: WebSocket;
-  regs: string; scopeKeys: Set<string>; wire: number; logEpoch: string; schemaVersion: number; // the group fields (regs as JSON)
-  delivered: number; suppressed: boolean; // §8.2: no delta while suppressed, until an ack reaches `delivered`
-  streaming: boolean; // a round's response is in flight: no 0x00, no second round (§8.7)
-  busy: number; // rounds whose response or round-end reload is unfinished: left out of delta passes
-  rounds: number; generation: number; refreshIssued: number; refreshApplied: number; // guards of results computed meanwhile
-  joined: boolean; closing: boolean; gone: boolean; scanner: RequestScanner; timers: NodeJS.Timeout[];
-  rate: Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>;
+class Session {
+  regs = '[]'; scopeKeys = new Set<string>(); wire = 2; logEpoch = ''; schemaVersion = 0; // group fields (regs as JSON)
+  delivered = 0; suppressed = false; // §8.2: no delta while suppressed, until an ack reaches `delivered`
+  streaming = false; // a round's response is in flight: no 0x00, no second round (§8.7)
+  busy = 0; // rounds, or a reload, not finished: the session sits out delta passes meanwhile
+  rounds = 0; generation = 0; refreshIssued = 0; refreshApplied = 0; // guards of results computed meanwhile
+  joined = false; closing = false; gone = false; timers: NodeJS.Timeout[] = [];
+  rate = new Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>(); // presence rate cap per scope key
+  constructor(readonly id: number, readonly partition: string, readonly actorId: string, readonly clientId: string,
+              readonly allowedScopes: unknown | null, readonly ws: WebSocket, readonly scanner: RequestScanner) {}
 }
 type Work = ['commit', number] | ['pass'] | ['scopes', string | null] | ['resync'];
 type Peer = { actorId: string; clientId: string; doc: object };
@@ -105,13 +106,15 @@ export class Hub {
     let opened: db.Opened | undefined, error: unknown;
     try { opened = await db.realtimeOpen(this.pool, id.partition, id.actorId, clientId, id.allowedScopes); } catch (e) { error = e; }
     if (!opened || socket.destroyed) { count(-1); p.joining--; this.forget(p); return opened ? undefined : refuse(fromPg(error)); }
-    this.wss.handleUpgrade(req, socket, head, ws => void this.serve(ws, id, clientId, opened!, p, epoch, () => count(-1)));
+    this.wss.handleUpgrade(req, socket, head, ws => this.serve(ws, id, clientId, opened!, p, epoch, () => count(-1)).catch(e => {
+      this.log('error', 'session failed', { error: (e as Error).message });
+      ws.terminate();
+    }));
   }
   private async serve(ws: WebSocket, id: Identity, clientId: string, opened: db.Opened, p: Partition, epoch: string, release: () => void) {
-    const s = { id: this.nextId++, partition: id.partition, actorId: id.actorId, clientId, allowedScopes: id.allowedScopes, ws, streaming: false,
-      busy: 0, rounds: 0, generation: 0, refreshIssued: 0, refreshApplied: 0, joined: false, closing: false, gone: false,
-      scanner: new RequestScanner(this.o.maxBodyBytes), timers: [], rate: new Map() } as unknown as Session;
-    this.initial(s, opened);
+    const s = new Session(this.nextId++, id.partition, id.actorId, clientId, id.allowedScopes, ws, new RequestScanner(this.o.maxBodyBytes));
+    Object.assign(s, { regs: JSON.stringify(opened.registrations), scopeKeys: new Set(opened.scopeKeys), wire: opened.wireVersion,
+      logEpoch: opened.logEpoch, schemaVersion: opened.schemaVersion, delivered: opened.latestCursor, suppressed: opened.requiresSync });
     const idle = setTimeout(() => this.end(s, 1001, 'idle timeout'), this.o.idleTimeoutSecs * 1000);
     let stuckSince = now(), lastBuffered = 0;
     s.timers.push(idle, setInterval(() => { // §8.5 heartbeat + ping; a socket that does not drain is dropped
@@ -125,35 +128,21 @@ export class Hub {
     ws.on('close', () => this.remove(s, p, release));
     ws.on('pong', () => idle.refresh());
     ws.on('message', (data: WebSocket.RawData, binary) => { idle.refresh(); binary ? this.onBinary(s, data as Buffer) : this.onText(s, data.toString()); });
+    // §8.1: the delivered cursor starts at latestCursor; the session is suppressed while requiresSync.
     this.sendText(s, { event: 'hello', data: { protocolVersion: 1, sessionId: opened.sessionId, actorId: s.actorId, clientId,
       cursor: opened.cursor, latestCursor: opened.latestCursor, requiresSync: opened.requiresSync, timestamp: now() } });
-    // Join only with registrations resolved after the last host refresh that concerns this actor.
-    let reloaded = false;
-    while (p.epochOf(s.actorId) !== epoch) {
-      if (s.allowedScopes) return this.end(s, 1008, 'sync.auth_required: scopes changed; reconnect with a fresh credential');
-      epoch = p.epochOf(s.actorId);
-      try {
-        const again = await db.realtimeOpen(this.pool, s.partition, s.actorId, clientId, null);
-        reloaded ||= JSON.stringify({ ...again, sessionId: 0 }) !== JSON.stringify({ ...opened, sessionId: 0 });
-        this.initial(s, again);
-      } catch { return this.end(s, 1011, 'registration reload failed'); }
-    }
-    if (s.gone) return;
     p.restartTimeline(s.logEpoch, s.delivered);
     p.sessions.set(s.id, s); p.joining--; s.joined = true;
     this.metrics.inc('sessions_open');
     if (this.shutting) this.end(s, 1001, 'gateway shutting down');
-    if (p.through > s.delivered) this.schedule(p, ['pass']);
-    if (reloaded) this.wake(s, 'catchup-required', s.delivered);
     for (const key of s.scopeKeys) this.snapshot(s, key);
+    // A host refresh of this actor came in while realtime_open ran: its answer may hold revoked
+    // registrations, so reload (fail-closed) before the session's first pass.
+    if (p.epochOf(s.actorId) !== epoch) { s.busy++; await this.refresh(s, 'host'); s.busy--; }
+    if (p.through > s.delivered || s.generation) this.schedule(p, ['pass']);
     // A JWT's exp, and the auth lease's (§7.3.3), close the session (1008).
     if (id.expiresAtMs) this.closeAt(s, id.expiresAtMs, 'sync.auth_required: the credential expired; reconnect with a fresh one');
     if (opened.leaseExpiresAtMs) this.closeAt(s, opened.leaseExpiresAtMs, 'sync.auth_lease_required: the auth lease expired');
-  }
-  /** Session state from a realtime_open answer: delivered = latestCursor, suppressed while requiresSync. */
-  private initial(s: Session, o: db.Opened) {
-    Object.assign(s, { regs: JSON.stringify(o.registrations), scopeKeys: new Set(o.scopeKeys), wire: o.wireVersion, logEpoch: o.logEpoch,
-      schemaVersion: o.schemaVersion, delivered: o.latestCursor, suppressed: o.requiresSync });
   }
   private closeAt(s: Session, at: number, reason: string) {
     const left = at - now();
@@ -212,7 +201,7 @@ export class Hub {
     if (s.streaming) return this.end(s, 1002, 'sync round begun while a response stream is in flight (§8.7)');
     try {
       const request = s.scanner.push(data.subarray(1));
-      if (request) void this.round(s, request);
+      if (request) this.round(s, request).catch(e => { this.log('error', 'round failed', { error: (e as Error).message }); this.end(s, 1011, 'internal error'); });
     } catch (e) {
       const big = e instanceof FramingError && e.tooLarge;
       this.end(s, big ? 1009 : 1002, big ? 'sync request over the size limit' : 'unframed or pipelined sync round stream (§8.7)');
@@ -348,10 +337,9 @@ export class Hub {
   }
   /** Host-refreshes sessions, 8 at a time; the smallest latestCursor the reloads read. */
   private async refreshMany(sessions: Session[]): Promise<number | undefined> {
-    const latest: number[] = [];
-    for (let i = 0; i < sessions.length; i += 8)
-      for (const l of await Promise.all(sessions.slice(i, i + 8).map(s => this.refresh(s, 'host')))) if (l !== undefined) latest.push(l);
-    return latest.length ? Math.min(...latest) : undefined;
+    const latest: (number | undefined)[] = [];
+    for (let i = 0; i < sessions.length; i += 8) latest.push(...await Promise.all(sessions.slice(i, i + 8).map(s => this.refresh(s, 'host'))));
+    return latest.reduce((min, l) => (l === undefined || (min !== undefined && min <= l) ? min : l), undefined);
   }
   /** One realtime_deltas call for every session of the partition, capped at `through`. */
   private async pass(p: Partition, through: number) {
