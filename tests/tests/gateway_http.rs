@@ -2,7 +2,9 @@
 //! content type, auth, body limits (transferred and gunzipped), truncated and corrupt bodies
 //! each answer a §10.1 JSON error and store nothing; responses are compressed per
 //! Accept-Encoding; segments/blobs/unknown routes answer their §10.1 codes; /healthz and
-//! /metrics work. Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
+//! /metrics work. `responses_are_zstd_compressed_per_accept_encoding` and
+//! `segments_and_blobs_answer_their_codes_under_the_mount` are Rust-gateway only (scripts/test
+//! NODE_RUST_ONLY); the rest also runs against the Node gateway. Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
 
 use std::io::Write;
 
@@ -136,16 +138,12 @@ fn wrong_content_type_missing_auth_and_bad_bodies_are_json_errors_and_store_noth
 
     assert_eq!(fingerprint(&mut conn, &partition, Coverage::Everything).unwrap(), before, "nothing stored");
 
-    // A gzipped valid request is accepted; the response is compressed per Accept-Encoding.
-    let (status, hs, body) = post_sync(
-        &gw.base_url,
-        &[auth[0], auth[1], ("content-type", SSP2), ("content-encoding", "gzip"), ("accept-encoding", "zstd")],
-        &gzip(&good),
-    );
+    // A gzipped valid request is accepted (a compressed response: below, zstd).
+    let (status, hs, body) =
+        post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2), ("content-encoding", "gzip")], &gzip(&good));
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(header(&hs, "content-type"), Some(SSP2));
-    assert_eq!(header(&hs, "content-encoding"), Some("zstd"));
-    assert_ne!(&body[..4], b"SSP2", "zstd-compressed on the wire");
+    assert_eq!(&body[..4], b"SSP2");
     let (status, hs, body) = post_sync(&gw.base_url, &[auth[0], auth[1], ("content-type", SSP2)], &good);
     assert_eq!(status, 200);
     assert_eq!(header(&hs, "content-encoding"), None);
@@ -153,8 +151,29 @@ fn wrong_content_type_missing_auth_and_bad_bodies_are_json_errors_and_store_noth
     assert!(gw.metric("syncular_gateway_errors_total") >= 8.0);
 }
 
+/// Rust gateway only (scripts/test NODE_RUST_ONLY): Node 18/20 has no zstd.
 #[test]
-fn segments_blobs_unknown_routes_health_and_metrics() {
+fn responses_are_zstd_compressed_per_accept_encoding() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-zstd");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    let gw = Gateway::start(&[]);
+    let auth = [("x-syncular-actor", "alice"), ("x-syncular-partition", partition.as_str())];
+    let (status, hs, body) = post_sync(
+        &gw.base_url,
+        &[auth[0], auth[1], ("content-type", SSP2), ("content-encoding", "gzip"), ("accept-encoding", "zstd")],
+        &gzip(&pull_request("c1")),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(header(&hs, "content-type"), Some(SSP2));
+    assert_eq!(header(&hs, "content-encoding"), Some("zstd"));
+    assert_ne!(&body[..4], b"SSP2", "zstd-compressed on the wire");
+}
+
+/// Rust gateway only (scripts/test NODE_RUST_ONLY): the Node gateway serves no segment or blob route.
+#[test]
+fn segments_and_blobs_answer_their_codes_under_the_mount() {
     let gw = Gateway::start(&["--mount", "/api/v1"]);
     let agent = http_agent();
     let get = |path: &str, actor: bool| {
@@ -175,10 +194,19 @@ fn segments_blobs_unknown_routes_health_and_metrics() {
     let mut resp = agent.put(format!("{}/api/v1/blobs/sha256:abc", gw.base_url)).header("x-syncular-actor", "a").send(&b"x"[..]).unwrap();
     let status = resp.status().as_u16();
     assert_eq!((status, json_error(status, &resp.body_mut().read_to_vec().unwrap())["code"].as_str()), (400, Some("sync.invalid_request")));
+}
+
+#[test]
+fn unknown_routes_mount_health_and_metrics() {
+    let gw = Gateway::start(&["--mount", "/api/v1"]);
     // The mount is honoured: /sync at the root is not a route.
     let (status, hs, body) = post_sync(&gw.base_url, &[("content-type", SSP2), ("x-syncular-actor", "a")], b"x");
     assert_eq!(status, 404, "{hs:?}");
     json_error(status, &body);
+    for path in ["/api/v1/nope", "/nope"] {
+        let (status, body) = gw.get(path);
+        assert_eq!((status, json_error(status, body.as_bytes())["code"].as_str()), (404, Some("sync.not_found")), "{path}");
+    }
     gw.wait_health(200);
     let (_, health) = gw.get("/healthz");
     let health: Value = serde_json::from_str(&health).unwrap();

@@ -187,6 +187,7 @@ fn presence_reaches_scope_mates_only_and_leaves_on_disconnect() {
     assert_eq!(presence_events(&dave).len(), 1, "dave never saw project:p1 presence: {:?}", presence_events(&dave));
 }
 
+/// Rust gateway only (scripts/test NODE_RUST_ONLY): the Node gateway's presence is local to it.
 #[test]
 fn presence_crosses_gateways_through_the_relay() {
     let mut conn = connect();

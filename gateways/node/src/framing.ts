@@ -1,0 +1,87 @@
+// SSP2 framing without decoding a payload (§1.2, §8.7): the 8-byte envelope check, the END scanner
+// that reassembles a socket round's request from 0x01 chunks, the request's shape, the push+pull
+// response splice, and the cut of a response into round chunks. Frame: type u8, length u32 LE,
+// payload; END = type 0x00, length 0.
+
+export const TAG_DELTA = 0x00, TAG_ROUND = 0x01;
+const END = 0x00, PUSH_COMMIT = 0x02, PULL_HEADER = 0x03, RESP_HEADER = 0x10, END_FRAME = Buffer.alloc(5);
+
+export class FramingError extends Error {
+  constructor(message: string, readonly tooLarge = false) { super(message); }
+}
+
+/** Checks a request envelope (magic, wire version 1-3, msgKind 0x01, flags 0); returns the wire version. */
+export function checkHeader(b: Buffer): number {
+  const wire = b.length >= 8 ? b.readUInt16LE(4) : 0;
+  if (wire < 1 || wire > 3 || b.toString('latin1', 0, 4) !== 'SSP2' || b[6] !== 0x01 || b[7] !== 0) throw new FramingError('invalid SSP2 request header');
+  return wire;
+}
+
+/** The frames after the envelope up to END: [type, end offset]; null for a truncated stream. */
+function frames(b: Buffer): [number, number][] | null {
+  const out: [number, number][] = [];
+  for (let pos = 8; pos < b.length && out[out.length - 1]?.[0] !== END; pos = out[out.length - 1][1]) {
+    if (pos + 5 > b.length || pos + 5 + b.readUInt32LE(pos + 1) > b.length) return null;
+    out.push([b[pos], pos + 5 + b.readUInt32LE(pos + 1)]);
+  }
+  return out;
+}
+
+/** Streaming reassembly of one request (§8.7 rule 1): push chunks, get the message at its END. */
+export class RequestScanner {
+  private buf = Buffer.alloc(0);
+  private size = 0;
+  private next = 8; // offset of the next frame header
+  constructor(private readonly limit: number) {}
+
+  push(chunk: Buffer): Buffer | null {
+    const size = this.size + chunk.length;
+    if (size > this.limit) throw new FramingError('request over the size limit', true);
+    if (size > this.buf.length) this.buf = Buffer.concat([this.buf.subarray(0, this.size)], Math.min(this.limit, Math.max(2 * this.buf.length, size, 4096)));
+    chunk.copy(this.buf, this.size);
+    if (this.size < 8 && size >= 8) checkHeader(this.buf);
+    this.size = size;
+    for (let len; this.size >= this.next + 5; this.next += 5 + len) {
+      len = this.buf.readUInt32LE(this.next + 1);
+      if (this.buf[this.next] === END) {
+        if (len !== 0 || this.size > this.next + 5) throw new FramingError(len ? 'END frame with a length' : 'bytes past END (§8.7)');
+        const whole = this.buf.subarray(0, this.size);
+        this.buf = Buffer.alloc(0); this.size = 0; this.next = 8;
+        return whole;
+      }
+      if (this.next + 10 + len > this.limit) throw new FramingError('request over the size limit', true);
+    }
+    return null;
+  }
+}
+
+/** Which halves a request carries; null when it is not a well-framed request. */
+export function requestShape(b: Buffer): { push: boolean; pull: boolean } | null {
+  try { checkHeader(b); } catch { return null; }
+  const fs = frames(b), last = fs?.[fs.length - 1];
+  if (!fs || last?.[0] !== END || last[1] !== b.length) return null;
+  return { push: fs.some(f => f[0] === PUSH_COMMIT), pull: fs.some(f => f[0] === PULL_HEADER) };
+}
+
+/** The push response without its END, then the pull response without envelope and RESP_HEADER;
+ *  the pull response alone when the two RESP_HEADERs differ (contract §1 step 3). */
+export function splice(push: Buffer, pull: Buffer): Buffer {
+  if (push[8] !== RESP_HEADER || pull[8] !== RESP_HEADER || !push.subarray(-5).equals(END_FRAME)) throw new FramingError('malformed response');
+  const head = 13 + push.readUInt32LE(9);
+  if (!push.subarray(0, head).equals(pull.subarray(0, 13 + pull.readUInt32LE(9)))) return pull;
+  return Buffer.concat([push.subarray(0, push.length - 5), pull.subarray(head)]);
+}
+
+/** Cuts a response into round-message payloads of whole frames up to 64 KiB (a larger frame is
+ *  split); the last one ends exactly at END (§8.7 rule 2). */
+export function roundChunks(b: Buffer, max = 64 * 1024): Buffer[] {
+  const out: Buffer[] = [];
+  let start = 0, cut = 0;
+  for (const end of [...(frames(b) ?? []).map(f => f[1]), b.length]) {
+    if (end - start > max && cut > start) { out.push(b.subarray(start, cut)); start = cut; }
+    for (; end - start > max; start += max) out.push(b.subarray(start, start + max));
+    cut = end;
+  }
+  if (cut > start) out.push(b.subarray(start, cut));
+  return out;
+}

@@ -1,0 +1,486 @@
+// WebSocket {mount}/realtime (SSP2 §8). Sessions live in partitions; each partition has one worker
+// that handles its events in LISTEN order: consecutive commit notifications coalesce into ONE
+// syncular.realtime_deltas call for all its sessions (grouped by identical group fields: one encoded
+// delta per group, sent to each member), capped at the highest notified commitSeq; a host refresh
+// (syncular_scopes) runs after the commits notified before it and before any notified after it.
+import { createHmac, timingSafeEqual } from 'crypto';
+import type { IncomingMessage } from 'http';
+import type { Duplex } from 'stream';
+import { Client, Pool } from 'pg';
+import WebSocket, { WebSocketServer } from 'ws';
+import type { Authenticate, Identity } from './auth';
+import * as db from './db';
+import { ApiError, apiError, fromPg } from './errors';
+import { FramingError, RequestScanner, roundChunks, TAG_DELTA, TAG_ROUND } from './framing';
+import type { Logger, Metrics } from './metrics';
+
+export interface HubOptions {
+  gatewayId: string; maxDeltaBytes: number; maxSessions: number; maxSessionsPerClient: number; maxSessionsPerActor: number;
+  maxBodyBytes: number; heartbeatSecs: number; idleTimeoutSecs: number; writeTimeoutSecs: number; ackFlushMs: number;
+  presenceMaxBytes: number; presenceMinIntervalMs: number; shutdownGraceSecs: number;
+}
+class Session {
+  regs = '[]'; scopeKeys = new Set<string>(); wire = 2; logEpoch = ''; schemaVersion = 0; // group fields (regs as JSON)
+  delivered = 0; suppressed = false; // §8.2: no delta while suppressed, until an ack reaches `delivered`
+  streaming = false; // a round's response is in flight: no 0x00, no second round (§8.7)
+  busy = 0; // rounds, or a reload, not finished: the session sits out delta passes meanwhile
+  rounds = 0; generation = 0; refreshIssued = 0; refreshApplied = 0; // guards of results computed meanwhile
+  joined = false; closing = false; gone = false; timers: NodeJS.Timeout[] = [];
+  rate = new Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>(); // presence rate cap per scope key
+  constructor(readonly id: number, readonly partition: string, readonly actorId: string, readonly clientId: string,
+              readonly allowedScopes: unknown | null, readonly ws: WebSocket, readonly scanner: RequestScanner) {}
+}
+type Work = ['commit', number] | ['pass'] | ['scopes', string | null] | ['resync'];
+type Peer = { actorId: string; clientId: string; doc: object };
+
+class Partition {
+  sessions = new Map<number, Session>();
+  queue: Work[] = [];
+  running = false; joining = 0; knownMax = 0; through = 0; timeline = ''; timelineGen = 0;
+  epoch = 0; actorEpochs = new Map<string, number>(); // bumped by host refreshes: a session opened before one reloads
+  constructor(readonly name: string) {}
+  epochOf(actor: string) { return `${this.epoch}/${this.actorEpochs.get(actor) ?? 0}`; }
+  /** A new logEpoch is a new timeline (restore, rotation, drop): its log restarts at `latest`. */
+  restartTimeline(epoch: string, latest: number) {
+    if (this.timeline && this.timeline !== epoch) { this.timelineGen++; this.knownMax = this.through = latest; }
+    this.timeline = epoch;
+  }
+}
+
+const now = () => Date.now(), sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** Strict unpadded base64url of non-empty UTF-8 text; null otherwise. */
+function unb64(s: string | undefined): string | null {
+  const b = Buffer.from(s ?? '', 'base64url');
+  try { return s && b.toString('base64url') === s ? utf8.decode(b) || null : null; } catch { return null; }
+}
+/** The body of a signed notification payload whose tag verifies (docs/src/sql/realtime.md). */
+export function verifyPayload(key: Buffer, channel: string, payload: string): string | null {
+  const i = payload.lastIndexOf(':'), body = payload.slice(0, i), tag = Buffer.from(payload.slice(i + 1), 'base64url');
+  if (i < 0 || payload.length - i !== 23 || tag.length !== 16) return null;
+  return timingSafeEqual(createHmac('sha256', key).update(`${channel}\n${body}`).digest().subarray(0, 16), tag) ? body : null;
+}
+
+export class Hub {
+  readonly partitions = new Map<string, Partition>();
+  readonly listenUp: boolean[] = [];
+  readonly ready: Promise<void>;
+  shutting = false;
+  private slots = new Map<string, number>(); private total = 0; private nextId = 1; private rounds = 0; private stopped = false;
+  private listeners: (Client | null)[] = []; private markReady!: () => void; private ackTimer: NodeJS.Timeout;
+  private acks = new Map<string, Map<string, { actorId: string; cursor: number; logEpoch: string }>>(); // partition -> clientId -> newest
+  private presence = new Map<string, Map<number, Peer>>(); // partition \0 scope key -> session id -> peer
+  constructor(private pool: Pool, private o: HubOptions, private metrics: Metrics, private log: Logger,
+              private auth: Authenticate, listenUrls: string[], private wss: WebSocketServer) {
+    this.ready = new Promise(r => { this.markReady = r; });
+    listenUrls.forEach((url, node) => { this.listenUp.push(false); void this.listen(url, node); });
+    this.ackTimer = setInterval(() => void this.flushAcks(), o.ackFlushMs);
+  }
+  get sessionCount() { return this.total; }
+  private get deltaBudget() { return Math.max(this.o.maxDeltaBytes, 256 * 1024) * 2; }
+  /** The upgrade: every refusal is HTTP JSON before upgrading (§8.1); then realtime_open. */
+  async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
+    const refuse = (e: ApiError) => {
+      this.metrics.inc('errors_total', { code: e.code });
+      this.metrics.inc('http_requests_total', { route: '/realtime', status: e.status });
+      const body = JSON.stringify(e.toJSON());
+      socket.end(`HTTP/1.1 ${e.status} Refused\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n`
+        + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    };
+    socket.on('error', () => socket.destroy());
+    const clientId = url.searchParams.get('clientId');
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket' || !req.headers['sec-websocket-key'] || !clientId)
+      return refuse(apiError('sync.invalid_request', 'a WebSocket upgrade with the query parameter clientId is required (§8.1)'));
+    let id: Identity;
+    try { id = await this.auth(req.headers, url.searchParams.get('access_token')); } catch (e) { return refuse(fromPg(e)); }
+    if (this.shutting) return refuse(apiError('syncular.unavailable', 'the gateway is shutting down'));
+    const keys = [`c\0${id.partition}\0${id.actorId}\0${clientId}`, `a\0${id.partition}\0${id.actorId}`];
+    if ((this.slots.get(keys[0]) ?? 0) >= this.o.maxSessionsPerClient || (this.slots.get(keys[1]) ?? 0) >= this.o.maxSessionsPerActor
+      || this.total >= this.o.maxSessions) return refuse(apiError('sync.websocket_connection_limit', 'realtime session limit reached'));
+    const count = (by: number) => { this.total += by; keys.forEach(k => { const n = (this.slots.get(k) ?? 0) + by; n ? this.slots.set(k, n) : this.slots.delete(k); }); };
+    count(1);
+    // The partition exists from now on, so the commits notified while the session opens are recorded.
+    const p = this.partitions.get(id.partition) ?? this.partitions.set(id.partition, new Partition(id.partition)).get(id.partition)!;
+    p.joining++;
+    const epoch = p.epochOf(id.actorId);
+    let opened: db.Opened | undefined, error: unknown;
+    try { opened = await db.realtimeOpen(this.pool, id.partition, id.actorId, clientId, id.allowedScopes); } catch (e) { error = e; }
+    if (!opened || socket.destroyed) { count(-1); p.joining--; this.forget(p); return opened ? undefined : refuse(fromPg(error)); }
+    this.wss.handleUpgrade(req, socket, head, ws => this.serve(ws, id, clientId, opened!, p, epoch, () => count(-1)).catch(e => {
+      this.log('error', 'session failed', { error: (e as Error).message });
+      ws.terminate();
+    }));
+  }
+  private async serve(ws: WebSocket, id: Identity, clientId: string, opened: db.Opened, p: Partition, epoch: string, release: () => void) {
+    const s = new Session(this.nextId++, id.partition, id.actorId, clientId, id.allowedScopes, ws, new RequestScanner(this.o.maxBodyBytes));
+    Object.assign(s, { regs: JSON.stringify(opened.registrations), scopeKeys: new Set(opened.scopeKeys), wire: opened.wireVersion,
+      logEpoch: opened.logEpoch, schemaVersion: opened.schemaVersion, delivered: opened.latestCursor, suppressed: opened.requiresSync });
+    const idle = setTimeout(() => this.end(s, 1001, 'idle timeout'), this.o.idleTimeoutSecs * 1000);
+    let stuckSince = now(), lastBuffered = 0;
+    s.timers.push(idle, setInterval(() => { // §8.5 heartbeat + ping; a socket that does not drain is dropped
+      if (ws.bufferedAmount === 0 || ws.bufferedAmount < lastBuffered) stuckSince = now();
+      lastBuffered = ws.bufferedAmount;
+      if (now() - stuckSince > this.o.writeTimeoutSecs * 1000) return ws.terminate();
+      this.sendText(s, { event: 'heartbeat', data: { timestamp: now() } });
+      ws.ping();
+    }, this.o.heartbeatSecs * 1000));
+    ws.on('error', () => undefined); // ws itself closes on broken frames (1002), bad UTF-8 (1007), size (1009)
+    ws.on('close', () => this.remove(s, p, release));
+    ws.on('pong', () => idle.refresh());
+    ws.on('message', (data: WebSocket.RawData, binary) => { idle.refresh(); binary ? this.onBinary(s, data as Buffer) : this.onText(s, data.toString()); });
+    // §8.1: the delivered cursor starts at latestCursor; the session is suppressed while requiresSync.
+    this.sendText(s, { event: 'hello', data: { protocolVersion: 1, sessionId: opened.sessionId, actorId: s.actorId, clientId,
+      cursor: opened.cursor, latestCursor: opened.latestCursor, requiresSync: opened.requiresSync, timestamp: now() } });
+    p.restartTimeline(s.logEpoch, s.delivered);
+    p.sessions.set(s.id, s); p.joining--; s.joined = true;
+    this.metrics.inc('sessions_open');
+    if (this.shutting) this.end(s, 1001, 'gateway shutting down');
+    for (const key of s.scopeKeys) this.snapshot(s, key);
+    // A host refresh of this actor came in while realtime_open ran: its answer may hold revoked
+    // registrations, so reload (fail-closed) before the session's first pass.
+    if (p.epochOf(s.actorId) !== epoch) { s.busy++; await this.refresh(s, 'host'); s.busy--; }
+    if (p.through > s.delivered || s.generation) this.schedule(p, ['pass']);
+    // A JWT's exp, and the auth lease's (§7.3.3), close the session (1008).
+    if (id.expiresAtMs) this.closeAt(s, id.expiresAtMs, 'sync.auth_required: the credential expired; reconnect with a fresh one');
+    if (opened.leaseExpiresAtMs) this.closeAt(s, opened.leaseExpiresAtMs, 'sync.auth_lease_required: the auth lease expired');
+  }
+  private closeAt(s: Session, at: number, reason: string) {
+    const left = at - now();
+    s.timers.push(setTimeout(() => (left > 2 ** 30 ? this.closeAt(s, at, reason) : this.end(s, 1008, reason)), Math.min(left, 2 ** 30)));
+  }
+  private remove(s: Session, p: Partition, release: () => void) {
+    if (s.gone) return;
+    s.gone = s.closing = true;
+    s.timers.forEach(t => clearTimeout(t));
+    release();
+    if (s.joined) {
+      p.sessions.delete(s.id);
+      this.metrics.inc('sessions_open', {}, -1);
+      for (const k of this.presence.keys()) if (k.startsWith(`${s.partition}\0`)) this.leave(s, k.slice(s.partition.length + 1));
+    } else p.joining--;
+    s.rate.forEach(r => clearTimeout(r.timer));
+    this.forget(p);
+  }
+  private forget(p: Partition) {
+    if (!p.sessions.size && !p.joining && !p.running && this.partitions.get(p.name) === p) this.partitions.delete(p.name);
+  }
+  /** Closes the socket (once) with `code`; a peer that does not answer the close is dropped after 2 s. */
+  end(s: Session, code: number, reason: string) {
+    if (s.closing) return;
+    s.closing = true;
+    s.ws.close(code, reason);
+    s.timers.push(setTimeout(() => s.ws.terminate(), 2000));
+  }
+  private sendText(s: Session, msg: object) {
+    if (s.closing) return;
+    if (s.ws.bufferedAmount > 2 * this.deltaBudget) return this.end(s, 1008, 'outbound queue overflow: the client does not read');
+    s.ws.send(JSON.stringify(msg));
+  }
+  /** §8.3 wake-up; the session is suppressed until an ack reaches its delivered cursor. */
+  private wake(s: Session, reason: string, cursor: number) {
+    s.suppressed = true;
+    this.metrics.inc('wakes_total', { reason });
+    this.sendText(s, { event: 'sync', data: { cursor, requiresPull: true, reason, timestamp: now() } });
+  }
+  /** Text: acks and presence publishes (§8.1: unknown events and types are tolerated; malformed known ones close 1007). */
+  private onText(s: Session, text: string) {
+    let v: any, d: any;
+    try { v = JSON.parse(text); } catch { /* malformed */ }
+    const malformed = !v || typeof v !== 'object' || Array.isArray(v) || ('type' in v
+      ? typeof v.type !== 'string' || (v.type === 'ack' && !Number.isSafeInteger(v.cursor))
+      : typeof v.event !== 'string' || (['hello', 'sync', 'heartbeat', 'presence'].includes(v.event)
+        && (!(d = v.data) || typeof d !== 'object' || Array.isArray(d) || (v.event === 'presence' && (typeof d.scopeKey !== 'string'
+          || !d.scopeKey || 'kind' in d || 'error' in d || d.doc === undefined || (d.doc !== null && (typeof d.doc !== 'object' || Array.isArray(d.doc))))))));
+    if (malformed) return this.end(s, 1007, 'malformed control message (§8.1)');
+    if (v.type === 'ack') this.ack(s, v.cursor);
+    else if (v.event === 'presence') this.publish(s, d.scopeKey, d.doc);
+  }
+  /** Binary: 0x01 chunks of a round's request (§8.7); anything else breaks the stream. */
+  private onBinary(s: Session, data: Buffer) {
+    if (!data.length || data[0] !== TAG_ROUND) return this.end(s, 1002, 'unexpected channel tag (§8.7)');
+    if (s.streaming) return this.end(s, 1002, 'sync round begun while a response stream is in flight (§8.7)');
+    try {
+      const request = s.scanner.push(data.subarray(1));
+      if (request) this.round(s, request).catch(e => { this.log('error', 'round failed', { error: (e as Error).message }); this.end(s, 1011, 'internal error'); });
+    } catch (e) {
+      const big = e instanceof FramingError && e.tooLarge;
+      this.end(s, big ? 1009 : 1002, big ? 'sync request over the size limit' : 'unframed or pipelined sync round stream (§8.7)');
+    }
+  }
+  /** §8.2 ack: lifts suppression at the delivered cursor; folded (MAX per client) and written in batches. */
+  private ack(s: Session, cursor: number) {
+    this.metrics.inc('acks_received_total');
+    if (cursor < 0) return;
+    if (cursor >= s.delivered) s.suppressed = false;
+    this.addAck(s.partition, s.clientId, { actorId: s.actorId, cursor, logEpoch: s.logEpoch });
+  }
+  private addAck(partition: string, clientId: string, a: { actorId: string; cursor: number; logEpoch: string }) {
+    const byClient = this.acks.get(partition) ?? this.acks.set(partition, new Map()).get(partition)!, prev = byClient.get(clientId);
+    const same = prev && prev.actorId === a.actorId && prev.logEpoch === a.logEpoch;
+    byClient.set(clientId, { ...a, cursor: same ? Math.max(prev.cursor, a.cursor) : a.cursor });
+  }
+  /** One syncular.realtime_ack per partition; a transient failure keeps the acks for the next flush. */
+  async flushAcks() {
+    const batch = this.acks;
+    this.acks = new Map();
+    for (const [partition, clients] of batch) {
+      const acks = [...clients].map(([clientId, a]) => ({ clientId, ...a }));
+      try { this.metrics.inc('acks_persisted_total', {}, await db.realtimeAck(this.pool, partition, acks)); } catch (raw) {
+        const e = fromPg(raw);
+        this.metrics.inc('errors_total', { code: e.code });
+        if (e.transient) for (const { clientId, ...a } of acks) this.addAck(partition, clientId, a);
+      }
+    }
+  }
+  /** A §8.7 round: the POST /sync code with the connection's clientId; failures via error_response;
+   *  ≤ 64 KiB 0x01 chunks ending at END; registrations reloaded at round end. */
+  private async round(s: Session, request: Buffer) {
+    const wire = request.readUInt16LE(4);
+    s.streaming = true; s.busy++; s.rounds++; this.rounds++;
+    try {
+      let response: Buffer, outcome = 'ok';
+      try {
+        response = await db.runRound(this.pool, { partition: s.partition, actorId: s.actorId, request, allowedScopes: s.allowedScopes, clientId: s.clientId });
+      } catch (raw) {
+        const e = fromPg(raw);
+        this.metrics.inc('errors_total', { code: e.code });
+        outcome = 'error';
+        try { response = await db.errorResponse(this.pool, s.partition, wire, e.toJSON()); } catch {
+          return this.end(s, 1011, 'the round failed and no error response could be built');
+        }
+      }
+      this.metrics.inc('rounds_total', { binding: 'socket', outcome });
+      const chunks = roundChunks(response);
+      for (let i = 0; i < chunks.length; i++) {
+        // Backpressure: wait for the socket to drain; a socket that does not is dropped.
+        for (const until = now() + this.o.writeTimeoutSecs * 1000; s.ws.bufferedAmount > 1 << 20 && !s.closing; await sleep(10))
+          if (now() > until) return s.ws.terminate();
+        if (s.closing) return;
+        s.streaming = i < chunks.length - 1;
+        s.ws.send(Buffer.concat([Buffer.of(TAG_ROUND), chunks[i]]));
+      }
+      s.wire = wire;
+      await this.refresh(s, 'round-end');
+    } finally {
+      s.streaming = false; s.busy--; this.rounds--;
+      // Commits that landed during the round are served now, from the pre-round cursor, under the
+      // reloaded registrations (a commit the round's pull already carried comes again: harmless, §8.2).
+      const p = this.partitions.get(s.partition);
+      if (p && !s.busy && s.joined) this.schedule(p, ['pass']);
+    }
+  }
+  /** Reloads registrations through realtime_open; the newest reload wins. Round end keeps the old
+   *  ones on failure; a host refresh empties them (fail-closed) and wakes the client on a change. */
+  private async refresh(s: Session, mode: 'round-end' | 'host'): Promise<number | undefined> {
+    const count = (outcome: string) => this.metrics.inc('refreshes_total', { mode, outcome });
+    if (mode === 'host' && s.allowedScopes) { // frozen in the token: cannot be re-resolved
+      count('closed');
+      this.end(s, 1008, 'sync.auth_required: scopes changed; reconnect with a fresh credential');
+      return;
+    }
+    const ticket = ++s.refreshIssued, p = this.partitions.get(s.partition);
+    const o = await db.realtimeOpen(this.pool, s.partition, s.actorId, s.clientId, s.allowedScopes).catch(() => undefined);
+    if (o && p) { p.restartTimeline(o.logEpoch, o.latestCursor); p.knownMax = Math.max(p.knownMax, o.latestCursor); }
+    if (ticket <= s.refreshApplied) return count('stale'), o?.latestCursor;
+    count(o ? 'applied' : mode === 'host' ? 'emptied' : 'kept');
+    s.refreshApplied = ticket;
+    if (!o && mode === 'round-end') return;
+    const discontinuity = !!o && (o.logEpoch !== s.logEpoch || o.schemaVersion !== s.schemaVersion);
+    const restart = o && o.logEpoch !== s.logEpoch ? o.latestCursor : undefined, old = s.scopeKeys, regs = JSON.stringify(o?.registrations ?? []);
+    if (regs !== s.regs || discontinuity) {
+      s.generation++;
+      if (mode === 'host' || discontinuity) {
+        s.delivered = restart ?? Math.max(s.delivered, p?.knownMax ?? 0);
+        this.wake(s, discontinuity ? 'reset-required' : 'catchup-required', s.delivered);
+      }
+    }
+    Object.assign(s, { regs, scopeKeys: new Set(o?.scopeKeys ?? []), logEpoch: o?.logEpoch ?? s.logEpoch, schemaVersion: o?.schemaVersion ?? s.schemaVersion });
+    for (const key of old) if (!s.scopeKeys.has(key)) this.leave(s, key);
+    for (const key of s.scopeKeys) if (!old.has(key)) this.snapshot(s, key);
+    return o?.latestCursor;
+  }
+  private schedule(p: Partition, w: Work) {
+    if (w[0] === 'commit') p.knownMax = Math.max(p.knownMax, w[1]);
+    p.queue.push(w);
+    if (!p.running) void this.work(p);
+  }
+  /** The partition's worker: commits coalesce into one pass capped at the highest commitSeq seen;
+   *  each refresh runs after a pass over the commits notified before it and is followed by a pass. */
+  private async work(p: Partition) {
+    p.running = true;
+    try {
+      while (p.queue.length) {
+        const steps: Work[] = [];
+        let through = p.through, pending = false, raised = p.through, gen = p.timelineGen;
+        for (const w of p.queue.splice(0)) {
+          if (w[0] === 'commit' || w[0] === 'pass') { through = Math.max(through, w[0] === 'commit' ? w[1] : 0); pending = true; continue; }
+          if (pending) steps.push(['commit', through]);
+          steps.push(w);
+          pending = true;
+        }
+        if (pending) steps.push(['commit', through]);
+        for (const step of steps) {
+          if (step[0] === 'commit') {
+            // A refresh of this batch met a new timeline: the restarted cap covers what was notified.
+            const t = p.timelineGen !== gen ? (gen = p.timelineGen, p.through) : Math.max(step[1], raised);
+            raised = t; p.through = Math.max(p.through, t);
+            await this.pass(p, t);
+          } else if (step[0] === 'scopes') {
+            await this.refreshMany([...p.sessions.values()].filter(s => step[1] === null || s.actorId === step[1]));
+          } else { // resync after a LISTEN (re)connect: cap the pass at the smallest latestCursor read
+            raised = Math.max(raised, await this.refreshMany([...p.sessions.values()]) ?? raised);
+          }
+        }
+      }
+    } catch (e) { this.log('error', 'partition worker failed', { error: (e as Error).message }); }
+    finally { p.running = false; this.forget(p); }
+  }
+  /** Host-refreshes sessions, 8 at a time; the smallest latestCursor the reloads read. */
+  private async refreshMany(sessions: Session[]): Promise<number | undefined> {
+    const latest: (number | undefined)[] = [];
+    for (let i = 0; i < sessions.length; i += 8) latest.push(...await Promise.all(sessions.slice(i, i + 8).map(s => this.refresh(s, 'host'))));
+    return latest.reduce((min, l) => (l === undefined || (min !== undefined && min <= l) ? min : l), undefined);
+  }
+  /** One realtime_deltas call for every session of the partition, capped at `through`. */
+  private async pass(p: Partition, through: number) {
+    const groups: string[] = [], members: { s: Session; gen: number; rounds: number }[][] = [], index = new Map<string, number>();
+    for (const s of p.sessions.values()) {
+      if (s.closing || s.busy) continue;
+      const group = `{"registrations":${s.regs},"schemaVersion":${s.schemaVersion},"logEpoch":${JSON.stringify(s.logEpoch)},`
+        + `"wireVersion":${s.wire},"cursor":${s.delivered},"suppressed":${s.suppressed}}`;
+      if (!index.has(group)) { index.set(group, groups.length); groups.push(group); members.push([]); }
+      members[index.get(group)!].push({ s, gen: s.generation, rounds: s.rounds });
+    }
+    if (!groups.length) return;
+    const started = now();
+    this.metrics.inc('delta_calls_total');
+    let rows: db.DeltaRow[];
+    try { rows = await db.realtimeDeltas(this.pool, p.name, `[${groups.join(',')}]`, this.o.maxDeltaBytes, through); } catch (raw) {
+      const e = fromPg(raw);
+      this.metrics.inc('errors_total', { code: e.code });
+      this.log('error', 'realtime_deltas failed', { code: e.code });
+      if (e.transient) setTimeout(() => this.schedule(p, ['pass']), 500); // cursors did not move: nothing is lost
+      else for (const { s } of members.flat()) if (s.delivered < p.knownMax) this.wake(s, 'catchup-required', s.delivered = p.knownMax);
+      return;
+    } finally {
+      this.metrics.inc('delta_call_seconds_sum', {}, (now() - started) / 1000);
+      this.metrics.inc('delta_call_seconds_count');
+    }
+    let rerun = false;
+    for (const row of rows) {
+      const cursor = Number(row.cursor), tagged = row.delta && Buffer.concat([Buffer.of(TAG_DELTA), row.delta]); // encoded once per group
+      p.knownMax = Math.max(p.knownMax, cursor);
+      for (const { s, gen, rounds } of members[row.group_index] ?? []) {
+        // Registrations changed or a round started while the call ran: the next pass recomputes.
+        if (s.generation !== gen || s.rounds !== rounds) { rerun = true; continue; }
+        s.delivered = Math.max(s.delivered, cursor);
+        if (row.kind === 'none') continue;
+        if (tagged && !s.streaming && !s.suppressed && s.ws.bufferedAmount + tagged.length <= this.deltaBudget) {
+          s.ws.send(tagged);
+          this.metrics.inc('deltas_sent_total');
+        } else this.wake(s, row.kind === 'delta' ? 'catchup-required' : row.kind, cursor);
+      }
+    }
+    if (rerun) this.schedule(p, ['pass']);
+  }
+  /** §8.6 presence, local to this gateway: authorized by the session's scopeKeys, latest-wins rate cap. */
+  private publish(s: Session, key: string, doc: object | null) {
+    const reject = (error: string) => {
+      this.metrics.inc('presence_events_total', { kind: 'rejected' });
+      this.sendText(s, { event: 'presence', data: { scopeKey: key, error, timestamp: now() } });
+    };
+    if (!s.scopeKeys.has(key)) return reject('presence.forbidden');
+    if (doc === null) return this.leave(s, key);
+    if (Buffer.byteLength(JSON.stringify(doc)) > this.o.presenceMaxBytes) return reject('presence.too_large');
+    const r = s.rate.get(key) ?? s.rate.set(key, { last: 0 }).get(key)!, wait = r.last + this.o.presenceMinIntervalMs - now();
+    if (this.o.presenceMinIntervalMs > 0 && wait > 0) {
+      r.pending = doc;
+      r.timer ??= setTimeout(() => {
+        const pending = r.pending;
+        r.timer = r.pending = undefined;
+        if (pending && !s.closing && s.scopeKeys.has(key)) this.fanout(s, key, pending);
+      }, wait);
+      return;
+    }
+    this.fanout(s, key, doc);
+  }
+  private fanout(s: Session, key: string, doc: object) {
+    const k = `${s.partition}\0${key}`, peers = this.presence.get(k) ?? this.presence.set(k, new Map()).get(k)!;
+    const kind = peers.has(s.id) ? 'update' : 'join', peer = { actorId: s.actorId, clientId: s.clientId, doc };
+    peers.set(s.id, peer);
+    s.rate.get(key)!.last = now();
+    this.deliver(s, key, kind, peer);
+  }
+  private leave(s: Session, key: string) {
+    clearTimeout(s.rate.get(key)?.timer);
+    s.rate.delete(key);
+    const k = `${s.partition}\0${key}`, peers = this.presence.get(k), peer = peers?.get(s.id);
+    if (!peers || !peer) return;
+    peers.delete(s.id);
+    if (!peers.size) this.presence.delete(k);
+    this.deliver(s, key, 'leave', peer);
+  }
+  private deliver(from: Session, key: string, kind: string, peer: Peer) {
+    const msg = { event: 'presence', data: { scopeKey: key, kind, ...peer, doc: kind === 'leave' ? null : peer.doc, timestamp: now() } };
+    const to = [...this.partitions.get(from.partition)?.sessions.values() ?? []].filter(s => s !== from && s.scopeKeys.has(key));
+    to.forEach(s => this.sendText(s, msg));
+    if (to.length) this.metrics.inc('presence_events_total', { kind });
+  }
+  private snapshot(s: Session, key: string) {
+    for (const [id, peer] of this.presence.get(`${s.partition}\0${key}`) ?? [])
+      if (id !== s.id) this.sendText(s, { event: 'presence', data: { scopeKey: key, kind: 'join', ...peer, timestamp: now() } });
+  }
+  /** One LISTEN connection per node, reconnected with backoff; each (re)connect reads the key first
+   *  and resynchronizes every session (notifications may have been lost meanwhile). */
+  private async listen(url: string, node: number) {
+    for (let backoff = 100, before = false; !this.stopped; backoff = Math.min(backoff * 2, 5000)) {
+      const c = new Client(db.pgConfig(url, `syncular-gateway-listen-${this.o.gatewayId}`));
+      const lost = new Promise<void>(done => { c.on('error', () => done()); c.on('end', () => done()); });
+      try {
+        await c.connect();
+        const key: Buffer = (await c.query('SELECT syncular.notification_key() AS k')).rows[0].k;
+        c.on('notification', n => this.dispatch(key, n.channel, n.payload ?? ''));
+        await c.query('LISTEN syncular_commit; LISTEN syncular_scopes');
+        if (before) this.metrics.inc('listen_reconnects_total');
+        this.log('info', before ? 'LISTEN connection re-established: resynchronizing sessions' : 'LISTEN connection established', { node });
+        before = true; backoff = 100;
+        this.listeners[node] = c; this.listenUp[node] = true;
+        this.metrics.set(`listen_connections_up{node="${node}"}`, 1);
+        for (const p of this.partitions.values()) { p.epoch++; this.schedule(p, ['resync']); }
+        this.markReady();
+        await lost;
+      } catch (e) { this.log('warn', 'LISTEN connection failed', { node, error: (e as Error).message }); }
+      this.listenUp[node] = false; this.listeners[node] = null;
+      this.metrics.set(`listen_connections_up{node="${node}"}`, 0);
+      c.end().catch(() => undefined);
+      if (!this.stopped) await sleep(backoff);
+    }
+  }
+  /** Acts on a notification only when its tag verifies with the notification key (any role may NOTIFY). */
+  private dispatch(key: Buffer, channel: string, payload: string) {
+    const [a, b, extra] = verifyPayload(key, channel, payload)?.split(':') ?? [];
+    const partition = unb64(a), actor = b === undefined ? null : unb64(b), p = this.partitions.get(partition ?? '');
+    if (channel === 'syncular_commit' && partition && /^[1-9]\d{0,15}$/.test(b ?? '') && extra === undefined) {
+      if (p) this.schedule(p, ['commit', Number(b)]);
+    } else if (channel === 'syncular_scopes' && partition && extra === undefined && (b === undefined || actor)) {
+      if (!p) return;
+      if (actor) p.actorEpochs.set(actor, (p.actorEpochs.get(actor) ?? 0) + 1); else p.epoch++;
+      for (const s of p.sessions.values()) if (!actor || s.actorId === actor) s.generation++;
+      this.schedule(p, ['scopes', actor]);
+    } else {
+      this.metrics.inc('notifications_rejected_total', { channel });
+      this.log('warn', 'notification dropped: its tag does not verify', { channel, len: payload.length });
+    }
+  }
+  /** Shutdown: refuse new sessions, let rounds finish (grace), close sockets 1001, write pending acks. */
+  async close() {
+    this.shutting = true;
+    for (const until = now() + this.o.shutdownGraceSecs * 1000; this.rounds > 0 && now() < until;) await sleep(20);
+    for (const p of this.partitions.values()) for (const s of p.sessions.values()) this.end(s, 1001, 'gateway shutting down');
+    for (const until = now() + 3000; this.total > 0 && now() < until;) await sleep(20);
+    clearInterval(this.ackTimer);
+    await this.flushAcks();
+    this.stopped = true;
+    await Promise.all(this.listeners.map(c => c?.end().catch(() => undefined)));
+  }
+}
