@@ -1,9 +1,9 @@
-// Every SQL statement of the gateway: one sync round (persist before acknowledging: the push half
-// COMMITs before the pull half runs, no byte is released before both COMMITs), and the realtime
+// Every SQL statement of the gateway: one sync round in ONE transaction (persist before
+// acknowledging: the bytes once COMMIT returned), and the realtime
 // calls realtime_open / realtime_deltas / realtime_ack / error_response. Values are always bound.
 import { Pool, PoolConfig } from 'pg';
 import { fromPg, withRetry } from './errors';
-import { requestShape, splice } from './framing';
+import { requestShape } from './framing';
 
 /** node-postgres settings from a libpq `key=value` string or a postgres:// URL. */
 export function pgConfig(url: string, applicationName: string): PoolConfig {
@@ -20,14 +20,17 @@ export function pgConfig(url: string, applicationName: string): PoolConfig {
 export interface RoundArgs { partition: string; actorId: string; request: Buffer; allowedScopes: unknown | null; clientId?: string }
 const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
 
-/** One half (`push`, `pull`, or both: `sync`) in its own transaction; the bytes once COMMIT returned. */
-function half(pool: Pool, fn: 'push' | 'pull' | 'sync', a: RoundArgs): Promise<Buffer> {
+/** One SSP2 round in one transaction, the bytes once COMMIT returned: `sync` with pushes and a pull
+ *  (or frames that do not scan: it answers their error), `push` without a pull, `pull` without pushes
+ *  (bookkeeping writes only: synchronous_commit off). The response is buffered whole. */
+export function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
+  const shape = requestShape(a.request), fn = !shape || (shape.push && shape.pull) ? 'sync' : shape.push ? 'push' : 'pull';
   const params = [a.partition, a.actorId, a.request, json(a.allowedScopes), ...(a.clientId === undefined ? [] : [a.clientId])];
   const sql = `SELECT syncular.${fn}($1::text, $2::text, $3::bytea, $4::jsonb${a.clientId === undefined ? '' : ', $5::text'}) AS r`;
   return withRetry(async () => {
     const c = await pool.connect();
     let broken = false;
-    try { // the pull half only writes bookkeeping (cursor, subscriptions): no durable flush needed
+    try {
       await c.query(fn === 'pull' ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN');
       const bytes: Buffer = (await c.query(sql, params)).rows[0].r;
       await c.query('COMMIT');
@@ -37,15 +40,6 @@ function half(pool: Pool, fn: 'push' | 'pull' | 'sync', a: RoundArgs): Promise<B
       throw fromPg(e);
     } finally { c.release(broken); }
   });
-}
-
-/** One SSP2 round: push (COMMIT), then pull (COMMIT), then the spliced bytes. A request whose frames
- *  do not scan goes to syncular.sync, which answers its precise error. */
-export async function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
-  const shape = requestShape(a.request);
-  if (!shape?.push) return half(pool, shape ? 'pull' : 'sync', a);
-  const push = await half(pool, 'push', a);
-  return shape.pull ? splice(push, await half(pool, 'pull', a)) : push;
 }
 
 const one = async (pool: Pool, sql: string, params: unknown[]) => (await withRetry(() => pool.query(sql, params))).rows;
