@@ -1,6 +1,7 @@
 // Every SQL statement of the gateway: one sync round in ONE transaction (persist before
-// acknowledging: the bytes once COMMIT returned), and the realtime
-// calls realtime_open / realtime_deltas / realtime_ack / error_response. Values are always bound.
+// acknowledging: the bytes once COMMIT returned), and the realtime calls — the session rules
+// realtime_connect / realtime_reload / realtime_pass, realtime_ack, error_response. Values are always
+// bound; session states travel as the JSON text Postgres prints (`::text` out, `$n::text::jsonb` in).
 import { Pool, PoolConfig } from 'pg';
 import { fromPg, withRetry } from './errors';
 import { requestShape } from './framing';
@@ -42,18 +43,38 @@ export function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
   });
 }
 
-const one = async (pool: Pool, sql: string, params: unknown[]) => (await withRetry(() => pool.query(sql, params))).rows;
+const rows = async (pool: Pool, sql: string, params: unknown[]) => (await withRetry(() => pool.query(sql, params))).rows;
 
-export interface Opened { sessionId: string; cursor: number; latestCursor: number; requiresSync: boolean; wireVersion: number; logEpoch: string;
-  schemaVersion: number; registrations: unknown[]; scopeKeys: string[]; leaseExpiresAtMs?: number }
-export interface DeltaRow { group_index: number; kind: string; cursor: string; delta: Buffer | null }
+/** A resume rule: once the client's highest ack is ≥ cursor, keep `state`. States are opaque JSON texts. */
+export type Resume = { cursor: number; state: string } | null;
+export interface Connected { state: string; resume: Resume; hello: string; sessionId: string; scopeKeys: string[]; latestCursor: number;
+  logEpoch: string; leaseExpiresAtMs?: number }
+export interface Reloaded { state: string; resume: Resume; send: string[]; scopeKeys: string[]; latestCursor: number; logEpoch: string;
+  changed: boolean; emptied: boolean }
+export interface PassRow { index: number; state: string; message: Buffer | null; control: string | null; resume: Resume;
+  overflow: { state: string; control: string; resume: Resume } | null }
 
-export const realtimeOpen = async (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null): Promise<Opened> =>
-  (await one(pool, 'SELECT syncular.realtime_open($1::text, $2::text, $3::text, $4::jsonb) AS o', [partition, actor, clientId, json(scopes)]))[0].o;
-export const realtimeDeltas = (pool: Pool, partition: string, groups: string, maxDeltaBytes: number, through: number): Promise<DeltaRow[]> =>
-  one(pool, 'SELECT group_index, kind, cursor, delta FROM syncular.realtime_deltas($1::text, $2::jsonb, $3::integer, $4::bigint)',
-    [partition, groups, maxDeltaBytes, through]);
+const resume = (cursor: string | null, state: string | null): Resume => (cursor === null || state === null ? null : { cursor: Number(cursor), state });
+/** An answer `a` with its state and resume as texts. */
+async function answer<T>(pool: Pool, call: string, params: unknown[]): Promise<T> {
+  const [r] = await rows(pool, `SELECT a, (a->'state')::text AS s, (a->'resume'->>'cursor')::bigint AS rc, (a->'resume'->'state')::text AS rs
+    FROM ${call} a`, params);
+  return { ...r.a, state: r.s, resume: resume(r.rc, r.rs) };
+}
+export const realtimeConnect = (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null) =>
+  answer<Connected>(pool, 'syncular.realtime_connect($1::text, $2::text, $3::text, $4::jsonb)', [partition, actor, clientId, json(scopes)]);
+export const realtimeReload = (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null, state: string,
+  reason: string, wire?: number) => answer<Reloaded>(pool,
+  'syncular.realtime_reload($1::text, $2::text, $3::text, $4::jsonb, $5::text::jsonb, $6::text, $7::integer)',
+  [partition, actor, clientId, json(scopes), state, reason, wire ?? null]);
+export const realtimePass = async (pool: Pool, partition: string, states: string, maxDeltaBytes: number, through: number): Promise<PassRow[]> =>
+  (await rows(pool, `SELECT state_index, state::text, message, control, (resume->>'cursor')::bigint AS rc, (resume->'state')::text AS rs,
+      (overflow->'state')::text AS os, overflow->>'control' AS oc, (overflow->'resume'->>'cursor')::bigint AS orc,
+      (overflow->'resume'->'state')::text AS ors
+    FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint)`, [partition, states, maxDeltaBytes, through]))
+    .map(r => ({ index: r.state_index, state: r.state, message: r.message, control: r.control, resume: resume(r.rc, r.rs),
+      overflow: r.os === null ? null : { state: r.os, control: r.oc, resume: resume(r.orc, r.ors) } }));
 export const realtimeAck = async (pool: Pool, partition: string, acks: object[]): Promise<number> =>
-  (await one(pool, 'SELECT syncular.realtime_ack($1::text, $2::jsonb) AS n', [partition, JSON.stringify(acks)]))[0].n;
+  (await rows(pool, 'SELECT syncular.realtime_ack($1::text, $2::jsonb) AS n', [partition, JSON.stringify(acks)]))[0].n;
 export const errorResponse = async (pool: Pool, partition: string, wire: number, error: object): Promise<Buffer> =>
-  (await one(pool, 'SELECT syncular.error_response($1::text, $2::integer, $3::jsonb) AS b', [partition, wire, JSON.stringify(error)]))[0].b;
+  (await rows(pool, 'SELECT syncular.error_response($1::text, $2::integer, $3::jsonb) AS b', [partition, wire, JSON.stringify(error)]))[0].b;

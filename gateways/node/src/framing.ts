@@ -1,9 +1,9 @@
 // SSP2 framing without decoding a payload (§1.2, §8.7): the 8-byte envelope check, the END scanner
 // that reassembles a socket round's request from 0x01 chunks, the request's shape (which SQL call
 // runs it), and the cut of a response into round chunks. Frame: type u8, length u32 LE, payload;
-// END = type 0x00, length 0.
+// END = type 0x00, length 0. (Deltas come from realtime_pass already tagged 0x00.)
 
-export const TAG_DELTA = 0x00, TAG_ROUND = 0x01;
+export const TAG_ROUND = 0x01;
 const END = 0x00, PUSH_COMMIT = 0x02, PULL_HEADER = 0x03;
 
 export class FramingError extends Error {
