@@ -54,26 +54,21 @@ export interface Reloaded { state: string; resume: Resume; send: string[]; scope
 export interface PassRow { index: number; state: string; message: Buffer | null; control: string | null; resume: Resume;
   overflow: { state: string; control: string; resume: Resume } | null }
 
-const resume = (cursor: string | null, state: string | null): Resume => (cursor === null || state === null ? null : { cursor: Number(cursor), state });
-/** An answer `a` with its state and resume as texts. */
-async function answer<T>(pool: Pool, call: string, params: unknown[]): Promise<T> {
-  const [r] = await rows(pool, `SELECT a, (a->'state')::text AS s, (a->'resume'->>'cursor')::bigint AS rc, (a->'resume'->'state')::text AS rs
-    FROM ${call} a`, params);
-  return { ...r.a, state: r.s, resume: resume(r.rc, r.rs) };
-}
+// Each state as the text Postgres prints for it (jsonb::text), carried as a JSON string.
+const resume = (r: string) => `CASE WHEN jsonb_typeof(${r}) = 'object' THEN jsonb_build_object('cursor', ${r}->'cursor', 'state', (${r}->'state')::text) END`;
+const answer = async <T>(pool: Pool, call: string, params: unknown[]): Promise<T> => (await rows(pool,
+  `SELECT a || jsonb_build_object('state', (a->'state')::text, 'resume', ${resume("a->'resume'")}) AS a FROM ${call} a`, params))[0].a;
 export const realtimeConnect = (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null) =>
   answer<Connected>(pool, 'syncular.realtime_connect($1::text, $2::text, $3::text, $4::jsonb)', [partition, actor, clientId, json(scopes)]);
 export const realtimeReload = (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null, state: string,
   reason: string, wire?: number) => answer<Reloaded>(pool,
   'syncular.realtime_reload($1::text, $2::text, $3::text, $4::jsonb, $5::text::jsonb, $6::text, $7::integer)',
   [partition, actor, clientId, json(scopes), state, reason, wire ?? null]);
-export const realtimePass = async (pool: Pool, partition: string, states: string, maxDeltaBytes: number, through: number): Promise<PassRow[]> =>
-  (await rows(pool, `SELECT state_index, state::text, message, control, (resume->>'cursor')::bigint AS rc, (resume->'state')::text AS rs,
-      (overflow->'state')::text AS os, overflow->>'control' AS oc, (overflow->'resume'->>'cursor')::bigint AS orc,
-      (overflow->'resume'->'state')::text AS ors
-    FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint)`, [partition, states, maxDeltaBytes, through]))
-    .map(r => ({ index: r.state_index, state: r.state, message: r.message, control: r.control, resume: resume(r.rc, r.rs),
-      overflow: r.os === null ? null : { state: r.os, control: r.oc, resume: resume(r.orc, r.ors) } }));
+export const realtimePass = (pool: Pool, partition: string, states: string, maxDeltaBytes: number, through: number): Promise<PassRow[]> =>
+  rows(pool, `SELECT state_index AS index, state::text AS state, message, control, ${resume('resume')} AS resume,
+      CASE WHEN overflow IS NOT NULL THEN jsonb_build_object('state', (overflow->'state')::text, 'control', overflow->'control',
+        'resume', ${resume("overflow->'resume'")}) END AS overflow
+    FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint)`, [partition, states, maxDeltaBytes, through]);
 export const realtimeAck = async (pool: Pool, partition: string, acks: object[]): Promise<number> =>
   (await rows(pool, 'SELECT syncular.realtime_ack($1::text, $2::jsonb) AS n', [partition, JSON.stringify(acks)]))[0].n;
 export const errorResponse = async (pool: Pool, partition: string, wire: number, error: object): Promise<Buffer> =>

@@ -26,7 +26,7 @@ class Session {
   state = ''; resume: db.Resume = null; logEpoch = ''; scopeKeys = new Set<string>(); acked = -1; // what the rules answered last
   streaming = false; // a round's response is in flight: no 0x00, no second round (§8.7)
   busy = 0; // a round, or the connect reload, not finished: the session sits out passes meanwhile
-  rounds = 0; generation = 0; refreshIssued = 0; refreshApplied = 0; // guards of results computed meanwhile
+  generation = 0; refreshIssued = 0; refreshApplied = 0; // bumped by rounds, reloads, scopes notifications; reload tickets
   joined = false; closing = false; gone = false; timers: NodeJS.Timeout[] = [];
   rate = new Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>(); // presence rate cap per scope key
   constructor(readonly id: number, readonly partition: string, readonly actorId: string, readonly clientId: string,
@@ -38,13 +38,13 @@ type Peer = { actorId: string; clientId: string; doc: object };
 class Partition {
   sessions = new Map<number, Session>();
   queue: Work[] = [];
-  running = false; joining = 0; through = 0; timeline = ''; timelineGen = 0;
+  running = false; joining = 0; through = 0; timeline = '';
   epoch = 0; actorEpochs = new Map<string, number>(); // bumped by host refreshes: a session opened before one reloads
   constructor(readonly name: string) {}
   epochOf(actor: string) { return `${this.epoch}/${this.actorEpochs.get(actor) ?? 0}`; }
   /** A new logEpoch is a new timeline (restore, rotation, drop): its log restarts at `latest`. */
   restartTimeline(epoch: string, latest: number) {
-    if (this.timeline && this.timeline !== epoch) { this.timelineGen++; this.through = latest; }
+    if (this.timeline && this.timeline !== epoch) this.through = latest;
     this.timeline = epoch;
   }
 }
@@ -239,7 +239,7 @@ export class Hub {
    *  ≤ 64 KiB 0x01 chunks ending at END; then realtime_reload(…, 'round-end', wire) and a pass. */
   private async round(s: Session, request: Buffer) {
     const wire = request.readUInt16LE(4);
-    s.streaming = true; s.busy++; s.rounds++; this.rounds++;
+    s.streaming = true; s.busy++; s.generation++; this.rounds++;
     try {
       let response: Buffer, outcome = 'ok';
       try {
@@ -297,33 +297,24 @@ export class Hub {
     p.queue.push(w);
     if (!p.running) void this.work(p);
   }
-  /** The partition's worker: commits coalesce into one pass capped at the highest commitSeq seen;
-   *  each refresh runs after a pass over the commits notified before it and is followed by a pass. */
+  /** The partition's worker, in notification order: consecutive commits coalesce into one pass capped
+   *  at the highest commitSeq notified; a host refresh reloads its sessions after the commits notified
+   *  before it and is followed by a pass; so is a resync after a LISTEN (re)connect, which reloads
+   *  every session and raises the cap to the smallest latestCursor read (notifications were lost). */
   private async work(p: Partition) {
     p.running = true;
     try {
-      while (p.queue.length) {
-        const steps: Work[] = [];
-        let through = p.through, pending = false, raised = p.through, gen = p.timelineGen;
-        for (const w of p.queue.splice(0)) {
-          if (w[0] === 'commit' || w[0] === 'pass') { through = Math.max(through, w[0] === 'commit' ? w[1] : 0); pending = true; continue; }
-          if (pending) steps.push(['commit', through]);
-          steps.push(w);
-          pending = true;
+      for (let w = p.queue.shift(); w; w = p.queue.shift()) {
+        if (w[0] === 'scopes' || w[0] === 'resync') {
+          const actor = w[0] === 'scopes' ? w[1] : null;
+          const latest = await this.reloadMany([...p.sessions.values()].filter(s => actor === null || s.actorId === actor));
+          if (w[0] === 'resync' && latest !== undefined) p.through = Math.max(p.through, latest);
+          p.queue.unshift(['pass']);
+          continue;
         }
-        if (pending) steps.push(['commit', through]);
-        for (const step of steps) {
-          if (step[0] === 'commit') {
-            // A reload of this batch met a new timeline: the restarted cap covers what was notified.
-            const t = p.timelineGen !== gen ? (gen = p.timelineGen, p.through) : Math.max(step[1], raised);
-            raised = t; p.through = Math.max(p.through, t);
-            await this.pass(p, t);
-          } else if (step[0] === 'scopes') {
-            await this.reloadMany([...p.sessions.values()].filter(s => step[1] === null || s.actorId === step[1]));
-          } else { // resync after a LISTEN (re)connect: cap the pass at the smallest latestCursor read
-            raised = Math.max(raised, await this.reloadMany([...p.sessions.values()]) ?? raised);
-          }
-        }
+        let through = Math.max(p.through, w[0] === 'commit' ? w[1] : 0);
+        for (let n; (n = p.queue[0]) && (n[0] === 'commit' || n[0] === 'pass'); p.queue.shift()) if (n[0] === 'commit') through = Math.max(through, n[1]);
+        await this.pass(p, p.through = through);
       }
     } catch (e) { this.log('error', 'partition worker failed', { error: (e as Error).message }); }
     finally { p.running = false; this.forget(p); }
@@ -338,14 +329,11 @@ export class Hub {
   /** One realtime_pass call with the distinct states of the partition's sessions (those in a round
    *  sit out), capped at `through`; each session of a row keeps its state and gets its messages. */
   private async pass(p: Partition, through: number) {
-    const states: string[] = [], members: { s: Session; state: string; gen: number; rounds: number }[][] = [], index = new Map<string, number>();
-    for (const s of p.sessions.values()) {
-      if (s.closing || s.busy) continue;
-      if (!index.has(s.state)) { index.set(s.state, states.length); states.push(s.state); members.push([]); }
-      members[index.get(s.state)!].push({ s, state: s.state, gen: s.generation, rounds: s.rounds });
-    }
-    if (!states.length) return;
-    const started = now();
+    const groups = new Map<string, { s: Session; gen: number }[]>();
+    for (const s of p.sessions.values())
+      if (!s.closing && !s.busy) (groups.get(s.state) ?? groups.set(s.state, []).get(s.state)!).push({ s, gen: s.generation });
+    if (!groups.size) return;
+    const states = [...groups.keys()], members = [...groups.values()], started = now();
     this.metrics.inc('delta_calls_total');
     let rows: db.PassRow[];
     try { rows = await db.realtimePass(this.pool, p.name, `[${states.join(',')}]`, this.o.maxDeltaBytes, through); } catch (raw) {
@@ -361,10 +349,9 @@ export class Hub {
     }
     let rerun = false;
     for (const row of rows) {
-      for (const m of members[row.index] ?? []) {
-        const s = m.s;
+      for (const { s, gen } of members[row.index] ?? []) {
         // An ack, a reload or a round changed the session while the call ran: the next pass recomputes.
-        if (s.state !== m.state || s.generation !== m.gen || s.rounds !== m.rounds || s.busy) { rerun = true; continue; }
+        if (s.state !== states[row.index] || s.generation !== gen || s.busy) { rerun = true; continue; }
         Object.assign(s, { state: row.state, resume: row.resume });
         if (row.message && !s.closing && !s.streaming && s.ws.bufferedAmount + row.message.length <= this.deltaBudget) {
           s.ws.send(row.message); // one buffer for the whole row
