@@ -1,9 +1,10 @@
-// Every SQL statement of the gateway: one sync round (persist before acknowledging: the push half
-// COMMITs before the pull half runs, no byte is released before both COMMITs), and the realtime
-// calls realtime_open / realtime_deltas / realtime_ack / error_response. Values are always bound.
+// Every SQL statement of the gateway: one sync round in ONE transaction (persist before
+// acknowledging: the bytes once COMMIT returned), and the realtime calls — the session rules
+// realtime_connect / realtime_reload / realtime_pass, realtime_ack, error_response. Values are always
+// bound; session states travel as the JSON text Postgres prints (`::text` out, `$n::text::jsonb` in).
 import { Pool, PoolConfig } from 'pg';
 import { fromPg, withRetry } from './errors';
-import { requestShape, splice } from './framing';
+import { requestShape } from './framing';
 
 /** node-postgres settings from a libpq `key=value` string or a postgres:// URL. */
 export function pgConfig(url: string, applicationName: string): PoolConfig {
@@ -20,14 +21,17 @@ export function pgConfig(url: string, applicationName: string): PoolConfig {
 export interface RoundArgs { partition: string; actorId: string; request: Buffer; allowedScopes: unknown | null; clientId?: string }
 const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
 
-/** One half (`push`, `pull`, or both: `sync`) in its own transaction; the bytes once COMMIT returned. */
-function half(pool: Pool, fn: 'push' | 'pull' | 'sync', a: RoundArgs): Promise<Buffer> {
+/** One SSP2 round in one transaction, the bytes once COMMIT returned: `sync` with pushes and a pull
+ *  (or frames that do not scan: it answers their error), `push` without a pull, `pull` without pushes
+ *  (bookkeeping writes only: synchronous_commit off). The response is buffered whole. */
+export function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
+  const shape = requestShape(a.request), fn = !shape || (shape.push && shape.pull) ? 'sync' : shape.push ? 'push' : 'pull';
   const params = [a.partition, a.actorId, a.request, json(a.allowedScopes), ...(a.clientId === undefined ? [] : [a.clientId])];
   const sql = `SELECT syncular.${fn}($1::text, $2::text, $3::bytea, $4::jsonb${a.clientId === undefined ? '' : ', $5::text'}) AS r`;
   return withRetry(async () => {
     const c = await pool.connect();
     let broken = false;
-    try { // the pull half only writes bookkeeping (cursor, subscriptions): no durable flush needed
+    try {
       await c.query(fn === 'pull' ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN');
       const bytes: Buffer = (await c.query(sql, params)).rows[0].r;
       await c.query('COMMIT');
@@ -39,27 +43,33 @@ function half(pool: Pool, fn: 'push' | 'pull' | 'sync', a: RoundArgs): Promise<B
   });
 }
 
-/** One SSP2 round: push (COMMIT), then pull (COMMIT), then the spliced bytes. A request whose frames
- *  do not scan goes to syncular.sync, which answers its precise error. */
-export async function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
-  const shape = requestShape(a.request);
-  if (!shape?.push) return half(pool, shape ? 'pull' : 'sync', a);
-  const push = await half(pool, 'push', a);
-  return shape.pull ? splice(push, await half(pool, 'pull', a)) : push;
-}
+const rows = async (pool: Pool, sql: string, params: unknown[]) => (await withRetry(() => pool.query(sql, params))).rows;
 
-const one = async (pool: Pool, sql: string, params: unknown[]) => (await withRetry(() => pool.query(sql, params))).rows;
+/** A resume rule: once the client's highest ack is ≥ cursor, keep `state`. States are opaque JSON texts. */
+export type Resume = { cursor: number; state: string } | null;
+export interface Connected { state: string; resume: Resume; hello: string; sessionId: string; scopeKeys: string[]; latestCursor: number;
+  logEpoch: string; leaseExpiresAtMs?: number }
+export interface Reloaded { state: string; resume: Resume; send: string[]; scopeKeys: string[]; latestCursor: number; logEpoch: string;
+  changed: boolean; emptied: boolean }
+export interface PassRow { index: number; state: string; message: Buffer | null; control: string | null; resume: Resume;
+  overflow: { state: string; control: string; resume: Resume } | null }
 
-export interface Opened { sessionId: string; cursor: number; latestCursor: number; requiresSync: boolean; wireVersion: number; logEpoch: string;
-  schemaVersion: number; registrations: unknown[]; scopeKeys: string[]; leaseExpiresAtMs?: number }
-export interface DeltaRow { group_index: number; kind: string; cursor: string; delta: Buffer | null }
-
-export const realtimeOpen = async (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null): Promise<Opened> =>
-  (await one(pool, 'SELECT syncular.realtime_open($1::text, $2::text, $3::text, $4::jsonb) AS o', [partition, actor, clientId, json(scopes)]))[0].o;
-export const realtimeDeltas = (pool: Pool, partition: string, groups: string, maxDeltaBytes: number, through: number): Promise<DeltaRow[]> =>
-  one(pool, 'SELECT group_index, kind, cursor, delta FROM syncular.realtime_deltas($1::text, $2::jsonb, $3::integer, $4::bigint)',
-    [partition, groups, maxDeltaBytes, through]);
+// Each state as the text Postgres prints for it (jsonb::text), carried as a JSON string.
+const resume = (r: string) => `CASE WHEN jsonb_typeof(${r}) = 'object' THEN jsonb_build_object('cursor', ${r}->'cursor', 'state', (${r}->'state')::text) END`;
+const answer = async <T>(pool: Pool, call: string, params: unknown[]): Promise<T> => (await rows(pool,
+  `SELECT a || jsonb_build_object('state', (a->'state')::text, 'resume', ${resume("a->'resume'")}) AS a FROM ${call} a`, params))[0].a;
+export const realtimeConnect = (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null) =>
+  answer<Connected>(pool, 'syncular.realtime_connect($1::text, $2::text, $3::text, $4::jsonb)', [partition, actor, clientId, json(scopes)]);
+export const realtimeReload = (pool: Pool, partition: string, actor: string, clientId: string, scopes: unknown | null, state: string,
+  reason: string, wire?: number) => answer<Reloaded>(pool,
+  'syncular.realtime_reload($1::text, $2::text, $3::text, $4::jsonb, $5::text::jsonb, $6::text, $7::integer)',
+  [partition, actor, clientId, json(scopes), state, reason, wire ?? null]);
+export const realtimePass = (pool: Pool, partition: string, states: string, maxDeltaBytes: number, through: number): Promise<PassRow[]> =>
+  rows(pool, `SELECT state_index AS index, state::text AS state, message, control, ${resume('resume')} AS resume,
+      CASE WHEN overflow IS NOT NULL THEN jsonb_build_object('state', (overflow->'state')::text, 'control', overflow->'control',
+        'resume', ${resume("overflow->'resume'")}) END AS overflow
+    FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint)`, [partition, states, maxDeltaBytes, through]);
 export const realtimeAck = async (pool: Pool, partition: string, acks: object[]): Promise<number> =>
-  (await one(pool, 'SELECT syncular.realtime_ack($1::text, $2::jsonb) AS n', [partition, JSON.stringify(acks)]))[0].n;
+  (await rows(pool, 'SELECT syncular.realtime_ack($1::text, $2::jsonb) AS n', [partition, JSON.stringify(acks)]))[0].n;
 export const errorResponse = async (pool: Pool, partition: string, wire: number, error: object): Promise<Buffer> =>
-  (await one(pool, 'SELECT syncular.error_response($1::text, $2::integer, $3::jsonb) AS b', [partition, wire, JSON.stringify(error)]))[0].b;
+  (await rows(pool, 'SELECT syncular.error_response($1::text, $2::integer, $3::jsonb) AS b', [partition, wire, JSON.stringify(error)]))[0].b;

@@ -1,10 +1,10 @@
 // SSP2 framing without decoding a payload (§1.2, §8.7): the 8-byte envelope check, the END scanner
-// that reassembles a socket round's request from 0x01 chunks, the request's shape, the push+pull
-// response splice, and the cut of a response into round chunks. Frame: type u8, length u32 LE,
-// payload; END = type 0x00, length 0.
+// that reassembles a socket round's request from 0x01 chunks, the request's shape (which SQL call
+// runs it), and the cut of a response into round chunks. Frame: type u8, length u32 LE, payload;
+// END = type 0x00, length 0. (Deltas come from realtime_pass already tagged 0x00.)
 
-export const TAG_DELTA = 0x00, TAG_ROUND = 0x01;
-const END = 0x00, PUSH_COMMIT = 0x02, PULL_HEADER = 0x03, RESP_HEADER = 0x10, END_FRAME = Buffer.alloc(5);
+export const TAG_ROUND = 0x01;
+const END = 0x00, PUSH_COMMIT = 0x02, PULL_HEADER = 0x03;
 
 export class FramingError extends Error {
   constructor(message: string, readonly tooLarge = false) { super(message); }
@@ -61,15 +61,6 @@ export function requestShape(b: Buffer): { push: boolean; pull: boolean } | null
   const fs = frames(b), last = fs?.[fs.length - 1];
   if (!fs || last?.[0] !== END || last[1] !== b.length) return null;
   return { push: fs.some(f => f[0] === PUSH_COMMIT), pull: fs.some(f => f[0] === PULL_HEADER) };
-}
-
-/** The push response without its END, then the pull response without envelope and RESP_HEADER;
- *  the pull response alone when the two RESP_HEADERs differ (contract §1 step 3). */
-export function splice(push: Buffer, pull: Buffer): Buffer {
-  if (push[8] !== RESP_HEADER || pull[8] !== RESP_HEADER || !push.subarray(-5).equals(END_FRAME)) throw new FramingError('malformed response');
-  const head = 13 + push.readUInt32LE(9);
-  if (!push.subarray(0, head).equals(pull.subarray(0, 13 + pull.readUInt32LE(9)))) return pull;
-  return Buffer.concat([push.subarray(0, push.length - 5), pull.subarray(head)]);
 }
 
 /** Cuts a response into round-message payloads of whole frames up to 64 KiB (a larger frame is

@@ -1,8 +1,10 @@
-// WebSocket {mount}/realtime (SSP2 §8). Sessions live in partitions; each partition has one worker
-// that handles its events in LISTEN order: consecutive commit notifications coalesce into ONE
-// syncular.realtime_deltas call for all its sessions (grouped by identical group fields: one encoded
-// delta per group, sent to each member), capped at the highest notified commitSeq; a host refresh
-// (syncular_scopes) runs after the commits notified before it and before any notified after it.
+// WebSocket {mount}/realtime (SSP2 §8) on the session rules (docs/src/sql/realtime.md): a session
+// keeps the state text realtime_connect / realtime_reload / realtime_pass answered (opaque) and its
+// resume rule, and sends what the answers say. Sessions live in partitions; each partition has one
+// worker that handles its events in LISTEN order: consecutive commit notifications coalesce into ONE
+// realtime_pass call with the partition's distinct states (one row, one encoded delta, per state),
+// capped at the highest notified commitSeq; a host refresh (syncular_scopes) runs after the commits
+// notified before it and before any notified after it.
 import { createHmac, timingSafeEqual } from 'crypto';
 import type { IncomingMessage } from 'http';
 import type { Duplex } from 'stream';
@@ -11,7 +13,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import type { Authenticate, Identity } from './auth';
 import * as db from './db';
 import { ApiError, apiError, fromPg } from './errors';
-import { FramingError, RequestScanner, roundChunks, TAG_DELTA, TAG_ROUND } from './framing';
+import { FramingError, RequestScanner, roundChunks, TAG_ROUND } from './framing';
 import type { Logger, Metrics } from './metrics';
 
 export interface HubOptions {
@@ -19,12 +21,12 @@ export interface HubOptions {
   maxBodyBytes: number; heartbeatSecs: number; idleTimeoutSecs: number; writeTimeoutSecs: number; ackFlushMs: number;
   presenceMaxBytes: number; presenceMinIntervalMs: number; shutdownGraceSecs: number;
 }
+type Reason = 'connect' | 'round-end' | 'host';
 class Session {
-  regs = '[]'; scopeKeys = new Set<string>(); wire = 2; logEpoch = ''; schemaVersion = 0; // group fields (regs as JSON)
-  delivered = 0; suppressed = false; // §8.2: no delta while suppressed, until an ack reaches `delivered`
+  state = ''; resume: db.Resume = null; logEpoch = ''; scopeKeys = new Set<string>(); acked = -1; // what the rules answered last
   streaming = false; // a round's response is in flight: no 0x00, no second round (§8.7)
-  busy = 0; // rounds, or a reload, not finished: the session sits out delta passes meanwhile
-  rounds = 0; generation = 0; refreshIssued = 0; refreshApplied = 0; // guards of results computed meanwhile
+  busy = 0; // a round, or the connect reload, not finished: the session sits out passes meanwhile
+  generation = 0; refreshIssued = 0; refreshApplied = 0; // bumped by rounds, reloads, scopes notifications; reload tickets
   joined = false; closing = false; gone = false; timers: NodeJS.Timeout[] = [];
   rate = new Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>(); // presence rate cap per scope key
   constructor(readonly id: number, readonly partition: string, readonly actorId: string, readonly clientId: string,
@@ -36,19 +38,21 @@ type Peer = { actorId: string; clientId: string; doc: object };
 class Partition {
   sessions = new Map<number, Session>();
   queue: Work[] = [];
-  running = false; joining = 0; knownMax = 0; through = 0; timeline = ''; timelineGen = 0;
+  running = false; joining = 0; through = 0; timeline = '';
   epoch = 0; actorEpochs = new Map<string, number>(); // bumped by host refreshes: a session opened before one reloads
   constructor(readonly name: string) {}
   epochOf(actor: string) { return `${this.epoch}/${this.actorEpochs.get(actor) ?? 0}`; }
   /** A new logEpoch is a new timeline (restore, rotation, drop): its log restarts at `latest`. */
   restartTimeline(epoch: string, latest: number) {
-    if (this.timeline && this.timeline !== epoch) { this.timelineGen++; this.knownMax = this.through = latest; }
+    if (this.timeline && this.timeline !== epoch) this.through = latest;
     this.timeline = epoch;
   }
 }
 
 const now = () => Date.now(), sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** The `reason` of a wake-up text the rules built (metrics label). */
+const wakeReason = (text: string) => ['catchup-required', 'delta-too-large', 'reset-required'].find(r => text.includes(r)) ?? 'other';
 /** Strict unpadded base64url of non-empty UTF-8 text; null otherwise. */
 function unb64(s: string | undefined): string | null {
   const b = Buffer.from(s ?? '', 'base64url');
@@ -78,7 +82,7 @@ export class Hub {
   }
   get sessionCount() { return this.total; }
   private get deltaBudget() { return Math.max(this.o.maxDeltaBytes, 256 * 1024) * 2; }
-  /** The upgrade: every refusal is HTTP JSON before upgrading (§8.1); then realtime_open. */
+  /** The upgrade: every refusal is HTTP JSON before upgrading (§8.1); then realtime_connect. */
   async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
     const refuse = (e: ApiError) => {
       this.metrics.inc('errors_total', { code: e.code });
@@ -103,43 +107,41 @@ export class Hub {
     const p = this.partitions.get(id.partition) ?? this.partitions.set(id.partition, new Partition(id.partition)).get(id.partition)!;
     p.joining++;
     const epoch = p.epochOf(id.actorId);
-    let opened: db.Opened | undefined, error: unknown;
-    try { opened = await db.realtimeOpen(this.pool, id.partition, id.actorId, clientId, id.allowedScopes); } catch (e) { error = e; }
+    let opened: db.Connected | undefined, error: unknown;
+    try { opened = await db.realtimeConnect(this.pool, id.partition, id.actorId, clientId, id.allowedScopes); } catch (e) { error = e; }
     if (!opened || socket.destroyed) { count(-1); p.joining--; this.forget(p); return opened ? undefined : refuse(fromPg(error)); }
     this.wss.handleUpgrade(req, socket, head, ws => this.serve(ws, id, clientId, opened!, p, epoch, () => count(-1)).catch(e => {
       this.log('error', 'session failed', { error: (e as Error).message });
       ws.terminate();
     }));
   }
-  private async serve(ws: WebSocket, id: Identity, clientId: string, opened: db.Opened, p: Partition, epoch: string, release: () => void) {
+  private async serve(ws: WebSocket, id: Identity, clientId: string, opened: db.Connected, p: Partition, epoch: string, release: () => void) {
     const s = new Session(this.nextId++, id.partition, id.actorId, clientId, id.allowedScopes, ws, new RequestScanner(this.o.maxBodyBytes));
-    Object.assign(s, { regs: JSON.stringify(opened.registrations), scopeKeys: new Set(opened.scopeKeys), wire: opened.wireVersion,
-      logEpoch: opened.logEpoch, schemaVersion: opened.schemaVersion, delivered: opened.latestCursor, suppressed: opened.requiresSync });
+    Object.assign(s, { state: opened.state, resume: opened.resume, logEpoch: opened.logEpoch, scopeKeys: new Set(opened.scopeKeys) });
     const idle = setTimeout(() => this.end(s, 1001, 'idle timeout'), this.o.idleTimeoutSecs * 1000);
     let stuckSince = now(), lastBuffered = 0;
     s.timers.push(idle, setInterval(() => { // §8.5 heartbeat + ping; a socket that does not drain is dropped
       if (ws.bufferedAmount === 0 || ws.bufferedAmount < lastBuffered) stuckSince = now();
       lastBuffered = ws.bufferedAmount;
       if (now() - stuckSince > this.o.writeTimeoutSecs * 1000) return ws.terminate();
-      this.sendText(s, { event: 'heartbeat', data: { timestamp: now() } });
+      this.sendText(s, JSON.stringify({ event: 'heartbeat', data: { timestamp: now() } }));
       ws.ping();
     }, this.o.heartbeatSecs * 1000));
     ws.on('error', () => undefined); // ws itself closes on broken frames (1002), bad UTF-8 (1007), size (1009)
     ws.on('close', () => this.remove(s, p, release));
     ws.on('pong', () => idle.refresh());
     ws.on('message', (data: WebSocket.RawData, binary) => { idle.refresh(); binary ? this.onBinary(s, data as Buffer) : this.onText(s, data.toString()); });
-    // §8.1: the delivered cursor starts at latestCursor; the session is suppressed while requiresSync.
-    this.sendText(s, { event: 'hello', data: { protocolVersion: 1, sessionId: opened.sessionId, actorId: s.actorId, clientId,
-      cursor: opened.cursor, latestCursor: opened.latestCursor, requiresSync: opened.requiresSync, timestamp: now() } });
-    p.restartTimeline(s.logEpoch, s.delivered);
+    this.sendText(s, opened.hello);
+    p.restartTimeline(s.logEpoch, opened.latestCursor);
     p.sessions.set(s.id, s); p.joining--; s.joined = true;
     this.metrics.inc('sessions_open');
     if (this.shutting) this.end(s, 1001, 'gateway shutting down');
     for (const key of s.scopeKeys) this.snapshot(s, key);
-    // A host refresh of this actor came in while realtime_open ran: its answer may hold revoked
-    // registrations, so reload (fail-closed) before the session's first pass.
-    if (p.epochOf(s.actorId) !== epoch) { s.busy++; await this.refresh(s, 'host'); s.busy--; }
-    if (p.through > s.delivered || s.generation) this.schedule(p, ['pass']);
+    // A host refresh of this actor came in while realtime_connect ran: its answer may hold revoked
+    // registrations, so reload before the session's first pass (later ones reach it as host reloads).
+    const reload = p.epochOf(s.actorId) !== epoch;
+    if (reload) { s.busy++; await this.reload(s, 'connect'); s.busy--; }
+    if (reload || p.through > opened.latestCursor) this.schedule(p, ['pass']);
     // A JWT's exp, and the auth lease's (§7.3.3), close the session (1008).
     if (id.expiresAtMs) this.closeAt(s, id.expiresAtMs, 'sync.auth_required: the credential expired; reconnect with a fresh one');
     if (opened.leaseExpiresAtMs) this.closeAt(s, opened.leaseExpiresAtMs, 'sync.auth_lease_required: the auth lease expired');
@@ -171,16 +173,15 @@ export class Hub {
     s.ws.close(code, reason);
     s.timers.push(setTimeout(() => s.ws.terminate(), 2000));
   }
-  private sendText(s: Session, msg: object) {
+  private sendText(s: Session, text: string) {
     if (s.closing) return;
     if (s.ws.bufferedAmount > 2 * this.deltaBudget) return this.end(s, 1008, 'outbound queue overflow: the client does not read');
-    s.ws.send(JSON.stringify(msg));
+    s.ws.send(text);
   }
-  /** §8.3 wake-up; the session is suppressed until an ack reaches its delivered cursor. */
-  private wake(s: Session, reason: string, cursor: number) {
-    s.suppressed = true;
-    this.metrics.inc('wakes_total', { reason });
-    this.sendText(s, { event: 'sync', data: { cursor, requiresPull: true, reason, timestamp: now() } });
+  /** Sends a wake-up text the rules built (and counts it). */
+  private wake(s: Session, text: string) {
+    this.metrics.inc('wakes_total', { reason: wakeReason(text) });
+    this.sendText(s, text);
   }
   /** Text: acks and presence publishes (§8.1: unknown events and types are tolerated; malformed known ones close 1007). */
   private onText(s: Session, text: string) {
@@ -207,11 +208,13 @@ export class Hub {
       this.end(s, big ? 1009 : 1002, big ? 'sync request over the size limit' : 'unframed or pipelined sync round stream (§8.7)');
     }
   }
-  /** §8.2 ack: lifts suppression at the delivered cursor; folded (MAX per client) and written in batches. */
+  /** §8.2 ack: the highest is kept; once it reaches the resume rule's cursor the session keeps the
+   *  rule's state (deltas resume). Folded (MAX per client) and written in batches. */
   private ack(s: Session, cursor: number) {
     this.metrics.inc('acks_received_total');
     if (cursor < 0) return;
-    if (cursor >= s.delivered) s.suppressed = false;
+    s.acked = Math.max(s.acked, cursor);
+    if (s.resume && s.acked >= s.resume.cursor) { s.state = s.resume.state; s.resume = null; }
     this.addAck(s.partition, s.clientId, { actorId: s.actorId, cursor, logEpoch: s.logEpoch });
   }
   private addAck(partition: string, clientId: string, a: { actorId: string; cursor: number; logEpoch: string }) {
@@ -233,10 +236,10 @@ export class Hub {
     }
   }
   /** A §8.7 round: the POST /sync code with the connection's clientId; failures via error_response;
-   *  ≤ 64 KiB 0x01 chunks ending at END; registrations reloaded at round end. */
+   *  ≤ 64 KiB 0x01 chunks ending at END; then realtime_reload(…, 'round-end', wire) and a pass. */
   private async round(s: Session, request: Buffer) {
     const wire = request.readUInt16LE(4);
-    s.streaming = true; s.busy++; s.rounds++; this.rounds++;
+    s.streaming = true; s.busy++; s.generation++; this.rounds++;
     try {
       let response: Buffer, outcome = 'ok';
       try {
@@ -259,108 +262,86 @@ export class Hub {
         s.streaming = i < chunks.length - 1;
         s.ws.send(Buffer.concat([Buffer.of(TAG_ROUND), chunks[i]]));
       }
-      s.wire = wire;
-      await this.refresh(s, 'round-end');
+      await this.reload(s, 'round-end', wire);
     } finally {
       s.streaming = false; s.busy--; this.rounds--;
-      // Commits that landed during the round are served now, from the pre-round cursor, under the
-      // reloaded registrations (a commit the round's pull already carried comes again: harmless, §8.2).
+      // Commits made during the round are served now, from where the round's pull left the state.
       const p = this.partitions.get(s.partition);
       if (p && !s.busy && s.joined) this.schedule(p, ['pass']);
     }
   }
-  /** Reloads registrations through realtime_open; the newest reload wins. Round end keeps the old
-   *  ones on failure; a host refresh empties them (fail-closed) and wakes the client on a change. */
-  private async refresh(s: Session, mode: 'round-end' | 'host'): Promise<number | undefined> {
-    const count = (outcome: string) => this.metrics.inc('refreshes_total', { mode, outcome });
-    if (mode === 'host' && s.allowedScopes) { // frozen in the token: cannot be re-resolved
-      count('closed');
-      this.end(s, 1008, 'sync.auth_required: scopes changed; reconnect with a fresh credential');
-      return;
-    }
+  /** realtime_reload: keeps the state when `changed`, sends `send`, swaps the presence grant; the
+   *  newest reload wins. A failed 'round-end' keeps the state; a failed 'connect' or 'host' closes
+   *  the session (fail-closed). Scopes frozen in the credential cannot be re-resolved: closed too. */
+  private async reload(s: Session, reason: Reason, wire?: number): Promise<number | void> {
+    const count = (outcome: string) => this.metrics.inc('refreshes_total', { mode: reason, outcome });
+    const fail = (why: string, code = 1011) => { count('closed'); this.end(s, code, why); };
+    if (reason !== 'round-end' && s.allowedScopes) return fail('sync.auth_required: scopes changed; reconnect with a fresh credential', 1008);
     const ticket = ++s.refreshIssued, p = this.partitions.get(s.partition);
-    const o = await db.realtimeOpen(this.pool, s.partition, s.actorId, s.clientId, s.allowedScopes).catch(() => undefined);
-    if (o && p) { p.restartTimeline(o.logEpoch, o.latestCursor); p.knownMax = Math.max(p.knownMax, o.latestCursor); }
-    if (ticket <= s.refreshApplied) return count('stale'), o?.latestCursor;
-    count(o ? 'applied' : mode === 'host' ? 'emptied' : 'kept');
+    const a = await db.realtimeReload(this.pool, s.partition, s.actorId, s.clientId, s.allowedScopes, s.state, reason, wire)
+      .catch(e => void this.log('warn', `${reason} reload failed`, { code: fromPg(e).code }));
+    if (a && p) p.restartTimeline(a.logEpoch, a.latestCursor);
+    if (ticket <= s.refreshApplied) return count('stale'), a?.latestCursor;
     s.refreshApplied = ticket;
-    if (!o && mode === 'round-end') return;
-    const discontinuity = !!o && (o.logEpoch !== s.logEpoch || o.schemaVersion !== s.schemaVersion);
-    const restart = o && o.logEpoch !== s.logEpoch ? o.latestCursor : undefined, old = s.scopeKeys, regs = JSON.stringify(o?.registrations ?? []);
-    if (regs !== s.regs || discontinuity) {
-      s.generation++;
-      if (mode === 'host' || discontinuity) {
-        s.delivered = restart ?? Math.max(s.delivered, p?.knownMax ?? 0);
-        this.wake(s, discontinuity ? 'reset-required' : 'catchup-required', s.delivered);
-      }
-    }
-    Object.assign(s, { regs, scopeKeys: new Set(o?.scopeKeys ?? []), logEpoch: o?.logEpoch ?? s.logEpoch, schemaVersion: o?.schemaVersion ?? s.schemaVersion });
+    if (!a) return reason === 'round-end' ? count('kept') : fail('registration reload failed (fail-closed)');
+    count(a.emptied ? 'emptied' : 'applied');
+    if (a.changed) Object.assign(s, { state: a.state, resume: a.resume, logEpoch: a.logEpoch, generation: s.generation + 1 });
+    a.send.forEach(text => this.wake(s, text));
+    const old = s.scopeKeys;
+    s.scopeKeys = new Set(a.scopeKeys);
     for (const key of old) if (!s.scopeKeys.has(key)) this.leave(s, key);
     for (const key of s.scopeKeys) if (!old.has(key)) this.snapshot(s, key);
-    return o?.latestCursor;
+    return a.latestCursor;
   }
   private schedule(p: Partition, w: Work) {
-    if (w[0] === 'commit') p.knownMax = Math.max(p.knownMax, w[1]);
     p.queue.push(w);
     if (!p.running) void this.work(p);
   }
-  /** The partition's worker: commits coalesce into one pass capped at the highest commitSeq seen;
-   *  each refresh runs after a pass over the commits notified before it and is followed by a pass. */
+  /** The partition's worker, in notification order: consecutive commits coalesce into one pass capped
+   *  at the highest commitSeq notified; a host refresh reloads its sessions after the commits notified
+   *  before it and is followed by a pass; so is a resync after a LISTEN (re)connect, which reloads
+   *  every session and raises the cap to the smallest latestCursor read (notifications were lost). */
   private async work(p: Partition) {
     p.running = true;
     try {
-      while (p.queue.length) {
-        const steps: Work[] = [];
-        let through = p.through, pending = false, raised = p.through, gen = p.timelineGen;
-        for (const w of p.queue.splice(0)) {
-          if (w[0] === 'commit' || w[0] === 'pass') { through = Math.max(through, w[0] === 'commit' ? w[1] : 0); pending = true; continue; }
-          if (pending) steps.push(['commit', through]);
-          steps.push(w);
-          pending = true;
+      for (let w = p.queue.shift(); w; w = p.queue.shift()) {
+        if (w[0] === 'scopes' || w[0] === 'resync') {
+          const actor = w[0] === 'scopes' ? w[1] : null;
+          const latest = await this.reloadMany([...p.sessions.values()].filter(s => actor === null || s.actorId === actor));
+          if (w[0] === 'resync' && latest !== undefined) p.through = Math.max(p.through, latest);
+          p.queue.unshift(['pass']);
+          continue;
         }
-        if (pending) steps.push(['commit', through]);
-        for (const step of steps) {
-          if (step[0] === 'commit') {
-            // A refresh of this batch met a new timeline: the restarted cap covers what was notified.
-            const t = p.timelineGen !== gen ? (gen = p.timelineGen, p.through) : Math.max(step[1], raised);
-            raised = t; p.through = Math.max(p.through, t);
-            await this.pass(p, t);
-          } else if (step[0] === 'scopes') {
-            await this.refreshMany([...p.sessions.values()].filter(s => step[1] === null || s.actorId === step[1]));
-          } else { // resync after a LISTEN (re)connect: cap the pass at the smallest latestCursor read
-            raised = Math.max(raised, await this.refreshMany([...p.sessions.values()]) ?? raised);
-          }
-        }
+        let through = Math.max(p.through, w[0] === 'commit' ? w[1] : 0);
+        for (let n; (n = p.queue[0]) && (n[0] === 'commit' || n[0] === 'pass'); p.queue.shift()) if (n[0] === 'commit') through = Math.max(through, n[1]);
+        await this.pass(p, p.through = through);
       }
     } catch (e) { this.log('error', 'partition worker failed', { error: (e as Error).message }); }
     finally { p.running = false; this.forget(p); }
   }
-  /** Host-refreshes sessions, 8 at a time; the smallest latestCursor the reloads read. */
-  private async refreshMany(sessions: Session[]): Promise<number | undefined> {
-    const latest: (number | undefined)[] = [];
-    for (let i = 0; i < sessions.length; i += 8) latest.push(...await Promise.all(sessions.slice(i, i + 8).map(s => this.refresh(s, 'host'))));
-    return latest.reduce((min, l) => (l === undefined || (min !== undefined && min <= l) ? min : l), undefined);
+  /** Host-reloads sessions, 8 at a time; the smallest latestCursor the reloads read. */
+  private async reloadMany(sessions: Session[]): Promise<number | undefined> {
+    const latest: number[] = [];
+    for (let i = 0; i < sessions.length; i += 8)
+      for (const l of await Promise.all(sessions.slice(i, i + 8).map(s => this.reload(s, 'host')))) if (l !== undefined) latest.push(l);
+    return latest.length ? Math.min(...latest) : undefined;
   }
-  /** One realtime_deltas call for every session of the partition, capped at `through`. */
+  /** One realtime_pass call with the distinct states of the partition's sessions (those in a round
+   *  sit out), capped at `through`; each session of a row keeps its state and gets its messages. */
   private async pass(p: Partition, through: number) {
-    const groups: string[] = [], members: { s: Session; gen: number; rounds: number }[][] = [], index = new Map<string, number>();
-    for (const s of p.sessions.values()) {
-      if (s.closing || s.busy) continue;
-      const group = `{"registrations":${s.regs},"schemaVersion":${s.schemaVersion},"logEpoch":${JSON.stringify(s.logEpoch)},`
-        + `"wireVersion":${s.wire},"cursor":${s.delivered},"suppressed":${s.suppressed}}`;
-      if (!index.has(group)) { index.set(group, groups.length); groups.push(group); members.push([]); }
-      members[index.get(group)!].push({ s, gen: s.generation, rounds: s.rounds });
-    }
-    if (!groups.length) return;
-    const started = now();
+    const groups = new Map<string, { s: Session; gen: number }[]>();
+    for (const s of p.sessions.values())
+      if (!s.closing && !s.busy) (groups.get(s.state) ?? groups.set(s.state, []).get(s.state)!).push({ s, gen: s.generation });
+    if (!groups.size) return;
+    const states = [...groups.keys()], members = [...groups.values()], started = now();
     this.metrics.inc('delta_calls_total');
-    let rows: db.DeltaRow[];
-    try { rows = await db.realtimeDeltas(this.pool, p.name, `[${groups.join(',')}]`, this.o.maxDeltaBytes, through); } catch (raw) {
+    let rows: db.PassRow[];
+    try { rows = await db.realtimePass(this.pool, p.name, `[${states.join(',')}]`, this.o.maxDeltaBytes, through); } catch (raw) {
       const e = fromPg(raw);
       this.metrics.inc('errors_total', { code: e.code });
-      this.log('error', 'realtime_deltas failed', { code: e.code });
-      if (e.transient) setTimeout(() => this.schedule(p, ['pass']), 500); // cursors did not move: nothing is lost
-      else for (const { s } of members.flat()) if (s.delivered < p.knownMax) this.wake(s, 'catchup-required', s.delivered = p.knownMax);
+      this.log('error', 'realtime_pass failed', { code: e.code });
+      if (e.transient) setTimeout(() => this.schedule(p, ['pass']), 500); // the states did not move: nothing is lost
+      else for (const { s } of members.flat()) this.end(s, 1011, 'realtime deltas could not be computed'); // the client reconnects
       return;
     } finally {
       this.metrics.inc('delta_call_seconds_sum', {}, (now() - started) / 1000);
@@ -368,17 +349,18 @@ export class Hub {
     }
     let rerun = false;
     for (const row of rows) {
-      const cursor = Number(row.cursor), tagged = row.delta && Buffer.concat([Buffer.of(TAG_DELTA), row.delta]); // encoded once per group
-      p.knownMax = Math.max(p.knownMax, cursor);
-      for (const { s, gen, rounds } of members[row.group_index] ?? []) {
-        // Registrations changed or a round started while the call ran: the next pass recomputes.
-        if (s.generation !== gen || s.rounds !== rounds) { rerun = true; continue; }
-        s.delivered = Math.max(s.delivered, cursor);
-        if (row.kind === 'none') continue;
-        if (tagged && !s.streaming && !s.suppressed && s.ws.bufferedAmount + tagged.length <= this.deltaBudget) {
-          s.ws.send(tagged);
+      for (const { s, gen } of members[row.index] ?? []) {
+        // An ack, a reload or a round changed the session while the call ran: the next pass recomputes.
+        if (s.state !== states[row.index] || s.generation !== gen || s.busy) { rerun = true; continue; }
+        Object.assign(s, { state: row.state, resume: row.resume });
+        if (row.message && !s.closing && !s.streaming && s.ws.bufferedAmount + row.message.length <= this.deltaBudget) {
+          s.ws.send(row.message); // one buffer for the whole row
           this.metrics.inc('deltas_sent_total');
-        } else this.wake(s, row.kind === 'delta' ? 'catchup-required' : row.kind, cursor);
+        } else if (row.message && row.overflow) { // the socket is backed up: a wake-up instead
+          Object.assign(s, { state: row.overflow.state, resume: row.overflow.resume });
+          this.wake(s, row.overflow.control);
+        } else if (row.message) this.end(s, 1011, 'a delta could not be delivered');
+        if (row.control) this.wake(s, row.control);
       }
     }
     if (rerun) this.schedule(p, ['pass']);
@@ -387,7 +369,7 @@ export class Hub {
   private publish(s: Session, key: string, doc: object | null) {
     const reject = (error: string) => {
       this.metrics.inc('presence_events_total', { kind: 'rejected' });
-      this.sendText(s, { event: 'presence', data: { scopeKey: key, error, timestamp: now() } });
+      this.sendText(s, JSON.stringify({ event: 'presence', data: { scopeKey: key, error, timestamp: now() } }));
     };
     if (!s.scopeKeys.has(key)) return reject('presence.forbidden');
     if (doc === null) return this.leave(s, key);
@@ -423,12 +405,12 @@ export class Hub {
   private deliver(from: Session, key: string, kind: string, peer: Peer) {
     const msg = { event: 'presence', data: { scopeKey: key, kind, ...peer, doc: kind === 'leave' ? null : peer.doc, timestamp: now() } };
     const to = [...this.partitions.get(from.partition)?.sessions.values() ?? []].filter(s => s !== from && s.scopeKeys.has(key));
-    to.forEach(s => this.sendText(s, msg));
+    to.forEach(s => this.sendText(s, JSON.stringify(msg)));
     if (to.length) this.metrics.inc('presence_events_total', { kind });
   }
   private snapshot(s: Session, key: string) {
     for (const [id, peer] of this.presence.get(`${s.partition}\0${key}`) ?? [])
-      if (id !== s.id) this.sendText(s, { event: 'presence', data: { scopeKey: key, kind: 'join', ...peer, timestamp: now() } });
+      if (id !== s.id) this.sendText(s, JSON.stringify({ event: 'presence', data: { scopeKey: key, kind: 'join', ...peer, timestamp: now() } }));
   }
   /** One LISTEN connection per node, reconnected with backoff; each (re)connect reads the key first
    *  and resynchronizes every session (notifications may have been lost meanwhile). */
