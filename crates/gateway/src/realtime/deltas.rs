@@ -12,10 +12,10 @@
 //! reconnect (notifications were lost) every session is refreshed first and the pass is
 //! capped at the smallest `latestCursor` those refreshes read (before resolving scopes).
 //!
-//! Results go out as `0x00` deltas or wake-ups; a session whose registrations changed or that
-//! started a round while the call ran is not served the computed result: it keeps its cursor
-//! and is recomputed by the next pass (contiguity holds: every window starts at the session's
-//! delivered cursor). A failed call is retried when transient; otherwise every session behind
+//! Results go out as `0x00` deltas or wake-ups; a session whose registrations changed, that
+//! started or ended a round, whose cursor moved or whose suppression lifted while the call ran
+//! is not served the computed result: it is recomputed by the next pass from its cursor
+//! (contiguity holds: every window starts at the session's delivered cursor). A failed call is retried when transient; otherwise every session behind
 //! the partition's known max is woken (`catchup-required`) so its client pulls.
 
 use std::collections::{HashMap, VecDeque};
@@ -297,6 +297,24 @@ struct Member {
     session: Arc<Session>,
     generation: u64,
     rounds_started: u64,
+    /// The window's start (the delivered cursor then).
+    cursor: i64,
+    /// Computed suppressed (wake-ups instead of deltas).
+    suppressed: bool,
+}
+
+impl Member {
+    /// Whether the call's result still describes this session: same registrations, no round
+    /// started, the same delivered cursor (a round's end moves it to what the client holds:
+    /// a window from the old one would skip or repeat commits), and not computed suppressed
+    /// when the suppression has lifted since (an ack, a round's `END`: the commits are owed
+    /// as deltas, not a wake-up that would suppress the session again).
+    fn current(&self, st: &super::session::SessionState) -> bool {
+        st.generation == self.generation
+            && st.rounds_started == self.rounds_started
+            && st.delivered == self.cursor
+            && (!self.suppressed || st.suppressed || st.round_in_flight)
+    }
 }
 
 /// The identity of a delta group (contract §3): sessions with equal keys share one encoding.
@@ -329,7 +347,7 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
             cursor: st.delivered,
             suppressed: st.suppressed || st.round_in_flight,
         };
-        let (generation, rounds_started) = (st.generation, st.rounds_started);
+        let (generation, rounds_started, cursor, suppressed) = (st.generation, st.rounds_started, key.cursor, key.suppressed);
         let i = match index.get(&key) {
             Some(i) => *i,
             None => {
@@ -347,7 +365,7 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
             }
         };
         drop(st);
-        members[i].push(Member { session, generation, rounds_started });
+        members[i].push(Member { session, generation, rounds_started, cursor, suppressed });
     }
     if groups.is_empty() {
         return;
@@ -390,9 +408,9 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
         let tagged = row.delta.as_deref().map(tag_delta);
         for m in group {
             let mut st = m.session.state();
-            if st.generation != m.generation || st.rounds_started != m.rounds_started {
-                // Registrations changed or a round started while the call ran: recompute
-                // from the unchanged cursor in the next pass.
+            if !m.current(&st) {
+                // Registrations changed, a round started or ended, or the suppression lifted
+                // while the call ran: recompute from the session's cursor in the next pass.
                 rerun = true;
                 continue;
             }

@@ -3,7 +3,7 @@
 //! host `syncular_scopes`, LISTEN recovery) with its generation guard, notification
 //! dispatch to the partition workers ([`super::deltas`]), shutdown.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use super::deltas::{Partition, ScopesEpoch, Work};
 use super::keys::NotificationKeys;
 use super::presence::PresenceRegistry;
 use super::relay::Relay;
-use super::session::{close_code, Registrations, Session, SessionState};
+use super::session::{close_code, Registrations, RoundEnd, Session, SessionState};
 use crate::db::realtime::realtime_open;
 use crate::db::ApiError;
 use crate::metrics::Metrics;
@@ -321,8 +321,10 @@ impl Hub {
 
     /// Reloads a session's registrations through `syncular.realtime_open` (contract §2),
     /// generation-guarded: the result of an older reload never overwrites a newer one.
-    /// Round end keeps the previous registrations on failure; a host refresh empties them
-    /// (fail-closed) and wakes the session when they changed. Presence follows (§8.6.3).
+    /// Round end keeps the previous registrations on failure and records what the client
+    /// record says the client holds for the round's `END` ([`SessionState::finish_round`]);
+    /// a host refresh empties them (fail-closed) and wakes the session when they changed.
+    /// The scope keys swap with the registrations in one step; presence follows (§8.6.3).
     /// Returns the `latestCursor` the reload read (before resolving scopes) when it succeeded.
     pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) -> Option<i64> {
         if mode == RefreshMode::Host && session.allowed_scopes.is_some() {
@@ -350,10 +352,17 @@ impl Hub {
             RefreshMode::RoundEnd => "round-end",
             RefreshMode::Host => "host",
         };
-        let (old_keys, new_keys) = {
+        {
             let mut st = session.state();
             if ticket <= st.refresh_applied {
                 self.metrics.refresh(mode_label, "stale");
+                // A newer (host) reload applied its registrations; what this one read of the
+                // client record after the round still holds.
+                if let (RefreshMode::RoundEnd, Ok(o)) = (mode, &result) {
+                    if o.log_epoch == st.log_epoch {
+                        st.round_end = Some(RoundEnd { floor: o.cursor, rewind: false });
+                    }
+                }
                 return latest;
             }
             self.metrics.refresh(
@@ -378,30 +387,31 @@ impl Hub {
                 }
             };
             st.refresh_applied = ticket;
-            let Some((old_keys, changed, discontinuity)) = outcome else { return latest };
+            let Some((changed, discontinuity)) = outcome else { return latest };
             if changed {
                 st.generation += 1;
                 let cursor = new_timeline.unwrap_or_else(|| st.delivered.max(known_max));
-                let raced = st.delivered > st.delivered_at_round_start;
                 match mode {
                     RefreshMode::Host => {
                         st.delivered = cursor;
                         let reason = if discontinuity { WakeReason::ResetRequired } else { WakeReason::CatchupRequired };
                         session.wake(&mut st, reason, cursor);
                     }
-                    // Commits evaluated under the old registrations while the round ran may
-                    // match the new ones: let the client pull them.
-                    RefreshMode::RoundEnd if raced || discontinuity => {
+                    // A new timeline or schema: the client must pull (and reset).
+                    RefreshMode::RoundEnd if discontinuity => {
                         st.delivered = cursor;
-                        let reason = if discontinuity { WakeReason::ResetRequired } else { WakeReason::CatchupRequired };
-                        session.wake(&mut st, reason, cursor);
+                        session.wake(&mut st, WakeReason::ResetRequired, cursor);
                     }
                     RefreshMode::RoundEnd => {}
                 }
             }
-            (old_keys, st.scope_keys.clone())
-        };
-        super::presence::reconcile(self, session, &old_keys, &new_keys);
+            // Applied at the round's END: the session resumes from what the client holds, and
+            // commits evaluated under the old registrations are evaluated again under these.
+            if let (RefreshMode::RoundEnd, Ok(o), false) = (mode, &result, discontinuity) {
+                st.round_end = Some(RoundEnd { floor: o.cursor, rewind: changed });
+            }
+        }
+        super::presence::reconcile(self, session);
         latest
     }
 
@@ -528,23 +538,23 @@ fn forget_if_unused(map: &mut HashMap<String, Arc<Partition>>, p: &Arc<Partition
     }
 }
 
-/// Applies an open/reload result; returns (previous scope keys, registrations changed,
-/// epoch or schema changed).
-fn apply_opened(st: &mut SessionState, o: &Opened) -> (BTreeSet<String>, bool, bool) {
+/// Applies an open/reload result; returns (registrations changed, epoch or schema changed).
+/// The scope keys are swapped in the same step (presence follows: [`super::presence::reconcile`]).
+fn apply_opened(st: &mut SessionState, o: &Opened) -> (bool, bool) {
     let discontinuity = st.log_epoch != o.log_epoch || st.schema_version != o.schema_version;
     let changed = st.registrations.value() != &o.registrations || discontinuity;
-    let old = std::mem::replace(&mut st.scope_keys, o.scope_keys.iter().cloned().collect());
+    st.scope_keys = o.scope_keys.iter().cloned().collect();
     st.registrations = Registrations::new(o.registrations.clone());
     st.log_epoch = o.log_epoch.clone();
     st.schema_version = o.schema_version;
-    (old, changed, discontinuity)
+    (changed, discontinuity)
 }
 
-fn apply_empty(st: &mut SessionState) -> (BTreeSet<String>, bool, bool) {
+fn apply_empty(st: &mut SessionState) -> (bool, bool) {
     let changed = !st.registrations.is_empty();
-    let old = std::mem::take(&mut st.scope_keys);
+    st.scope_keys.clear();
     st.registrations = Registrations::new(Value::Array(Vec::new()));
-    (old, changed, false)
+    (changed, false)
 }
 
 /// The initial state of a session opened with `o` (§8.1): delivered = `latestCursor`,
@@ -561,7 +571,7 @@ pub fn initial_state(o: &Opened) -> SessionState {
         acked: o.cursor,
         round_in_flight: false,
         rounds_started: 0,
-        delivered_at_round_start: o.latest_cursor,
+        round_end: None,
         generation: 0,
         refresh_issued: 0,
         refresh_applied: 0,
@@ -602,19 +612,15 @@ mod tests {
     fn reloads_report_changes_and_discontinuities() {
         let regs = json!([{"id": "s", "table": "tasks", "effective": {"project_id": ["p1"]}}]);
         let mut st = initial_state(&opened(regs.clone(), &["project:p1"], "e", 1));
-        let (old, changed, disc) = apply_opened(&mut st, &opened(regs.clone(), &["project:p1"], "e", 1));
-        assert_eq!((changed, disc), (false, false));
-        assert_eq!(old, st.scope_keys);
-        let (_, changed, disc) = apply_opened(&mut st, &opened(json!([]), &[], "e", 1));
-        assert_eq!((changed, disc), (true, false));
+        assert_eq!(apply_opened(&mut st, &opened(regs.clone(), &["project:p1"], "e", 1)), (false, false));
+        assert!(st.scope_keys.contains("project:p1"));
+        assert_eq!(apply_opened(&mut st, &opened(json!([]), &[], "e", 1)), (true, false));
         assert!(st.scope_keys.is_empty());
-        let (_, changed, disc) = apply_opened(&mut st, &opened(json!([]), &[], "e2", 1));
-        assert_eq!((changed, disc), (true, true), "a new logEpoch is a discontinuity");
-        let (_, changed, disc) = apply_opened(&mut st, &opened(regs, &["project:p1"], "e2", 2));
-        assert_eq!((changed, disc), (true, true), "a new schema version is a discontinuity");
+        assert_eq!(apply_opened(&mut st, &opened(json!([]), &[], "e2", 1)), (true, true), "a new logEpoch is a discontinuity");
+        assert_eq!(apply_opened(&mut st, &opened(regs, &["project:p1"], "e2", 2)), (true, true), "a new schema version is a discontinuity");
         // Fail-closed: emptied registrations (a change only when there were some).
-        let (old, changed, _) = apply_empty(&mut st);
-        assert!(changed && old.contains("project:p1") && st.scope_keys.is_empty());
-        assert!(!apply_empty(&mut st).1);
+        assert_eq!(apply_empty(&mut st), (true, false));
+        assert!(st.scope_keys.is_empty());
+        assert!(!apply_empty(&mut st).0);
     }
 }

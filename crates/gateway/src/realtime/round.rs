@@ -4,8 +4,12 @@
 //! round's response via `syncular.error_response` (`RESP_HEADER`, `ERROR`, `END`). The
 //! response goes out as `0x01` chunks (whole frames, ≤ 64 KiB each), each awaiting queue room
 //! (backpressure); the last chunk ends exactly at `END`. While the round is in flight the
-//! session gets no `0x00` message. At round end the wire version becomes the request's and
-//! the registrations are reloaded (a failed reload keeps the previous ones).
+//! session gets no `0x00` message: a matching commit is answered with a `catchup-required`
+//! wake-up (§8.2 suppression path). Round end: the registrations reload while the response
+//! streams (a failed reload keeps the previous ones) and take effect, with the request's wire
+//! version, before `END` goes out; at `END` the session's cursor becomes what the client
+//! provably holds after the round ([`super::session::SessionState::finish_round`]) and a pass
+//! sends the commits past it — those made during the round too — as `0x00` deltas.
 //!
 //! Memory: the request being reassembled ([`Assembler`]) and the response being sent are
 //! leased from the gateway-wide round budget (`--round-buffer-bytes`,
@@ -18,6 +22,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::deltas::Work;
 use super::hub::{Hub, RefreshMode};
 use super::limits::Lease;
 use super::session::{close_code, RoundChunk, Session};
@@ -74,7 +79,7 @@ pub fn start(hub: &Arc<Hub>, session: &Arc<Session>, request: Request) {
         let mut st = session.state();
         st.round_in_flight = true;
         st.rounds_started += 1;
-        st.delivered_at_round_start = st.delivered;
+        st.round_end = None;
     }
     hub.round_started();
     let (hub, session) = (hub.clone(), session.clone());
@@ -126,18 +131,54 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
         return;
     }
     let ranges = round_chunks(&response, MAX_ROUND_CHUNK);
-    let n = ranges.len();
-    for (i, range) in ranges.into_iter().enumerate() {
+    let tagged = |range: std::ops::Range<usize>| {
         let mut tagged = Vec::with_capacity(range.len() + 1);
         tagged.push(TAG_ROUND);
         tagged.extend_from_slice(&response[range]);
-        let chunk = RoundChunk { bytes: Bytes::from(tagged), last: i + 1 == n, written: None };
-        if !session.send_round_chunk(chunk).await {
-            return;
+        Bytes::from(tagged)
+    };
+    let Some((last, head)) = ranges.split_last() else {
+        session.state().round_in_flight = false;
+        session.close(close_code::INTERNAL, "empty round response");
+        return;
+    };
+    // The round's push and pull committed: the client record is final. Its registrations
+    // reload while the response streams, and take effect before `END` goes out — so
+    // whatever the client does once it has `END` (publish presence on a key this round
+    // gained, expect deltas for a subscription it added) meets them (§8.7 "effective
+    // immediately for subsequent fanout").
+    let stream_head = async {
+        for range in head {
+            let chunk = RoundChunk { bytes: tagged(range.clone()), last: false, written: None };
+            if !session.send_round_chunk(chunk).await {
+                return false;
+            }
         }
+        true
+    };
+    let (streamed, ()) = tokio::join!(stream_head, async {
+        hub.refresh(session, RefreshMode::RoundEnd).await;
+    });
+    if !streamed {
+        return;
+    }
+    session.state().wire_version = i64::from(wire);
+    let (written, done) = tokio::sync::oneshot::channel();
+    let chunk = RoundChunk { bytes: tagged(last.clone()), last: true, written: Some(written) };
+    if !session.send_round_chunk(chunk).await {
+        return;
     }
     drop(response);
     drop(lease);
-    session.state().wire_version = i64::from(wire);
-    hub.refresh(session, RefreshMode::RoundEnd).await;
+    tokio::select! {
+        _ = done => {}
+        _ = session.closed.cancelled() => return,
+    }
+    // `END` is out and the round-end floor applied: the commits past the session's cursor
+    // (made while the round ran, or evaluated under its old registrations) go out as deltas.
+    if let Some(p) = hub.partition(&session.partition) {
+        if p.through() > session.state().delivered {
+            p.schedule(Work::Pass);
+        }
+    }
 }

@@ -100,12 +100,13 @@ pub struct SessionState {
     pub suppressed: bool,
     /// Highest cursor the client acknowledged.
     pub acked: i64,
-    /// A §8.7 round is in flight (no `0x00` messages).
+    /// A §8.7 round is in flight (no `0x00` messages): from its request until its `END` is
+    /// handed to the socket ([`SessionState::finish_round`]).
     pub round_in_flight: bool,
     /// Rounds started so far (generation guard of a deltas call).
     pub rounds_started: u64,
-    /// `delivered` when the current/last round started.
-    pub delivered_at_round_start: i64,
+    /// What the round-end reload of the round in flight read, applied at its `END`.
+    pub round_end: Option<RoundEnd>,
     /// Bumped whenever registrations (or epoch/schema) change, or a scopes notification makes
     /// them stale: a deltas result computed under an older generation is not delivered.
     pub generation: u64,
@@ -116,6 +117,47 @@ pub struct SessionState {
     pub refresh_applied: u64,
     /// §8.6.4 presence rate state per scope key.
     pub presence_rate: HashMap<String, PresenceRate>,
+}
+
+/// What a round-end registration reload read (§8.7), applied when the round's `END` is
+/// handed to the socket ([`SessionState::finish_round`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoundEnd {
+    /// The client record's cursor after the round (`realtime_open`'s `cursor`, −1 without a
+    /// record): the minimum `nextCursor` over the active subscriptions of the round's pull
+    /// (§4.5), or — for a round without a pull half, or a failed one — what an earlier pull
+    /// or ack recorded. The client holds every matching commit up to it.
+    pub floor: i64,
+    /// The reload changed the registrations: commits past the floor were evaluated under the
+    /// previous ones and are evaluated again.
+    pub rewind: bool,
+}
+
+impl SessionState {
+    /// The round in flight ends: its `END` is being handed to the socket (the caller holds
+    /// the state lock, so no delta is queued between this and `END`). With what its reload
+    /// read, the session's delivered cursor becomes the floor the client provably holds —
+    /// the client record's cursor (not the in-memory ack: an ack of the previous timeline may
+    /// still arrive after a new one began) — whenever the session is behind it, or was suppressed
+    /// (a wake-up during the round, a delta dropped), or its registrations changed; the
+    /// suppression lifts. The next pass then sends the commits past the floor — those made
+    /// while the round ran included — as `0x00` deltas after `END`: no gap (the window starts
+    /// where the client is), no duplicate of what the round's pull returned (it starts past
+    /// it). Otherwise (not suppressed, nothing changed) every commit up to `delivered` already
+    /// went out as a delta and the cursor stays. Without a reload result (it failed, or the
+    /// log's epoch changed and a `reset-required` wake-up went out) the §8.2 suppression path
+    /// stays: the client's next pull and ack lift it.
+    pub fn finish_round(&mut self) {
+        self.round_in_flight = false;
+        let Some(RoundEnd { floor, rewind }) = self.round_end.take() else { return };
+        if floor < 0 {
+            return;
+        }
+        if floor >= self.delivered || self.suppressed || rewind {
+            self.delivered = floor;
+            self.suppressed = false;
+        }
+    }
 }
 
 /// Per-key presence rate-cap state (latest-wins coalescing, §8.6.4).
@@ -138,8 +180,8 @@ pub enum Outbound {
     Delta(Bytes),
 }
 
-/// One chunk of a round response; `last` ends the round (cleared in-flight right before the
-/// chunk is written, so no delta can precede the response's `END`).
+/// One chunk of a round response; `last` ends the round ([`SessionState::finish_round`] right
+/// before the chunk is written, so no delta can precede the response's `END`).
 #[derive(Debug)]
 pub struct RoundChunk {
     /// `0x01`-tagged payload.
@@ -165,6 +207,10 @@ pub struct Session {
     /// Allowed scopes from auth (`None` = database resolver).
     pub allowed_scopes: Option<Value>,
     state: Mutex<SessionState>,
+    /// The scope keys presence was last reconciled to ([`super::presence::reconcile`]): the
+    /// lock serializes reconciliations, so two reloads never apply their key changes out of
+    /// order.
+    pub(crate) presence_grant: Mutex<BTreeSet<String>>,
     ctrl: mpsc::Sender<Outbound>,
     round: mpsc::Sender<RoundChunk>,
     queued_delta_bytes: AtomicUsize,
@@ -220,6 +266,7 @@ impl Session {
             actor_id: init.actor_id,
             client_id: init.client_id,
             allowed_scopes: init.allowed_scopes,
+            presence_grant: Mutex::new(state.scope_keys.clone()),
             state: Mutex::new(state),
             ctrl: ctrl_tx,
             round: round_tx,
@@ -369,7 +416,7 @@ pub async fn run_writer(
             },
             Some(chunk) = queues.round.recv() => {
                 if chunk.last {
-                    session.state().round_in_flight = false;
+                    session.state().finish_round();
                 }
                 let sent = write(&session, &mut sink, Message::Binary(chunk.bytes)).await;
                 if let Some(done) = chunk.written {
@@ -419,7 +466,7 @@ async fn flush_queued_round(session: &Session, sink: &mut SplitSink<WebSocket, M
     let flush = async {
         while let Ok(chunk) = queues.round.try_recv() {
             if chunk.last {
-                session.state().round_in_flight = false;
+                session.state().finish_round();
             }
             let sent = write(session, sink, Message::Binary(chunk.bytes)).await;
             if let Some(done) = chunk.written {
@@ -461,7 +508,7 @@ mod tests {
             acked: 0,
             round_in_flight: false,
             rounds_started: 0,
-            delivered_at_round_start: 0,
+            round_end: None,
             generation: 0,
             refresh_issued: 0,
             refresh_applied: 0,
@@ -522,6 +569,45 @@ mod tests {
         s.send_delta(&mut st, &Bytes::from(vec![1; 61]), 9);
         drop(st);
         assert_eq!(kinds(&s, &mut q), vec!["delta61".to_string(), "wake".to_string()]);
+    }
+
+    #[test]
+    fn a_rounds_end_resumes_from_what_the_client_holds() {
+        let (s, _q) = session(8, 1 << 20);
+        let end = |floor, rewind| Some(RoundEnd { floor, rewind });
+        // A commit woke the session during the round (delivered 12, suppressed); the round's
+        // pull reached 10: the cursor goes back to 10 and the suppression lifts, so the next
+        // pass sends 11..=12 as deltas.
+        let mut st = s.state().clone();
+        (st.round_in_flight, st.delivered, st.suppressed, st.acked, st.round_end) = (true, 12, true, 5, end(10, false));
+        st.finish_round();
+        assert_eq!((st.round_in_flight, st.delivered, st.suppressed, st.round_end), (false, 10, false, None));
+        // The pull reached past what the session was told (the notification comes later):
+        // the cursor moves up, so that commit is not sent again as a delta.
+        (st.round_in_flight, st.delivered, st.suppressed, st.round_end) = (true, 7, false, end(10, false));
+        st.finish_round();
+        assert_eq!((st.delivered, st.suppressed), (10, false));
+        // Not suppressed and the registrations unchanged: everything up to `delivered` went
+        // out as deltas; a round without a pull half (floor from an older pull) keeps it.
+        (st.round_in_flight, st.delivered, st.round_end) = (true, 15, end(10, false));
+        st.finish_round();
+        assert_eq!(st.delivered, 15);
+        // Changed registrations: commits evaluated under the old ones are evaluated again.
+        (st.round_in_flight, st.delivered, st.round_end) = (true, 15, end(10, true));
+        st.finish_round();
+        assert_eq!(st.delivered, 10);
+        // The floor is the record's, whatever was acked (an ack can be of an older timeline).
+        (st.round_in_flight, st.delivered, st.suppressed, st.acked, st.round_end) = (true, 15, true, 13, end(0, false));
+        st.finish_round();
+        assert_eq!((st.delivered, st.suppressed), (0, false));
+        // No reload result (failed, or a new timeline): the suppression path stays.
+        (st.round_in_flight, st.delivered, st.suppressed, st.round_end) = (true, 15, true, None);
+        st.finish_round();
+        assert_eq!((st.round_in_flight, st.delivered, st.suppressed), (false, 15, true));
+        // No client record: nothing is known.
+        (st.round_in_flight, st.delivered, st.suppressed, st.acked, st.round_end) = (true, 15, true, -1, end(-1, true));
+        st.finish_round();
+        assert_eq!((st.delivered, st.suppressed), (15, true));
     }
 
     #[test]
