@@ -84,7 +84,8 @@ CREATE FUNCTION syncular."realtime_pass"(
 	"partition" TEXT,
 	"states" jsonb,
 	"max_delta_bytes" INT DEFAULT 1048576,
-	"through_seq" bigint DEFAULT NULL
+	"through_seq" bigint DEFAULT NULL,
+	"in_round" bool[] DEFAULT NULL
 ) RETURNS TABLE (
 	"state_index" INT,
 	"state" jsonb,
@@ -97,5 +98,5 @@ STABLE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'realtime_pass_wrapper';
-REVOKE ALL ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint, boolean[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint, boolean[]) TO syncular_gateway;

@@ -79,17 +79,19 @@ fn realtime_reload(
 }
 
 /// `syncular.realtime_pass(partition text, states jsonb, max_delta_bytes integer DEFAULT
-/// 1048576, through_seq bigint DEFAULT NULL) returns table(state_index integer, state jsonb,
-/// message bytea, control text, resume jsonb, overflow jsonb)` — one delta pass per
-/// notification burst of a partition (§8.2, §8.3): `states` = the DISTINCT states of the
-/// partition's sessions (no session whose socket round is in flight); `through_seq` = the
-/// highest `commitSeq` notified so far (NULL: the partition's `max_commit_seq`). One row per
+/// 1048576, through_seq bigint DEFAULT NULL, in_round boolean[] DEFAULT NULL) returns
+/// table(state_index integer, state jsonb, message bytea, control text, resume jsonb, overflow
+/// jsonb)` — one delta pass per notification burst of a partition (§8.2, §8.3): `states` = the
+/// distinct states of the partition's sessions; `in_round[i]` true when the sessions holding
+/// `states[i]` have a socket round in flight (§8.7: wake-ups, never a delta — a state held by
+/// both kinds of sessions appears twice); `through_seq` = the highest `commitSeq` notified so
+/// far (NULL: the partition's `max_commit_seq`). One row per
 /// state, in input order: every session holding `states[state_index]` keeps `state` (and
 /// `resume`), and is sent `message` (a binary message: the `0x00`-tagged delta) and/or
 /// `control` (a text message: a wake-up); `overflow` (with a message) = `{"state","control",
 /// "resume"}` to keep and send instead when the socket cannot take the message. Read-only.
-/// Errors: `syncular.invalid_argument` (22023: malformed states, `max_delta_bytes` < 64,
-/// negative `through_seq`), `syncular.no_schema` (55000).
+/// Errors: `syncular.invalid_argument` (22023: malformed states, `in_round` of another length,
+/// `max_delta_bytes` < 64, negative `through_seq`), `syncular.no_schema` (55000).
 #[pg_extern(stable, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 #[allow(clippy::type_complexity)]
@@ -98,6 +100,7 @@ fn realtime_pass(
     states: Option<JsonB>,
     max_delta_bytes: default!(Option<i32>, 1048576),
     through_seq: default!(Option<i64>, "NULL"),
+    in_round: default!(Option<Vec<bool>>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -112,7 +115,7 @@ fn realtime_pass(
     let partition = required_text(partition, "partition");
     let states = required(states.as_ref(), "states");
     let max = *required(max_delta_bytes.as_ref(), "max_delta_bytes");
-    let rows = session::pass(partition, &states.0, max, through_seq).or_raise();
+    let rows = session::pass(partition, &states.0, max, through_seq, in_round.as_deref()).or_raise();
     let json = |v: Option<serde_json::Value>| v.filter(|v| !v.is_null()).map(JsonB);
     TableIterator::new(rows.into_iter().map(move |d| {
         let resume = json(d.resume.and_then(|r| serde_json::to_value(r).ok()));

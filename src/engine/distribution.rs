@@ -92,7 +92,7 @@ const FENCE_READERS: [&str; 4] = [
     "syncular.sync(text,text,bytea,jsonb,text)",
     "syncular.pull(text,text,bytea,jsonb,text)",
     "syncular.realtime_deltas(text,jsonb,integer,bigint)",
-    "syncular.realtime_pass(text,jsonb,integer,bigint)",
+    "syncular.realtime_pass(text,jsonb,integer,bigint,boolean[])",
 ];
 
 /// The pruning fence is an advisory lock: it excludes only on one node. Log

@@ -204,7 +204,7 @@ pub fn http_agent() -> ureq::Agent {
 
 /// Registers the sample schema and installs the test scope resolver (idempotent):
 /// `public.gw_test_allowed(partition, actor)` = `{"project_id": [projects of the actor]}`
-/// from `public.gw_test_memberships` (1.5 s slow for partitions named `*slow-open*`; the
+/// from `public.gw_test_memberships` (1.5 s slow for partitions named `*slow-open*`, 15 ms for `*slow-round*`; the
 /// auth-lease outage signal `"resolver_outage"` for partitions in `public.gw_test_outages`).
 pub fn setup(conn: &mut Client) {
     register_schema(conn).expect("register schema");
@@ -224,6 +224,9 @@ pub fn setup(conn: &mut Client) {
              END IF;
              -- Partitions named *slow-open* resolve slowly: commits land while a socket opens.
              IF gw_test_allowed.partition LIKE '%slow-open%' THEN PERFORM pg_sleep(1.5); END IF;
+             -- *slow-round*: every resolution (a round's pull, a registration reload) takes
+             -- 15 ms, so commits and presence land inside socket rounds and their reloads.
+             IF gw_test_allowed.partition LIKE '%slow-round%' THEN PERFORM pg_sleep(0.015); END IF;
              RETURN (SELECT jsonb_build_object('project_id', coalesce(jsonb_agg(m.project ORDER BY m.project), '[]'::jsonb))
                        FROM public.gw_test_memberships m
                       WHERE m.partition = gw_test_allowed.partition AND m.actor = gw_test_allowed.actor_id);

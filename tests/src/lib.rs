@@ -59,6 +59,7 @@ pub mod gateway;
 pub mod lifecycle;
 pub mod notify;
 pub mod pruneload;
+pub mod raw_session;
 pub mod router_check;
 pub mod statement_log;
 pub mod stream_fixture;

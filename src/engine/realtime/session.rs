@@ -172,10 +172,11 @@ impl Reason {
 ///   registrations are emptied (`emptied`: fail-closed) and a non-empty → empty change wakes
 ///   the session (an error that aborts the call — a lost connection — reaches the gateway,
 ///   which then closes the session: fail-closed too);
-/// - `round-end`: the session takes `wire_version`; a round's own pull delivered up to the
-///   client record's cursor, so the state's cursor becomes max(previous, record cursor), a
-///   pending wake-up that cursor covers is lifted, and the commits after it reach the session
-///   as deltas (none was passed while the round ran); a discontinuity wakes it.
+/// - `round-end`: the session takes `wire_version` and the new registrations; its round's pull
+///   delivered up to the client record's cursor (the floor): when the state is behind it, was
+///   suppressed (wake-ups during the round deliver nothing) or the registrations changed, the
+///   cursor becomes the floor and the suppression lifts, so the commits past it — those made
+///   during the round too — reach the session as deltas; a discontinuity wakes it.
 ///
 /// Errors: `syncular.invalid_argument` (malformed state or reason, `wire_version` not 1–3);
 /// for `connect` and `round-end` the errors of [`open::open`] (the gateway keeps the
@@ -214,10 +215,17 @@ pub fn reload(
                 }
                 Reason::Host => (previous.clone(), None),
                 Reason::RoundEnd => {
-                    // The round's pull caught the client up to its record's cursor: a wake-up
-                    // that cursor covers is answered.
-                    let cursor = previous.cursor.max(session.cursor);
-                    let suppressed = previous.suppressed && session.cursor < previous.cursor;
+                    // The floor: the client record's cursor after the round — what its pull
+                    // delivered (the minimum nextCursor of its active subscriptions, §4.5).
+                    // The session resumes from it whenever it is behind it, was suppressed (a
+                    // wake-up during the round announced commits, it delivered none) or its
+                    // registrations changed (commits past it were evaluated under the old
+                    // ones): the commits past the floor — those made during the round too —
+                    // then go out as deltas, no gap and no repeat of the round's pull.
+                    // Otherwise every commit up to the cursor already went out as a delta.
+                    let floor = session.cursor;
+                    let resumes = floor >= 0 && (floor >= previous.cursor || previous.suppressed || changed);
+                    let (cursor, suppressed) = if resumes { (floor, false) } else { (previous.cursor, previous.suppressed) };
                     (State { registrations: fresh.registrations.clone(), wire_version: wire, cursor, suppressed, ..previous.clone() }, None)
                 }
             };
@@ -268,16 +276,38 @@ pub struct Delivery {
 
 /// `syncular.realtime_pass`: one delta pass over the distinct `states` of `partition`,
 /// capped at `through_seq` (docs/src/sql/realtime.md; [`deltas::run`] decides each group's
-/// outcome). Every state's cursor moves to max(cursor, window end); a wake-up suppresses it.
-/// Errors: `syncular.invalid_argument` (malformed states, `max_delta_bytes` < 64, negative
-/// `through_seq`), `syncular.no_schema`, store failures.
-pub fn pass(partition: &str, states: &Value, max_delta_bytes: i32, through_seq: Option<i64>) -> EngineResult<Vec<Delivery>> {
+/// outcome). `in_round[i]`: the sessions holding `states[i]` have a socket round in flight —
+/// never a delta, a wake-up when something matches (§8.7 interleaving). Every state's cursor
+/// moves to max(cursor, window end); a wake-up suppresses it.
+/// Errors: `syncular.invalid_argument` (malformed states, `in_round` of another length,
+/// `max_delta_bytes` < 64, negative `through_seq`), `syncular.no_schema`, store failures.
+pub fn pass(
+    partition: &str,
+    states: &Value,
+    max_delta_bytes: i32,
+    through_seq: Option<i64>,
+    in_round: Option<&[bool]>,
+) -> EngineResult<Vec<Delivery>> {
     let Value::Array(items) = states else {
         return Err(invalid("states must be a JSON array".to_owned()));
     };
     let parsed =
         items.iter().enumerate().map(|(i, v)| parse_state(v, &format!("state {i}"))).collect::<EngineResult<Vec<_>>>()?;
-    let answer = deltas::run(partition, states, max_delta_bytes, through_seq)?;
+    let in_round = match in_round {
+        Some(flags) if flags.len() != parsed.len() => {
+            return Err(invalid(format!("in_round has {} entries for {} states", flags.len(), parsed.len())))
+        }
+        Some(flags) => flags.to_vec(),
+        None => vec![false; parsed.len()],
+    };
+    // §8.7 interleaving: a session whose socket round is in flight gets no delta — it takes the
+    // §8.2 suppression path (a wake-up when something matches).
+    let groups: Vec<Value> = parsed
+        .iter()
+        .zip(&in_round)
+        .map(|(state, round)| State { suppressed: state.suppressed || *round, ..state.clone() }.to_value())
+        .collect();
+    let answer = deltas::run(partition, &Value::Array(groups), max_delta_bytes, through_seq)?;
     let now_ms = clock::now_ms()?;
     Ok(parsed
         .iter()

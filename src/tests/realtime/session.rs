@@ -110,35 +110,46 @@ mod tests {
     }
 
     #[pg_test]
-    fn a_commit_during_a_socket_round_arrives_as_a_delta_after_it() {
+    fn a_commit_during_a_socket_round_wakes_then_arrives_as_a_delta_after_it() {
         setup();
         let (answer, c0) = bob("rs-r");
         let state = answer["state"].clone();
         let mut a = Client::new("rs-r", "alice", "ca");
-        // The round: bob pulls (through s1) while the gateway passes nothing for him; s2 lands
-        // after the round's pull.
+        // The round: bob pulls (through s1); s2 lands after the round's pull, while its
+        // response is in flight.
         let s1 = a.push_ok(vec![task("t1", "w1", "one")]);
         let mut round = Client::new("rs-r", "bob", "cb");
         let pulled = round.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("t", "tasks", &[("ws", &["w1"])], c0, None)]);
         assert_eq!(pulled.sections[0].commit_seqs(), vec![s1]);
         let s2 = a.push_ok(vec![task("t2", "w1", "two")]);
-        let ended = reload("rs-r", "bob", "cb", Some(all()), &state, "round-end", Some(3)).unwrap();
-        assert_eq!(ended["send"], json!([]), "no wake-up: the commits after the round come as deltas");
+        // §8.7 interleaving: in flight, the session gets a wake-up, never a delta; the same
+        // state outside a round gets the delta.
+        let rows = pass_in_round("rs-r", json!([state, state]), MIB, None, Some(vec![true, false])).unwrap();
+        assert!(rows[0].message.is_none() && rows[0].overflow.is_none());
+        assert_eq!(wake_of(rows[0].control.as_deref().unwrap()), (WakeReason::CatchupRequired, s2));
+        assert_eq!((rows[0].state["cursor"].as_i64(), rows[0].state["suppressed"].as_bool()), (Some(s2), Some(true)));
+        assert!(rows[1].message.is_some(), "outside a round: the delta");
+        // The round ends: the state resumes from the round's floor (s1), unsuppressed.
+        let ended = reload("rs-r", "bob", "cb", Some(all()), &rows[0].state, "round-end", Some(3)).unwrap();
+        assert_eq!(ended["send"], json!([]), "no second wake-up");
         let next = &ended["state"];
         assert_eq!((next["cursor"].as_i64(), next["suppressed"].as_bool(), next["wireVersion"].as_i64()), (Some(s1), Some(false), Some(3)));
+        assert!(ended["resume"].is_null());
         let rows = pass("rs-r", json!([next]), MIB, None).unwrap();
         let delta = Pulled::from_bytes(&rows[0].message.as_ref().expect("the mid-round commit as a delta")[1..]);
         assert_eq!(delta.sections[0].commit_seqs(), vec![s2], "exactly the commit the round did not deliver");
 
-        // A round that answers a pending wake-up (its pull reached the woken cursor) lifts it.
-        let mut woken = rows[0].state.clone();
-        woken["suppressed"] = json!(true);
-        round.pull(header(0, 0, 0, ACCEPT_ROWS), vec![sub("t", "tasks", &[("ws", &["w1"])], s1, None)]);
-        let ended = reload("rs-r", "bob", "cb", Some(all()), &woken, "round-end", None).unwrap();
-        assert_eq!((ended["state"]["suppressed"].as_bool(), ended["resume"].is_null()), (Some(false), true));
+        // A session ahead of the floor, not suppressed, same registrations (a round without a
+        // pull half): its cursor stays — everything up to it already went out as deltas.
+        let ahead = rows[0].state.clone();
+        let kept = reload("rs-r", "bob", "cb", Some(all()), &ahead, "round-end", None).unwrap();
+        assert_eq!((kept["state"]["cursor"].as_i64(), kept["changed"].as_bool()), (Some(s2), Some(false)));
         // A failed round-end reload is an error: the gateway keeps the previous state.
-        let err = reload("rs-r", "bob", "cb", Some(json!("resolver_outage")), &woken, "round-end", None).unwrap_err();
+        let err = reload("rs-r", "bob", "cb", Some(json!("resolver_outage")), &ahead, "round-end", None).unwrap_err();
         assert!(err.message.starts_with("sync.auth_lease_required"), "{}", err.message);
+        // in_round must name every state.
+        let err = pass_in_round("rs-r", json!([ahead]), MIB, None, Some(vec![true, false])).unwrap_err();
+        assert!(err.message.contains("in_round"), "{}", err.message);
     }
 
     #[pg_test]

@@ -163,15 +163,26 @@ pub struct PassRow {
 
 /// `SELECT * FROM syncular.realtime_pass(partition, states, max_bytes, through_seq)`.
 pub fn pass(partition: &str, states: Value, max_bytes: i32, through_seq: Option<i64>) -> Result<Vec<PassRow>, SubtransactionError> {
+    pass_in_round(partition, states, max_bytes, through_seq, None)
+}
+
+/// [`pass`] with `in_round`.
+pub fn pass_in_round(
+    partition: &str,
+    states: Value,
+    max_bytes: i32,
+    through_seq: Option<i64>,
+    in_round: Option<Vec<bool>>,
+) -> Result<Vec<PassRow>, SubtransactionError> {
     let partition = partition.to_owned();
     subtransaction::run(move || {
         Spi::connect(|c| {
             let table = c
                 .select(
                     "SELECT state_index, state, message, control, resume, overflow \
-                       FROM syncular.realtime_pass($1, $2, $3, $4)",
+                       FROM syncular.realtime_pass($1, $2, $3, $4, $5)",
                     None,
-                    &[partition.as_str().into(), JsonB(states).into(), max_bytes.into(), through_seq.into()],
+                    &[partition.as_str().into(), JsonB(states).into(), max_bytes.into(), through_seq.into(), in_round.into()],
                 )
                 .unwrap_or_else(|e| panic!("SPI: {e}"));
             table

@@ -124,11 +124,18 @@ pub struct PassRow {
     pub overflow: Option<Arc<Overflow>>,
 }
 
-/// `syncular.realtime_pass(partition, states, max_delta_bytes, through_seq)` with `states` the
-/// distinct state texts.
+/// `syncular.realtime_pass(partition, states, max_delta_bytes, through_seq, in_round)` with
+/// `states` the distinct state texts and `in_round[i]` whether their sessions have a socket
+/// round in flight.
 ///
 /// Errors: §10.1 errors of the call (`syncular.invalid_argument` for malformed states).
-pub async fn pass(pool: &Pool, partition: &str, states: &[StateText], max_delta_bytes: i32, through_seq: i64) -> Result<Vec<PassRow>, ApiError> {
+pub async fn pass(
+    pool: &Pool,
+    partition: &str,
+    (states, in_round): (&[StateText], &[bool]),
+    max_delta_bytes: i32,
+    through_seq: i64,
+) -> Result<Vec<PassRow>, ApiError> {
     let mut array = String::with_capacity(states.iter().map(|s| s.len() + 1).sum::<usize>() + 2);
     array.push('[');
     for (i, s) in states.iter().enumerate() {
@@ -146,11 +153,11 @@ pub async fn pass(pool: &Pool, partition: &str, states: &[StateText], max_delta_
                         (resume->>'cursor')::bigint, (resume->'state')::text, \
                         (overflow->'state')::text, overflow->>'control', \
                         (overflow->'resume'->>'cursor')::bigint, (overflow->'resume'->'state')::text \
-                   FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint)",
+                   FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint, $5::boolean[])",
             )
             .await
             .map_err(|e| ApiError::from_pg(&e))?;
-        client.query(&statement, &[&partition, &array, &max_delta_bytes, &through_seq]).await.map_err(|e| ApiError::from_pg(&e))
+        client.query(&statement, &[&partition, &array, &max_delta_bytes, &through_seq, &in_round]).await.map_err(|e| ApiError::from_pg(&e))
     })
     .await?;
     rows.iter()

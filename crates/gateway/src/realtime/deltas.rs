@@ -297,33 +297,30 @@ struct Member {
 
 impl Member {
     /// Whether the call's answer still describes this session: the same state (no ack resumed
-    /// it, no reload replaced it), the same generation, no round begun since.
+    /// it, no reload or round end replaced it), the same generation, no round begun since.
     fn current(&self, st: &super::session::SessionState) -> bool {
-        Arc::ptr_eq(&st.state, &self.state)
-            && st.generation == self.generation
-            && st.rounds_started == self.rounds_started
-            && !st.round_open
+        Arc::ptr_eq(&st.state, &self.state) && st.generation == self.generation && st.rounds_started == self.rounds_started
     }
 }
 
 /// One delta pass: one `syncular.realtime_pass` call with the distinct states of the
-/// partition's sessions (a session whose socket round is open is left out), capped at
-/// `through` (the highest commitSeq processed in notification order); every session of a row
-/// keeps the row's state and is sent its message (one buffer for all) and text.
+/// partition's sessions — flagged `in_round` for sessions whose socket round is in flight
+/// (§8.7: wake-ups, never a delta) — capped at `through` (the highest commitSeq processed in
+/// notification order); every session of a row keeps the row's state and is sent its message
+/// (one buffer for all) and text.
 pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     let mut states: Vec<StateText> = Vec::new();
+    let mut in_round: Vec<bool> = Vec::new();
     let mut members: Vec<Vec<Member>> = Vec::new();
-    let mut index: HashMap<StateText, usize> = HashMap::new();
+    let mut index: HashMap<(StateText, bool), usize> = HashMap::new();
     for session in p.sessions() {
         if session.is_closing() {
             continue;
         }
         let st = session.state();
-        if st.round_open {
-            continue;
-        }
-        let i = *index.entry(st.state.clone()).or_insert_with(|| {
+        let i = *index.entry((st.state.clone(), st.round_in_flight)).or_insert_with(|| {
             states.push(st.state.clone());
+            in_round.push(st.round_in_flight);
             members.push(Vec::new());
             states.len() - 1
         });
@@ -336,7 +333,7 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     }
     let started = Instant::now();
     hub.metrics.delta_calls.inc();
-    let rows = session_rules::pass(&hub.pool, &p.name, &states, hub.settings.max_delta_bytes, through).await;
+    let rows = session_rules::pass(&hub.pool, &p.name, (&states, &in_round), hub.settings.max_delta_bytes, through).await;
     hub.metrics.delta_call_seconds.observe(started.elapsed().as_secs_f64());
     let rows = match rows {
         Ok(rows) => rows,

@@ -314,11 +314,13 @@ impl Hub {
 
     /// Reloads a session's registrations through `syncular.realtime_reload` (the session
     /// rules), ticket-guarded: the result of an older reload never overwrites a newer one. The
-    /// answer's state is kept when it changed, its messages sent, its scope keys swapped in
-    /// one step with the state (presence follows, §8.6.3). A round end whose reload fails
-    /// keeps the previous state; a host refresh that raises ends the session (fail-closed).
-    /// A round end lets passes serve the session again and schedules one. Returns the
-    /// `latestCursor` the reload read (before resolving scopes) when it succeeded.
+    /// answer's state is kept when it changed — a round end's at the round's `END`
+    /// ([`SessionState::finish_round`](super::session::SessionState::finish_round)) — its
+    /// messages sent, its scope keys swapped at once (presence follows, §8.6.3: a key the
+    /// round granted is usable as soon as the client has `END`). A round end whose reload
+    /// fails keeps the previous state; a host refresh that raises ends the session
+    /// (fail-closed). Returns the `latestCursor` the reload read (before resolving scopes)
+    /// when it succeeded.
     pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) -> Option<i64> {
         if mode == RefreshMode::Host && session.allowed_scopes.is_some() {
             // Its allowed scopes came from the credential (a token claim), frozen at the
@@ -345,54 +347,53 @@ impl Hub {
             p.restart_timeline(&a.answer.log_epoch, a.answer.latest_cursor);
             p.observe(a.answer.latest_cursor);
         }
-        let keys = {
+        let reconcile = {
             let mut st = session.state();
-            let round_end = matches!(mode, RefreshMode::RoundEnd(_)) && st.round_open;
-            if round_end {
-                st.round_open = false;
-            }
-            let applied = if ticket <= st.refresh_applied {
+            if ticket <= st.refresh_applied {
                 self.metrics.refresh(label, "stale");
-                None
+                false
             } else {
                 st.refresh_applied = ticket;
                 match result {
                     Ok(a) => {
                         self.metrics.refresh(label, if a.answer.emptied { "emptied" } else { "applied" });
-                        if a.answer.changed {
-                            st.generation += 1;
-                            st.adopt(a.state, a.resume);
-                            st.log_epoch = a.answer.log_epoch;
+                        match mode {
+                            // Kept at the round's END (SessionState::finish_round), changed or
+                            // not: passes during the round may have woken the session since, and
+                            // the answer is what the client holds after the round.
+                            RefreshMode::RoundEnd(_) if st.round_in_flight => {
+                                st.round_end = Some((a.state, a.resume, a.answer.log_epoch));
+                            }
+                            _ if a.answer.changed => {
+                                st.generation += 1;
+                                st.adopt(a.state, a.resume);
+                                st.log_epoch = a.answer.log_epoch;
+                            }
+                            _ => {}
                         }
                         for text in a.answer.send {
                             self.metrics.wake(super::session::wake_reason(&text));
                             session.send_text(text);
                         }
-                        let old = std::mem::replace(&mut st.scope_keys, a.answer.scope_keys.into_iter().collect());
-                        Some((old, st.scope_keys.clone()))
+                        st.scope_keys = a.answer.scope_keys.into_iter().collect();
+                        true
                     }
                     Err(e) if mode == RefreshMode::Host => {
                         self.metrics.refresh(label, "closed");
                         tracing::warn!(session = session.id, code = e.code_str(), "host refresh failed: closing the session (fail-closed)");
                         session.close(close_code::INTERNAL, "registration reload failed");
-                        None
+                        false
                     }
                     Err(e) => {
                         self.metrics.refresh(label, "kept");
                         tracing::debug!(session = session.id, code = e.code_str(), "round-end reload failed: state kept");
-                        None
+                        false
                     }
                 }
-            };
-            if round_end {
-                if let Some(p) = &partition {
-                    p.schedule(Work::Pass);
-                }
             }
-            applied
         };
-        if let Some((old_keys, new_keys)) = keys {
-            super::presence::reconcile(self, session, &old_keys, &new_keys);
+        if reconcile {
+            super::presence::reconcile(self, session);
         }
         latest
     }

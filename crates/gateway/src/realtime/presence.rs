@@ -5,7 +5,7 @@
 //! on disconnect. A publisher never receives its own fanout; a peer's presence reaches only
 //! sessions registered on the key (the privacy floor, §8.6.3). Never persisted.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -266,20 +266,30 @@ pub fn snapshot(hub: &Hub, session: &Session, key: &str) {
 
 /// Snapshot of every key the session holds (after its hello).
 pub fn initial(hub: &Hub, session: &Session) {
+    let mut grant = session.presence_grant.lock().unwrap_or_else(|p| p.into_inner());
     let keys = session.state().scope_keys.clone();
-    for key in keys {
-        snapshot(hub, session, &key);
-    }
-}
-
-/// §8.6.3 after a registration change: leave lost keys, snapshot gained keys.
-pub fn reconcile(hub: &Arc<Hub>, session: &Arc<Session>, old: &BTreeSet<String>, new: &BTreeSet<String>) {
-    for key in old.difference(new) {
-        leave(hub, session, key);
-    }
-    for key in new.difference(old) {
+    for key in &keys {
         snapshot(hub, session, key);
     }
+    *grant = keys;
+}
+
+/// §8.6.3 after a registration change: leave the keys lost, snapshot the keys gained — from
+/// the keys presence was last reconciled to, to the session's current ones. Serialized per
+/// session: reloads that overlap (a round end and a host refresh) reconcile one at a time,
+/// each against the keys the session holds then, so a late reconciliation never takes away a
+/// key a newer reload granted (clearing the session's document there) nor snapshots a key it
+/// no longer holds.
+pub fn reconcile(hub: &Arc<Hub>, session: &Arc<Session>) {
+    let mut grant = session.presence_grant.lock().unwrap_or_else(|p| p.into_inner());
+    let current = session.state().scope_keys.clone();
+    for key in grant.difference(&current) {
+        leave(hub, session, key);
+    }
+    for key in current.difference(&grant) {
+        snapshot(hub, session, key);
+    }
+    *grant = current;
 }
 
 /// §8.6.1 disconnect ⇒ leave on every key the session was present on.

@@ -3,11 +3,12 @@
 //! `connection_client_id` = the socket's clientId. A request-level failure becomes the
 //! round's response via `syncular.error_response` (`RESP_HEADER`, `ERROR`, `END`). The
 //! response goes out as `0x01` chunks (whole frames, ≤ 64 KiB each), each awaiting queue room
-//! (backpressure); the last chunk ends exactly at `END`. From the round's start until its
-//! end's reload the session is left out of delta passes (no `0x00` message during the
-//! response); the reload (`syncular.realtime_reload(…, 'round-end', wire_version)`) moves its
-//! state to what the round's pull delivered and a pass follows, so commits made during the
-//! round arrive as deltas (a failed reload keeps the previous state).
+//! (backpressure); the last chunk ends exactly at `END`. While the round is in flight, passes
+//! give the session wake-ups for matching commits, never a `0x00` message (§8.7 interleaving).
+//! The round-end reload (`syncular.realtime_reload(…, 'round-end', wire_version)`) runs while
+//! the response streams: its scope keys take effect before `END`, its state — moved by the
+//! rules to what the round's pull delivered — at `END`; a pass follows, so commits made during
+//! the round arrive as deltas after it (a failed reload keeps the previous state).
 //!
 //! Memory: the request being reassembled ([`Assembler`]) and the response being sent are
 //! leased from the gateway-wide round budget (`--round-buffer-bytes`,
@@ -20,6 +21,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::deltas::Work;
 use super::hub::{Hub, RefreshMode};
 use super::limits::Lease;
 use super::session::{close_code, RoundChunk, Session};
@@ -75,7 +77,7 @@ pub fn start(hub: &Arc<Hub>, session: &Arc<Session>, request: Request) {
     {
         let mut st = session.state();
         st.round_in_flight = true;
-        st.round_open = true;
+        st.round_end = None;
         st.rounds_started += 1;
     }
     hub.round_started();
@@ -128,17 +130,46 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
         return;
     }
     let ranges = round_chunks(&response, MAX_ROUND_CHUNK);
-    let n = ranges.len();
-    for (i, range) in ranges.into_iter().enumerate() {
+    let tagged = |range: &std::ops::Range<usize>| {
         let mut tagged = Vec::with_capacity(range.len() + 1);
         tagged.push(TAG_ROUND);
-        tagged.extend_from_slice(&response[range]);
-        let chunk = RoundChunk { bytes: Bytes::from(tagged), last: i + 1 == n, written: None };
-        if !session.send_round_chunk(chunk).await {
-            return;
+        tagged.extend_from_slice(&response[range.clone()]);
+        Bytes::from(tagged)
+    };
+    let Some((last, head)) = ranges.split_last() else {
+        session.state().round_in_flight = false;
+        session.close(close_code::INTERNAL, "empty round response");
+        return;
+    };
+    // The round committed: the client record is final. The registrations reload while the
+    // response streams and their scope keys take effect before `END` goes out, so whatever the
+    // client does once it has `END` (publish presence on a key the round granted) meets them;
+    // the reload's state is kept at `END` (SessionState::finish_round).
+    let stream_head = async {
+        for range in head {
+            if !session.send_round_chunk(RoundChunk { bytes: tagged(range), last: false, written: None }).await {
+                return false;
+            }
         }
+        true
+    };
+    let (streamed, _) = tokio::join!(stream_head, hub.refresh(session, RefreshMode::RoundEnd(wire)));
+    if !streamed {
+        return;
+    }
+    let (written, done) = tokio::sync::oneshot::channel();
+    if !session.send_round_chunk(RoundChunk { bytes: tagged(last), last: true, written: Some(written) }).await {
+        return;
     }
     drop(response);
     drop(lease);
-    hub.refresh(session, RefreshMode::RoundEnd(wire)).await;
+    tokio::select! {
+        _ = done => {}
+        _ = session.closed.cancelled() => return,
+    }
+    // `END` is out: the commits past the session's state — those made while the round ran
+    // included — go out as deltas.
+    if let Some(p) = hub.partition(&session.partition) {
+        p.schedule(Work::Pass);
+    }
 }

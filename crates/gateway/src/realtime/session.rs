@@ -65,11 +65,12 @@ pub struct SessionState {
     pub scope_keys: BTreeSet<String>,
     /// Highest cursor the client acknowledged.
     pub acked: i64,
-    /// A §8.7 round's response is being written (no `0x00` messages).
+    /// A §8.7 round is in flight, from its request until its `END` is handed to the socket:
+    /// passes give the session wake-ups, never a `0x00` message.
     pub round_in_flight: bool,
-    /// A round began and its end's reload is not applied yet: no pass serves the session
-    /// (its commits reach it after the round, from where the round's pull left it).
-    pub round_open: bool,
+    /// What the round-end reload answered (state, resume, `logEpoch`), kept at the round's
+    /// `END` ([`SessionState::finish_round`]).
+    pub round_end: Option<(StateText, Resume, String)>,
     /// Rounds started so far (a pass result computed before one started is not delivered).
     pub rounds_started: u64,
     /// Bumped whenever a reload replaces the state, or a scopes notification makes it stale: a
@@ -94,7 +95,7 @@ impl SessionState {
             scope_keys,
             acked,
             round_in_flight: false,
-            round_open: false,
+            round_end: None,
             rounds_started: 0,
             generation: 0,
             refresh_issued: 0,
@@ -107,6 +108,20 @@ impl SessionState {
     pub fn adopt(&mut self, state: StateText, resume: Resume) {
         self.state = state;
         self.resume = resume;
+    }
+
+    /// The round in flight ends: its `END` is being handed to the socket (the caller holds the
+    /// state lock, so nothing is queued between this and `END`). The state the round-end reload
+    /// answered is kept — the rules moved it to what the client holds after the round, so the
+    /// next pass sends the commits past it, those made during the round too, as deltas.
+    /// Without one (the reload failed or was overtaken by a newer one) the state stays.
+    pub fn finish_round(&mut self) {
+        self.round_in_flight = false;
+        if let Some((state, resume, log_epoch)) = self.round_end.take() {
+            self.generation += 1;
+            self.adopt(state, resume);
+            self.log_epoch = log_epoch;
+        }
     }
 
     /// §8.2 ack: the highest one is kept; once it reaches the resume rule's cursor, the
@@ -170,6 +185,10 @@ pub struct Session {
     /// Allowed scopes from auth (`None` = database resolver).
     pub allowed_scopes: Option<Value>,
     state: Mutex<SessionState>,
+    /// The scope keys presence was last reconciled to ([`super::presence::reconcile`]): the
+    /// lock serializes reconciliations, so two reloads never apply their key changes out of
+    /// order.
+    pub(crate) presence_grant: Mutex<BTreeSet<String>>,
     ctrl: mpsc::Sender<Outbound>,
     round: mpsc::Sender<RoundChunk>,
     queued_delta_bytes: AtomicUsize,
@@ -225,6 +244,7 @@ impl Session {
             actor_id: init.actor_id,
             client_id: init.client_id,
             allowed_scopes: init.allowed_scopes,
+            presence_grant: Mutex::new(state.scope_keys.clone()),
             state: Mutex::new(state),
             ctrl: ctrl_tx,
             round: round_tx,
@@ -391,7 +411,7 @@ pub async fn run_writer(
             },
             Some(chunk) = queues.round.recv() => {
                 if chunk.last {
-                    session.state().round_in_flight = false;
+                    session.state().finish_round();
                 }
                 let sent = write(&session, &mut sink, Message::Binary(chunk.bytes)).await;
                 if let Some(done) = chunk.written {
@@ -441,7 +461,7 @@ async fn flush_queued_round(session: &Session, sink: &mut SplitSink<WebSocket, M
     let flush = async {
         while let Ok(chunk) = queues.round.try_recv() {
             if chunk.last {
-                session.state().round_in_flight = false;
+                session.state().finish_round();
             }
             let sent = write(session, sink, Message::Binary(chunk.bytes)).await;
             if let Some(done) = chunk.written {
@@ -546,6 +566,22 @@ mod tests {
         s.send_message(&mut st, &Bytes::from(vec![1; 11]), None);
         drop(st);
         assert_eq!(kinds(&s, &mut q), vec!["wake".to_string(), format!("close{}", close_code::INTERNAL)]);
+    }
+
+    #[test]
+    fn a_rounds_end_keeps_what_its_reload_answered() {
+        let mut st = SessionState::new(Arc::from("before"), None, "e".into(), BTreeSet::new(), 0);
+        st.round_in_flight = true;
+        // A pass during the round woke the session; the reload's answer is kept at END.
+        st.adopt(Arc::from("woken in the round"), Some((9, Arc::from("resumed"))));
+        st.round_end = Some((Arc::from("from the floor"), None, "e2".into()));
+        st.finish_round();
+        assert_eq!((&*st.state, st.resume.is_none(), st.log_epoch.as_str(), st.round_in_flight), ("from the floor", true, "e2", false));
+        assert_eq!(st.generation, 1, "a pass computed before END is not delivered");
+        // Without an answer the state stays.
+        st.round_in_flight = true;
+        st.finish_round();
+        assert_eq!((&*st.state, st.generation), ("from the floor", 1));
     }
 
     #[test]
