@@ -64,11 +64,11 @@ export const realtimeReload = (pool: Pool, partition: string, actor: string, cli
   reason: string, wire?: number) => answer<Reloaded>(pool,
   'syncular.realtime_reload($1::text, $2::text, $3::text, $4::jsonb, $5::text::jsonb, $6::text, $7::integer)',
   [partition, actor, clientId, json(scopes), state, reason, wire ?? null]);
-export const realtimePass = (pool: Pool, partition: string, states: string, maxDeltaBytes: number, through: number): Promise<PassRow[]> =>
+export const realtimePass = (pool: Pool, partition: string, states: string, inRound: boolean[], maxDeltaBytes: number, through: number): Promise<PassRow[]> =>
   rows(pool, `SELECT state_index AS index, state::text AS state, message, control, ${resume('resume')} AS resume,
       CASE WHEN overflow IS NOT NULL THEN jsonb_build_object('state', (overflow->'state')::text, 'control', overflow->'control',
         'resume', ${resume("overflow->'resume'")}) END AS overflow
-    FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint)`, [partition, states, maxDeltaBytes, through]);
+    FROM syncular.realtime_pass($1::text, $2::text::jsonb, $3::integer, $4::bigint, $5::boolean[])`, [partition, states, maxDeltaBytes, through, inRound]);
 export const realtimeAck = async (pool: Pool, partition: string, acks: object[]): Promise<number> =>
   (await rows(pool, 'SELECT syncular.realtime_ack($1::text, $2::jsonb) AS n', [partition, JSON.stringify(acks)]))[0].n;
 export const errorResponse = async (pool: Pool, partition: string, wire: number, error: object): Promise<Buffer> =>

@@ -24,8 +24,9 @@ export interface HubOptions {
 type Reason = 'connect' | 'round-end' | 'host';
 class Session {
   state = ''; resume: db.Resume = null; logEpoch = ''; scopeKeys = new Set<string>(); acked = -1; // what the rules answered last
-  streaming = false; // a round's response is in flight: no 0x00, no second round (§8.7)
-  busy = 0; // a round, or the connect reload, not finished: the session sits out passes meanwhile
+  streaming = false; inRound = false; // a round is in flight until its END: wake-ups, no 0x00, no second round (§8.7)
+  roundEnd: { state: string; resume: db.Resume; logEpoch: string } | null = null; // the round-end reload's answer, kept at END
+  busy = 0; // the connect reload not finished: the session sits out passes meanwhile
   generation = 0; refreshIssued = 0; refreshApplied = 0; // bumped by rounds, reloads, scopes notifications; reload tickets
   joined = false; closing = false; gone = false; timers: NodeJS.Timeout[] = [];
   rate = new Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>(); // presence rate cap per scope key
@@ -236,10 +237,12 @@ export class Hub {
     }
   }
   /** A §8.7 round: the POST /sync code with the connection's clientId; failures via error_response;
-   *  ≤ 64 KiB 0x01 chunks ending at END; then realtime_reload(…, 'round-end', wire) and a pass. */
+   *  ≤ 64 KiB 0x01 chunks ending at END. realtime_reload(…, 'round-end', wire) runs while they stream
+   *  (its scope keys before END, its state kept at END); then a pass: commits made during the round
+   *  (woken for meanwhile) arrive as deltas. */
   private async round(s: Session, request: Buffer) {
     const wire = request.readUInt16LE(4);
-    s.streaming = true; s.busy++; s.generation++; this.rounds++;
+    s.streaming = s.inRound = true; s.roundEnd = null; s.generation++; this.rounds++;
     try {
       let response: Buffer, outcome = 'ok';
       try {
@@ -254,18 +257,22 @@ export class Hub {
       }
       this.metrics.inc('rounds_total', { binding: 'socket', outcome });
       const chunks = roundChunks(response);
+      const reloaded = this.reload(s, 'round-end', wire);
       for (let i = 0; i < chunks.length; i++) {
         // Backpressure: wait for the socket to drain; a socket that does not is dropped.
         for (const until = now() + this.o.writeTimeoutSecs * 1000; s.ws.bufferedAmount > 1 << 20 && !s.closing; await sleep(10))
           if (now() > until) return s.ws.terminate();
         if (s.closing) return;
-        s.streaming = i < chunks.length - 1;
+        if (i === chunks.length - 1) {
+          await reloaded;
+          const end = s.roundEnd as Session['roundEnd']; // set by the reload meanwhile
+          if (end) Object.assign(s, { state: end.state, resume: end.resume, logEpoch: end.logEpoch, roundEnd: null, generation: s.generation + 1 });
+          s.streaming = s.inRound = false;
+        }
         s.ws.send(Buffer.concat([Buffer.of(TAG_ROUND), chunks[i]]));
       }
-      await this.reload(s, 'round-end', wire);
     } finally {
-      s.streaming = false; s.busy--; this.rounds--;
-      // Commits made during the round are served now, from where the round's pull left the state.
+      s.streaming = s.inRound = false; this.rounds--;
       const p = this.partitions.get(s.partition);
       if (p && !s.busy && s.joined) this.schedule(p, ['pass']);
     }
@@ -285,7 +292,9 @@ export class Hub {
     s.refreshApplied = ticket;
     if (!a) return reason === 'round-end' ? count('kept') : fail('registration reload failed (fail-closed)');
     count(a.emptied ? 'emptied' : 'applied');
-    if (a.changed) Object.assign(s, { state: a.state, resume: a.resume, logEpoch: a.logEpoch, generation: s.generation + 1 });
+    // A round's answer is kept at its END, changed or not (passes may have woken the session since).
+    if (reason === 'round-end' && s.inRound) s.roundEnd = { state: a.state, resume: a.resume, logEpoch: a.logEpoch };
+    else if (a.changed) Object.assign(s, { state: a.state, resume: a.resume, logEpoch: a.logEpoch, generation: s.generation + 1 });
     a.send.forEach(text => this.wake(s, text));
     const old = s.scopeKeys;
     s.scopeKeys = new Set(a.scopeKeys);
@@ -326,17 +335,22 @@ export class Hub {
       for (const l of await Promise.all(sessions.slice(i, i + 8).map(s => this.reload(s, 'host')))) if (l !== undefined) latest.push(l);
     return latest.length ? Math.min(...latest) : undefined;
   }
-  /** One realtime_pass call with the distinct states of the partition's sessions (those in a round
-   *  sit out), capped at `through`; each session of a row keeps its state and gets its messages. */
+  /** One realtime_pass call with the distinct states of the partition's sessions (flagged in_round for
+   *  a round in flight: wake-ups only), capped at `through`; each session of a row keeps its state and
+   *  gets its messages. */
   private async pass(p: Partition, through: number) {
     const groups = new Map<string, { s: Session; gen: number }[]>();
-    for (const s of p.sessions.values())
-      if (!s.closing && !s.busy) (groups.get(s.state) ?? groups.set(s.state, []).get(s.state)!).push({ s, gen: s.generation });
+    for (const s of p.sessions.values()) {
+      const key = (s.inRound ? 'r' : 'n') + s.state;
+      if (!s.closing && !s.busy) (groups.get(key) ?? groups.set(key, []).get(key)!).push({ s, gen: s.generation });
+    }
     if (!groups.size) return;
-    const states = [...groups.keys()], members = [...groups.values()], started = now();
+    const keys = [...groups.keys()], states = keys.map(k => k.slice(1)), members = [...groups.values()], started = now();
     this.metrics.inc('delta_calls_total');
     let rows: db.PassRow[];
-    try { rows = await db.realtimePass(this.pool, p.name, `[${states.join(',')}]`, this.o.maxDeltaBytes, through); } catch (raw) {
+    try {
+      rows = await db.realtimePass(this.pool, p.name, `[${states.join(',')}]`, keys.map(k => k[0] === 'r'), this.o.maxDeltaBytes, through);
+    } catch (raw) {
       const e = fromPg(raw);
       this.metrics.inc('errors_total', { code: e.code });
       this.log('error', 'realtime_pass failed', { code: e.code });
@@ -351,7 +365,7 @@ export class Hub {
     for (const row of rows) {
       for (const { s, gen } of members[row.index] ?? []) {
         // An ack, a reload or a round changed the session while the call ran: the next pass recomputes.
-        if (s.state !== states[row.index] || s.generation !== gen || s.busy) { rerun = true; continue; }
+        if (s.state !== states[row.index] || s.generation !== gen || s.busy || s.inRound !== (keys[row.index][0] === 'r')) { rerun = true; continue; }
         Object.assign(s, { state: row.state, resume: row.resume });
         if (row.message && !s.closing && !s.streaming && s.ws.bufferedAmount + row.message.length <= this.deltaBudget) {
           s.ws.send(row.message); // one buffer for the whole row
