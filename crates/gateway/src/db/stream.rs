@@ -56,12 +56,13 @@ fn whole_sql(with_client: bool) -> &'static str {
 }
 
 /// The whole round — push and pull — in ONE transaction when its response fits in `limit`
-/// bytes: `SELECT syncular.sync_stream(…)` (durable COMMIT), its rows read and kept until the
-/// last; `Some(response)` is returned only after the COMMIT succeeded (persist before
-/// acknowledging). A response that outgrows `limit` is given up before its end: the query is
-/// cancelled and the transaction rolled back (nothing of it persists, the connection is
-/// discarded) and `None` is returned — the caller then runs the round in two transactions,
-/// the pull streamed. Transient failures retry the whole transaction.
+/// bytes: `BEGIN; SELECT syncular.sync_stream(…); COMMIT` pipelined (durable COMMIT), its rows
+/// read and kept until the last; `Some(response)` is returned only after the COMMIT succeeded
+/// (persist before acknowledging). A response that outgrows `limit` is given up before its
+/// end: the query is cancelled so the transaction rolls back (the connection is discarded) and
+/// `None` is returned — the caller then runs the round in two transactions, the pull streamed
+/// (a push that committed anyway is replayed by its idempotency key). Transient failures retry
+/// the whole transaction.
 ///
 /// Errors: the §10.1 error of the call or of the COMMIT.
 pub async fn whole_round(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Result<Option<Vec<u8>>, ApiError> {
@@ -76,39 +77,70 @@ async fn whole_round_once(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Re
     if let Some(cid) = &args.connection_client_id {
         params.push(cid);
     }
-    // BEGIN and the query are pipelined (join polls in argument order).
+    // BEGIN, the query and COMMIT are pipelined (join polls in argument order; the COMMIT is
+    // sent by its first poll, right after the query started): one round trip for a small
+    // round. The COMMIT runs once the query's last row is produced; its answer is read only
+    // after the rows, and nothing is answered before it.
     let (begin, rows) =
         join(client.batch_execute("BEGIN"), client.query_raw(&statement, params.iter().map(|p| *p as &dyn ToSql))).await;
-    let rows = match (begin, rows) {
+    let mut commit = Box::pin(client.batch_execute("COMMIT"));
+    let mut committed = None;
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(r) = std::future::Future::poll(commit.as_mut(), cx) {
+            committed = Some(r);
+        }
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let mut rows = match (begin, rows) {
         (Ok(()), Ok(rows)) => Box::pin(rows),
+        // The transaction failed: the queued COMMIT only rolls it back.
         (Err(e), _) | (_, Err(e)) => {
-            let _ = client.batch_execute("ROLLBACK").await;
+            if committed.is_none() {
+                let _ = commit.as_mut().await;
+            }
             return Err(pg(e));
         }
     };
-    let mut stream = PullStream { client, rows };
     let mut whole = Vec::new();
-    loop {
-        match stream.rows.next().await {
-            Some(Ok(row)) => match row.try_get::<_, Vec<u8>>(0) {
-                Ok(chunk) if whole.len().saturating_add(chunk.len()) <= limit => whole.extend_from_slice(&chunk),
-                Ok(_) => {
-                    stream.abandon().await;
-                    return Ok(None);
-                }
-                Err(e) => {
-                    stream.abandon().await;
-                    return Err(pg(e));
-                }
-            },
-            Some(Err(e)) => {
-                let _ = stream.client.batch_execute("ROLLBACK").await;
-                return Err(pg(e));
+    let mut failed = None;
+    let mut over = false;
+    while let Some(row) = rows.next().await {
+        match row.and_then(|r| r.try_get::<_, Vec<u8>>(0)) {
+            Ok(chunk) if whole.len().saturating_add(chunk.len()) <= limit => whole.extend_from_slice(&chunk),
+            Ok(_) => {
+                over = true;
+                break;
             }
-            None => break,
+            Err(e) => {
+                failed = Some(pg(e));
+                break;
+            }
         }
     }
-    stream.client.batch_execute("COMMIT").await.map_err(pg)?;
+    if over {
+        // Too large to hold: cancel the query, so the queued COMMIT rolls back. Should the
+        // query have finished first and committed, the push is replayed by its idempotency
+        // key in the two-transaction round that follows. The connection is discarded (a
+        // cancel request may land later).
+        let _ = client.cancel_token().cancel_query(NoTls).await;
+        drop(rows);
+        if committed.is_none() {
+            let _ = commit.as_mut().await;
+        }
+        drop(commit);
+        drop(Object::take(client));
+        return Ok(None);
+    }
+    drop(rows);
+    let committed = match committed {
+        Some(r) => r,
+        None => commit.as_mut().await,
+    };
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    committed.map_err(pg)?;
     Ok(Some(whole))
 }
 
