@@ -14,6 +14,7 @@ use pgrx::JsonB;
 use crate::api::errors::OrRaise;
 use crate::api::sync::{required, required_text};
 use crate::engine::auth::caller::Caller;
+use crate::engine::error::{EngineError, HostCode};
 use crate::engine::realtime::session;
 
 /// `syncular.realtime_connect(partition text, actor_id text, client_id text, allowed_scopes
@@ -90,8 +91,8 @@ fn realtime_reload(
 /// `resume`), and is sent `message` (a binary message: the `0x00`-tagged delta) and/or
 /// `control` (a text message: a wake-up); `overflow` (with a message) = `{"state","control",
 /// "resume"}` to keep and send instead when the socket cannot take the message. Read-only.
-/// Errors: `syncular.invalid_argument` (22023: malformed states, `in_round` of another length,
-/// `max_delta_bytes` < 64, negative `through_seq`), `syncular.no_schema` (55000).
+/// Errors: `syncular.invalid_argument` (22023: malformed states, `in_round` of another length
+/// or with a NULL, `max_delta_bytes` < 64, negative `through_seq`), `syncular.no_schema` (55000).
 #[pg_extern(stable, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 #[allow(clippy::type_complexity)]
@@ -100,7 +101,7 @@ fn realtime_pass(
     states: Option<JsonB>,
     max_delta_bytes: default!(Option<i32>, 1048576),
     through_seq: default!(Option<i64>, "NULL"),
-    in_round: default!(Option<Vec<bool>>, "NULL"),
+    in_round: default!(Option<Vec<Option<bool>>>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -115,6 +116,9 @@ fn realtime_pass(
     let partition = required_text(partition, "partition");
     let states = required(states.as_ref(), "states");
     let max = *required(max_delta_bytes.as_ref(), "max_delta_bytes");
+    let in_round = in_round
+        .map(|flags| flags.into_iter().collect::<Option<Vec<bool>>>())
+        .map(|flags| flags.ok_or_else(|| EngineError::host(HostCode::InvalidArgument, "in_round must not contain NULL")).or_raise());
     let rows = session::pass(partition, &states.0, max, through_seq, in_round.as_deref()).or_raise();
     let json = |v: Option<serde_json::Value>| v.filter(|v| !v.is_null()).map(JsonB);
     TableIterator::new(rows.into_iter().map(move |d| {

@@ -124,7 +124,7 @@ mod tests {
         let s2 = a.push_ok(vec![task("t2", "w1", "two")]);
         // §8.7 interleaving: in flight, the session gets a wake-up, never a delta; the same
         // state outside a round gets the delta.
-        let rows = pass_in_round("rs-r", json!([state, state]), MIB, None, Some(vec![true, false])).unwrap();
+        let rows = pass_in_round("rs-r", json!([state, state]), MIB, None, Some(vec![Some(true), Some(false)])).unwrap();
         assert!(rows[0].message.is_none() && rows[0].overflow.is_none());
         assert_eq!(wake_of(rows[0].control.as_deref().unwrap()), (WakeReason::CatchupRequired, s2));
         assert_eq!((rows[0].state["cursor"].as_i64(), rows[0].state["suppressed"].as_bool()), (Some(s2), Some(true)));
@@ -147,9 +147,11 @@ mod tests {
         // A failed round-end reload is an error: the gateway keeps the previous state.
         let err = reload("rs-r", "bob", "cb", Some(json!("resolver_outage")), &ahead, "round-end", None).unwrap_err();
         assert!(err.message.starts_with("sync.auth_lease_required"), "{}", err.message);
-        // in_round must name every state.
-        let err = pass_in_round("rs-r", json!([ahead]), MIB, None, Some(vec![true, false])).unwrap_err();
+        // in_round must name every state, without NULLs.
+        let err = pass_in_round("rs-r", json!([ahead]), MIB, None, Some(vec![Some(true), Some(false)])).unwrap_err();
         assert!(err.message.contains("in_round"), "{}", err.message);
+        let err = pass_in_round("rs-r", json!([ahead]), MIB, None, Some(vec![None])).unwrap_err();
+        expect_error(Err::<(), _>(err), "22023", "syncular.invalid_argument", "in_round must not contain NULL");
     }
 
     #[pg_test]

@@ -172,7 +172,7 @@ pub fn pass_in_round(
     states: Value,
     max_bytes: i32,
     through_seq: Option<i64>,
-    in_round: Option<Vec<bool>>,
+    in_round: Option<Vec<Option<bool>>>,
 ) -> Result<Vec<PassRow>, SubtransactionError> {
     let partition = partition.to_owned();
     subtransaction::run(move || {
