@@ -180,8 +180,9 @@ impl Reason {
 ///
 /// Errors: `syncular.invalid_argument` (malformed state or reason, `wire_version` not 1–3);
 /// for `connect` and `round-end` the errors of [`open::open`] (the gateway keeps the
-/// previous state); for `host` none of its own (errors that abort the call: lost
-/// connection, cancel, transient SQLSTATEs of the resolver).
+/// previous state); for `host` only `syncular.invalid_argument` (a partition or an allowed map
+/// the gateway should never pass) and errors that abort the call (lost connection, cancel,
+/// transient SQLSTATEs of the resolver).
 pub fn reload(
     caller: &Caller<'_>,
     client_id: &str,
@@ -195,7 +196,8 @@ pub fn reload(
     let now_ms = clock::now_ms()?;
     let opened = match (open::open(caller, client_id), reason) {
         (Ok(session), _) => Some(session),
-        (Err(_), Reason::Host) => None,
+        // A bad argument is the gateway's bug: raised (the gateway then ends the session).
+        (Err(e), Reason::Host) if e.code_str() != HostCode::InvalidArgument.as_str() => None,
         (Err(e), _) => return Err(e),
     };
     let (next, latest, scope_keys, wake) = match &opened {

@@ -229,6 +229,12 @@ mod tests {
             let err = pass("rs-b", json!([bad]), MIB, None).unwrap_err();
             assert!(err.message.starts_with("syncular.invalid_argument"), "{}", err.message);
         }
+        // A bad argument raises even on a host reload (it is not a resolution failure).
+        let long = "p".repeat(5000);
+        let err = reload(&long, "bob", "cb", Some(all()), &state, "host", None).unwrap_err();
+        expect_error(Err::<(), _>(err), "22023", "syncular.invalid_argument", "partition");
+        let err = reload("rs-b", "bob", "cb", Some(json!(["not", "a", "map"])), &state, "host", None).unwrap_err();
+        assert!(err.message.starts_with("syncular.invalid_argument"), "{}", err.message);
         let err = reload("rs-b", "bob", "cb", Some(all()), &state, "later", None).unwrap_err();
         expect_error(Err::<(), _>(err), "22023", "syncular.invalid_argument", "reason");
         let err = reload("rs-b", "bob", "cb", Some(all()), &state, "round-end", Some(4)).unwrap_err();
