@@ -166,7 +166,7 @@ fn notification_key() -> Vec<u8> {
 /// `RESP_HEADER` (v2: the partition's `logEpoch`, `resetRequired = false`),
 /// `ERROR` built from the §10.1 object (`code`, `message`, `category`,
 /// `retryable`, `recommendedAction`, optional `details`), `END`. Read-only.
-/// Errors: `syncular.invalid_argument` (22023): wire version not 1/2, a
+/// Errors: `syncular.invalid_argument` (22023): wire version not 1–3, a
 /// malformed object.
 #[pg_extern(stable, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

@@ -42,7 +42,7 @@ function parse(args: string[]): Record<string, any> {
     if (value === undefined || kind === '-') continue;
     if (flag.startsWith('jwt-')) jwt.push(`--${flag}`);
     if (kind === 'n' && !/^\d+$/.test(value as string)) usage(2, `--${flag}: ${JSON.stringify(value)} is not a non-negative integer`);
-    out[flag.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())] = kind === 'n' ? Number(value) : value;
+    out[flag.replace(/-(\w)/g, (_, c: string) => c.toUpperCase()) + (kind === 'l' ? 's' : '')] = kind === 'n' ? Number(value) : value;
   }
   if (!out.databaseUrl) usage(2, 'the following required argument was not provided: --database-url');
   if (out.auth !== undefined && out.auth !== 'dev' && out.auth !== 'jwt') usage(2, `--auth: ${JSON.stringify(out.auth)} is not dev or jwt`);

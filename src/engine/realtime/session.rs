@@ -22,8 +22,9 @@
 //!   cannot take it (`catchup-required`).
 //!
 //! The gateway keeps: sockets, auth, the LISTEN connection and the order of notifications,
-//! the acks' batching (`syncular.realtime_ack`), rounds' framing (no state is passed while a
-//! session's round is in flight), presence.
+//! the acks' batching (`syncular.realtime_ack`, with the answers' `logEpoch`), rounds' framing
+//! (a session's state is passed flagged `in_round` while its round is in flight: wake-ups, no
+//! delta), presence.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
