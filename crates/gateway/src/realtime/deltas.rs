@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::hub::{Hub, RefreshMode};
-use super::session::Session;
+use super::session::{FanOut, Session};
 use crate::db::session::{self as session_rules, StateText};
 
 /// An event for a partition worker, processed in the order it was scheduled.
@@ -358,6 +358,7 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
         }
     };
     let mut rerun = false;
+    let fan_out = Arc::new(FanOut::default());
     for row in rows {
         let Some(group) = members.get(row.index) else { continue };
         if let Some(control) = &row.control {
@@ -372,7 +373,7 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
             }
             st.adopt(row.state.clone(), row.resume.clone());
             if let Some(message) = &row.message {
-                m.session.send_message(&mut st, message, row.overflow.as_ref());
+                m.session.send_message(&mut st, message, row.overflow.as_ref(), Some(&fan_out));
             }
             if let Some(control) = &row.control {
                 m.session.send_text(control.clone());
@@ -382,7 +383,13 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     if rerun {
         p.schedule(Work::Pass);
     }
+    // The next pass waits for this one's deltas to reach the sockets (bounded): commits that
+    // land meanwhile coalesce into one delta per session instead of one each.
+    fan_out.drained(FAN_OUT_WAIT).await;
 }
+
+/// The longest a pass waits for its deltas to be written before the next pass may start.
+const FAN_OUT_WAIT: Duration = Duration::from_millis(50);
 
 #[cfg(test)]
 mod tests {

@@ -148,14 +148,50 @@ pub struct PresenceRate {
     pub timer_armed: bool,
 }
 
+/// The deltas one pass queued that are not written (or dropped) yet: the partition worker waits
+/// for them before its next pass, so passes follow the sockets' pace — commits that land
+/// meanwhile coalesce into the next pass instead of one delta per commit per session.
+#[derive(Debug, Default)]
+pub struct FanOut {
+    remaining: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+impl FanOut {
+    /// Counts one more queued delta; the returned guard counts it out when dropped.
+    pub fn track(self: &Arc<Self>) -> Pending {
+        self.remaining.fetch_add(1, Ordering::SeqCst);
+        Pending(self.clone())
+    }
+
+    /// Waits until every tracked delta was written or dropped, at most `limit`.
+    pub async fn drained(&self, limit: Duration) {
+        if self.remaining.load(Ordering::SeqCst) > 0 {
+            let _ = tokio::time::timeout(limit, self.done.notified()).await;
+        }
+    }
+}
+
+/// One queued delta of a [`FanOut`] (counted out on drop: written, refused or discarded).
+#[derive(Debug)]
+pub struct Pending(Arc<FanOut>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.0.remaining.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.done.notify_one();
+        }
+    }
+}
+
 /// A message for the writer's control queue.
 #[derive(Debug)]
 pub enum Outbound {
     /// A JSON control message (text frame).
     Text(String),
-    /// A `0x00`-tagged delta (checked against a round in flight when written) and what to do
-    /// when it cannot be sent.
-    Delta(Bytes, Option<Arc<Overflow>>),
+    /// A `0x00`-tagged delta (checked against a round in flight when written), what to do
+    /// when it cannot be sent, and its place in its pass's [`FanOut`].
+    Delta(Bytes, Option<Arc<Overflow>>, Option<Pending>),
 }
 
 /// One chunk of a round response; `last` ends the round (cleared in-flight right before the
@@ -292,7 +328,7 @@ impl Session {
     /// row) — or, when the queue has no room for it or a round is in flight, follows the row's
     /// overflow rule instead: keeps its state and sends its wake-up (caller holds the state
     /// lock).
-    pub fn send_message(&self, st: &mut SessionState, message: &Bytes, overflow: Option<&Arc<Overflow>>) {
+    pub fn send_message(&self, st: &mut SessionState, message: &Bytes, overflow: Option<&Arc<Overflow>>, fan_out: Option<&Arc<FanOut>>) {
         let len = message.len();
         let room = self.ctrl.capacity() > self.ctrl_capacity / 4
             && self.queued_delta_bytes.load(Ordering::Relaxed) + len <= self.delta_budget;
@@ -301,10 +337,10 @@ impl Session {
             return;
         }
         self.queued_delta_bytes.fetch_add(len, Ordering::Relaxed);
-        if let Err(e) = self.ctrl.try_send(Outbound::Delta(message.clone(), overflow.cloned())) {
+        if let Err(e) = self.ctrl.try_send(Outbound::Delta(message.clone(), overflow.cloned(), fan_out.map(FanOut::track))) {
             self.queued_delta_bytes.fetch_sub(len, Ordering::Relaxed);
             let overflow = match e {
-                mpsc::error::TrySendError::Full(Outbound::Delta(_, o)) | mpsc::error::TrySendError::Closed(Outbound::Delta(_, o)) => o,
+                mpsc::error::TrySendError::Full(Outbound::Delta(_, o, _)) | mpsc::error::TrySendError::Closed(Outbound::Delta(_, o, _)) => o,
                 _ => None,
             };
             self.overflow(st, overflow.as_ref());
@@ -397,16 +433,26 @@ pub async fn run_writer(
             }
             Some(out) = queues.ctrl.recv() => match out {
                 Outbound::Text(t) => Message::Text(t.into()),
-                Outbound::Delta(bytes, overflow) => {
+                Outbound::Delta(bytes, overflow, pending) => {
                     session.queued_delta_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
-                    let mut st = session.state();
-                    if st.round_in_flight {
-                        // §8.7: no 0x00 while a response streams — the overflow rule instead.
-                        session.overflow(&mut st, overflow.as_ref());
+                    let in_round = {
+                        let mut st = session.state();
+                        if st.round_in_flight {
+                            // §8.7: no 0x00 while a response streams — the overflow rule instead.
+                            session.overflow(&mut st, overflow.as_ref());
+                        }
+                        st.round_in_flight
+                    };
+                    if in_round {
                         continue;
                     }
                     session.metrics.deltas_sent.inc();
-                    Message::Binary(bytes)
+                    let sent = write(&session, &mut sink, Message::Binary(bytes)).await;
+                    drop(pending);
+                    if !sent {
+                        break;
+                    }
+                    continue;
                 }
             },
             Some(chunk) = queues.round.recv() => {
@@ -507,7 +553,7 @@ mod tests {
             out.push(match m {
                 Outbound::Text(t) if t.contains("catchup-required") => "wake".into(),
                 Outbound::Text(_) => "text".into(),
-                Outbound::Delta(b, _) => format!("delta{}", b.len()),
+                Outbound::Delta(b, _, _) => format!("delta{}", b.len()),
             });
         }
         if let Some((code, _)) = s.take_close() {
@@ -521,7 +567,7 @@ mod tests {
         let (s, mut q) = session(8, 1 << 20);
         for _ in 0..7 {
             let mut st = s.state();
-            s.send_message(&mut st, &Bytes::from(vec![7; 11]), Some(&overflow()));
+            s.send_message(&mut st, &Bytes::from(vec![7; 11]), Some(&overflow()), None);
         }
         // Deltas stop while a quarter of the queue is still free: the rest follows the overflow
         // rule (its wake-up, its state).
@@ -549,8 +595,8 @@ mod tests {
     fn queued_delta_bytes_are_bounded() {
         let (s, mut q) = session(64, 100);
         let mut st = s.state();
-        s.send_message(&mut st, &Bytes::from(vec![1; 61]), Some(&overflow()));
-        s.send_message(&mut st, &Bytes::from(vec![1; 61]), Some(&overflow()));
+        s.send_message(&mut st, &Bytes::from(vec![1; 61]), Some(&overflow()), None);
+        s.send_message(&mut st, &Bytes::from(vec![1; 61]), Some(&overflow()), None);
         drop(st);
         assert_eq!(kinds(&s, &mut q), vec!["delta61".to_string(), "wake".to_string()]);
     }
@@ -560,10 +606,10 @@ mod tests {
         let (s, mut q) = session(64, 1 << 20);
         let mut st = s.state();
         st.round_in_flight = true;
-        s.send_message(&mut st, &Bytes::from(vec![1; 11]), Some(&overflow()));
+        s.send_message(&mut st, &Bytes::from(vec![1; 11]), Some(&overflow()), None);
         assert_eq!(&*st.state, "woken");
         assert_eq!(st.resume.as_ref().map(|r| r.0), Some(5));
-        s.send_message(&mut st, &Bytes::from(vec![1; 11]), None);
+        s.send_message(&mut st, &Bytes::from(vec![1; 11]), None, None);
         drop(st);
         assert_eq!(kinds(&s, &mut q), vec!["wake".to_string(), format!("close{}", close_code::INTERNAL)]);
     }
