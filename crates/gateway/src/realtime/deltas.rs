@@ -10,7 +10,8 @@
 //! commit made after a membership change is never served under the registrations that change
 //! revokes (fail-closed). After a LISTEN reconnect (notifications were lost) every session is
 //! refreshed first and the pass is capped at the smallest `latestCursor` those refreshes read
-//! (before resolving scopes).
+//! (before resolving scopes). A pass returns once its deltas reached the sockets (at most
+//! 50 ms), so the commits notified meanwhile coalesce into the next one.
 //!
 //! What each session gets and keeps is the rules' answer; a session whose state changed while
 //! the call ran (a reload, an ack that resumed it, a round begun) is not served it: it is
