@@ -38,6 +38,18 @@ pub struct RoundArgs<'a> {
     pub connection_client_id: Option<&'a str>,
 }
 
+impl RoundArgs<'_> {
+    /// The bound parameters of every round function: `(partition, actor_id, request,
+    /// allowed_scopes[, connection_client_id])` — the last only for a socket round.
+    pub fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&self.partition, &self.actor_id, &self.request, &self.allowed_scopes];
+        if let Some(cid) = &self.connection_client_id {
+            params.push(cid);
+        }
+        params
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Half {
     Push,
@@ -162,10 +174,7 @@ async fn call_in_tx(pool: &Pool, half: Half, args: &RoundArgs<'_>) -> Result<Vec
     let client = checkout(pool).await?;
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
     let statement = client.prepare_cached(half.sql(args.connection_client_id.is_some())).await.map_err(pg)?;
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&args.partition, &args.actor_id, &args.request, &args.allowed_scopes];
-    if let Some(cid) = &args.connection_client_id {
-        params.push(cid);
-    }
+    let params = args.params();
     // join3 polls in argument order, and each future queues its message on its first poll.
     let begin_sql = match half {
         Half::Pull => "BEGIN; SET LOCAL synchronous_commit TO off",

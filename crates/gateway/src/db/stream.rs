@@ -73,10 +73,7 @@ async fn whole_round_once(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Re
     let client = checkout(pool).await?;
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
     let statement = client.prepare_cached(whole_sql(args.connection_client_id.is_some())).await.map_err(pg)?;
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&args.partition, &args.actor_id, &args.request, &args.allowed_scopes];
-    if let Some(cid) = &args.connection_client_id {
-        params.push(cid);
-    }
+    let params = args.params();
     // BEGIN, the query and COMMIT are pipelined (join polls in argument order; the COMMIT is
     // sent by its first poll, right after the query started): one round trip for a small
     // round. The COMMIT runs once the query's last row is produced; its answer is read only
@@ -155,10 +152,7 @@ async fn open_once(pool: &Pool, args: &RoundArgs<'_>) -> Result<(PullStream, Vec
     let client = checkout(pool).await?;
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
     let statement = client.prepare_cached(sql(args.connection_client_id.is_some())).await.map_err(pg)?;
-    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&args.partition, &args.actor_id, &args.request, &args.allowed_scopes];
-    if let Some(cid) = &args.connection_client_id {
-        params.push(cid);
-    }
+    let params = args.params();
     // BEGIN and the query are pipelined (join polls in argument order).
     let (begin, rows) = join(
         client.batch_execute("BEGIN; SET LOCAL synchronous_commit TO off"),

@@ -96,7 +96,6 @@ pub struct Partition {
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
     queue: Mutex<VecDeque<Work>>,
     signal: Notify,
-    known_max: AtomicI64,
     through: AtomicI64,
     stopped: AtomicBool,
     /// Sessions reserved but not yet joined (being opened): the partition stays while > 0.
@@ -123,7 +122,6 @@ impl Partition {
             sessions: Mutex::new(HashMap::new()),
             queue: Mutex::new(VecDeque::new()),
             signal: Notify::new(),
-            known_max: AtomicI64::new(0),
             through: AtomicI64::new(0),
             stopped: AtomicBool::new(false),
             joining: AtomicUsize::new(0),
@@ -172,16 +170,10 @@ impl Partition {
         }
     }
 
-    /// Highest commitSeq seen (notifications, deltas calls, refreshes): the cursor of
-    /// wake-ups (§8.3 "server latest").
-    pub fn known_max(&self) -> i64 {
-        self.known_max.load(Ordering::SeqCst)
-    }
-
     /// Records the `logEpoch` an open or reload read with that read's `latestCursor`. A
     /// different epoch than the one recorded is a new timeline (SPEC §2.1: an epoch rotation
     /// after a restore, a dropped and recreated partition): its log may end below what this
-    /// gateway saw on the old one, so the known max and the pass cap restart at `latest`
+    /// gateway saw on the old one, so the pass cap restarts at `latest`
     /// (otherwise the new timeline's commits up to the old max would never be served).
     /// Returns whether the timeline restarted.
     pub fn restart_timeline(&self, epoch: &str, latest: i64) -> bool {
@@ -193,7 +185,6 @@ impl Partition {
         t.0 = epoch.to_owned();
         if restarted {
             t.1 += 1;
-            self.known_max.store(latest, Ordering::SeqCst);
             self.through.store(latest, Ordering::SeqCst);
         }
         restarted
@@ -204,11 +195,6 @@ impl Partition {
         self.timeline.lock().unwrap_or_else(|p| p.into_inner()).1
     }
 
-    /// Raises the known max.
-    pub fn observe(&self, seq: i64) {
-        self.known_max.fetch_max(seq, Ordering::SeqCst);
-    }
-
     /// The cap the worker's passes have reached (highest commitSeq processed in order).
     pub fn through(&self) -> i64 {
         self.through.load(Ordering::SeqCst)
@@ -216,9 +202,6 @@ impl Partition {
 
     /// Queues work and wakes the worker.
     pub fn schedule(&self, work: Work) {
-        if let Work::Commit(seq) = work {
-            self.observe(seq);
-        }
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(work);
         self.signal.notify_one();
     }

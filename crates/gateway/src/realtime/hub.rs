@@ -345,7 +345,6 @@ impl Hub {
         let partition = self.partition(&session.partition);
         if let (Ok(a), Some(p)) = (&result, &partition) {
             p.restart_timeline(&a.answer.log_epoch, a.answer.latest_cursor);
-            p.observe(a.answer.latest_cursor);
         }
         let reconcile = {
             let mut st = session.state();
@@ -371,10 +370,7 @@ impl Hub {
                             }
                             _ => {}
                         }
-                        for text in a.answer.send {
-                            self.metrics.wake(super::session::wake_reason(&text));
-                            session.send_text(text);
-                        }
+                        session.send_wakes(a.answer.send);
                         st.scope_keys = a.answer.scope_keys.into_iter().collect();
                         true
                     }

@@ -324,6 +324,14 @@ impl Session {
         }
     }
 
+    /// Queues the wake-ups a reload answered (`send`), counted by reason.
+    pub fn send_wakes(&self, texts: Vec<String>) {
+        for text in texts {
+            self.metrics.wake(wake_reason(&text));
+            self.send_text(text);
+        }
+    }
+
     /// Queues a binary message of a pass (a `0x00`-tagged delta shared by the sessions of its
     /// row) — or, when the queue has no room for it or a round is in flight, follows the row's
     /// overflow rule instead: keeps its state and sends its wake-up (caller holds the state

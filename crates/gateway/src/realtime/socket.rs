@@ -112,10 +112,7 @@ async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, mut slot:
                         st.adopt(a.state, a.resume);
                         st.log_epoch = a.answer.log_epoch;
                         st.scope_keys = a.answer.scope_keys.into_iter().collect();
-                        for text in a.answer.send {
-                            hub.metrics.wake(super::session::wake_reason(&text));
-                            session.send_text(text);
-                        }
+                        session.send_wakes(a.answer.send);
                     }
                     Err(e) => {
                         tracing::warn!(session = session.id, code = e.code_str(), "registration reload at connect failed");
