@@ -253,6 +253,56 @@ CREATE TABLE sync_segment_url_keys(
   key_id BIGINT PRIMARY KEY, key BYTEA NOT NULL, created_at_ms BIGINT NOT NULL
 );
 
+-- The object-store tier (issue 28; docs/src/operate/object-store.md): segment and blob bytes in an
+-- S3-compatible bucket, handed to clients as presigned URLs minted here (SigV4, pure computation).
+-- Postgres stays the source of truth for what exists and who may read it; the network I/O is done
+-- by a mover process (syncular-gateway --object-store-…), which reports through
+-- syncular.object_store_* functions. `sync_object_store` is its one configuration row (no secret:
+-- the mover hands over per-day derived SigV4 signing keys, `sync_object_store_keys`, readable by
+-- the extension owner only); `healthy_until_ms` is the mover's heartbeat — past it, nothing is
+-- presigned and every byte is served from Postgres again. `partition_salt` keys the partition's
+-- token in blob object keys (clients never learn a partition id).
+CREATE TABLE sync_object_store(
+  id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
+  endpoint TEXT NOT NULL, bucket TEXT NOT NULL, region TEXT NOT NULL, key_prefix TEXT NOT NULL,
+  access_key_id TEXT NOT NULL, url_ttl_s INTEGER NOT NULL, partition_salt BYTEA NOT NULL,
+  healthy_until_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL
+);
+CREATE TABLE sync_object_store_keys(
+  day TEXT PRIMARY KEY, access_key_id TEXT NOT NULL, signing_key BYTEA NOT NULL,
+  created_at_ms BIGINT NOT NULL
+);
+-- A segment's bytes stored at `{prefix}seg/sha256/{hex}` (content-addressed, so one object serves
+-- every partition that stores the same bytes): present = the mover PUT exactly these bytes and saw
+-- `etag`; `checked_at_ms` = its last HEAD. Deleted when the object is, or found missing/changed.
+CREATE TABLE sync_segment_objects(
+  segment_id TEXT PRIMARY KEY, byte_length BIGINT NOT NULL, etag TEXT NOT NULL,
+  stored_at_ms BIGINT NOT NULL, checked_at_ms BIGINT NOT NULL
+);
+CREATE INDEX sync_segment_objects_by_check ON sync_segment_objects(checked_at_ms);
+CREATE INDEX sync_segments_by_segment ON sync_segments(segment_id);
+-- A blob's bytes at `{prefix}blob/{partition token}/sha256/{hex}`: copied from Postgres by the
+-- mover (`in_postgres`), or uploaded by the client with a presigned PUT and verified by the mover
+-- (length and SHA-256) before its `sync_blobs` row was written (`in_postgres` false: the bucket
+-- holds the only copy).
+CREATE TABLE sync_blob_objects(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL, byte_length BIGINT NOT NULL, etag TEXT NOT NULL,
+  in_postgres BOOLEAN NOT NULL, stored_at_ms BIGINT NOT NULL, checked_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, blob_id)
+);
+CREATE INDEX sync_blob_objects_by_check ON sync_blob_objects(checked_at_ms);
+-- Presigned uploads granted and not yet verified (§5.9.3): a push referencing one waits
+-- (syncular.blob_pending, retryable) instead of failing with blob.not_found; the mover HEADs and
+-- hashes the object (`next_check_at_ms`) and turns it into a blob, or drops the grant once
+-- `expires_at_ms` + the grace passed with no (valid) object.
+CREATE TABLE sync_blob_grants(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL, byte_length BIGINT NOT NULL,
+  granted_at_ms BIGINT NOT NULL, expires_at_ms BIGINT NOT NULL, next_check_at_ms BIGINT NOT NULL,
+  checks INTEGER NOT NULL,
+  PRIMARY KEY(partition, blob_id)
+);
+CREATE INDEX sync_blob_grants_by_check ON sync_blob_grants(next_check_at_ms);
+
 -- ROUND_FAILURE reports (wire version 3, §1.5): a client names the code of its
 -- last round that failed where the server could not see it (a transport
 -- error, a decode failure) on its next request. Per client and code: how
@@ -289,3 +339,6 @@ SELECT pg_catalog.pg_extension_config_dump('sync_auth_leases', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_lease_key', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_blobs', '');
 SELECT pg_catalog.pg_extension_config_dump('sync_blob_chunks', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_object_store', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_blob_objects', '');
+SELECT pg_catalog.pg_extension_config_dump('sync_blob_grants', '');

@@ -70,6 +70,8 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
         }
         HostCode::WriteRefused => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
         HostCode::InvalidRow => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+        HostCode::BlobPending => PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+        HostCode::ObjectStoreUnavailable => PgSqlErrorCode::ERRCODE_CANNOT_CONNECT_NOW,
         HostCode::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     }
 }

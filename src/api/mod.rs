@@ -17,6 +17,7 @@ pub mod blobs;
 pub mod segment_sweep;
 pub mod segment_urls;
 pub mod segments;
+pub mod objects;
 pub mod reactions;
 pub mod round_failures;
 pub mod transaction_events;

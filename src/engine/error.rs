@@ -76,6 +76,14 @@ pub enum HostCode {
     /// way round).
     /// SQLSTATE 55000.
     CitusWorker,
+    /// A push references a blob whose presigned upload (§5.9.3) was granted and is not verified
+    /// yet (the mover checks it within ~100 ms of the upload): retry the request shortly; it is
+    /// `blob.not_found` once the grant lapsed unverified. SQLSTATE 55006 (`object_in_use`).
+    BlobPending,
+    /// A blob held only by the object store while the store (or its mover) is unhealthy: no
+    /// presigned URL can be minted and Postgres holds no copy. Retry later. SQLSTATE 57P03
+    /// (`cannot_connect_now`).
+    ObjectStoreUnavailable,
     /// An invariant of the extension's own storage broke (a bug or a
     /// hand-edited catalog). SQLSTATE XX000 (`internal_error`).
     Internal,
@@ -100,6 +108,8 @@ impl HostCode {
             HostCode::InvalidRow => "syncular.invalid_row",
             HostCode::CitusMissing => "syncular.citus_missing",
             HostCode::CitusWorker => "syncular.citus_worker",
+            HostCode::BlobPending => "syncular.blob_pending",
+            HostCode::ObjectStoreUnavailable => "syncular.object_store_unavailable",
             HostCode::Internal => "syncular.internal",
         }
     }
@@ -120,7 +130,9 @@ impl HostCode {
             | HostCode::InvalidRow => {
                 (Category::InvalidRequest, false, RecommendedAction::FixRequest)
             }
-            HostCode::NoSchema => (Category::Internal, true, RecommendedAction::RetryLater),
+            HostCode::NoSchema | HostCode::BlobPending | HostCode::ObjectStoreUnavailable => {
+                (Category::Internal, true, RecommendedAction::RetryLater)
+            }
             HostCode::InvalidResolver
             | HostCode::ResolverMalformed
             | HostCode::InvalidValidator

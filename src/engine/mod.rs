@@ -26,3 +26,4 @@ pub mod lifecycle;
 pub mod distribution;
 pub mod blobs;
 pub mod segments;
+pub mod objects;

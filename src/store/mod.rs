@@ -50,4 +50,5 @@ pub mod citus;
 pub mod direct;
 pub mod blobs;
 pub mod segments;
+pub mod objects;
 pub mod reactions;

@@ -252,6 +252,10 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub presence_heartbeat_secs: u64,
 
+    /// The object-store tier (`--object-store-*`; docs/src/operate/object-store.md).
+    #[command(flatten)]
+    pub object_store: crate::objects::args::ObjectStoreArgs,
+
     /// This gateway's id in the presence relay and in its Postgres `application_name`s
     /// (default: a random UUID).
     #[arg(long, env = "SYNCULAR_GATEWAY_ID")]

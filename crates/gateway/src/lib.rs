@@ -13,6 +13,7 @@ pub mod framing;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod objects;
 pub mod realtime;
 pub mod shutdown;
 
@@ -101,6 +102,7 @@ pub async fn run(config: Config) -> Result<(), String> {
         tokio::spawn(async move { hub.acks.run(hub.pool.clone(), hub.metrics.clone(), interval, stop).await });
     }
     realtime::relay::Relay::start(&hub, Duration::from_secs(config.presence_heartbeat_secs), background.clone());
+    let mover = objects::mover::start(pool.clone(), &config.object_store, background.clone())?;
 
     // No socket before the first LISTEN: a session joined earlier could miss a host refresh
     // (and the notification key that verifies payloads comes with that connection). With
@@ -146,6 +148,10 @@ pub async fn run(config: Config) -> Result<(), String> {
     tokio::join!(server, sessions_closed);
     shutdown::finish(&hub).await;
     background.cancel();
+    if let Some(mover) = mover {
+        // Its last act: the heartbeat to 0 (stop presigning).
+        let _ = tokio::time::timeout(Duration::from_secs(5), mover).await;
+    }
     tracing::info!("syncular-gateway stopped");
     Ok(())
 }

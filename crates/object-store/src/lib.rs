@@ -65,6 +65,9 @@ pub use error::{KeyError, PresignError};
 pub use keys::{
     blob_object_key, partition_token, segment_object_key, validate_prefix, MAX_PREFIX_LEN,
 };
-pub use presign::{presign, Method, PresignRequest, PresignedUrl, MAX_EXPIRES_SECONDS};
+pub use presign::{
+    presign, validate_bucket, validate_endpoint, validate_region, Method, PresignRequest, PresignedUrl,
+    MAX_EXPIRES_SECONDS,
+};
 pub use sigv4::derive_signing_key;
 pub use time::{amz_date, MAX_UNIX_MS};

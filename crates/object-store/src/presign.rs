@@ -153,9 +153,9 @@ pub fn presign(req: &PresignRequest<'_>) -> Result<PresignedUrl, PresignError> {
         });
     }
     let endpoint = Endpoint::parse(req.endpoint)?;
-    check_bucket(req.bucket)?;
+    validate_bucket(req.bucket)?;
     check_key(req.key)?;
-    check_region(req.region)?;
+    validate_region(req.region)?;
     check_access_key_id(req.access_key_id)?;
     let mut headers = canonical_headers(req.extra_signed_headers)?;
     headers.push(("host".to_owned(), endpoint.host_header.clone()));
@@ -188,7 +188,11 @@ pub fn presign(req: &PresignRequest<'_>) -> Result<PresignedUrl, PresignError> {
     Ok(PresignedUrl { url, expires_at_ms })
 }
 
-fn check_bucket(bucket: &str) -> Result<(), PresignError> {
+/// Checks a bucket name as [`presign`] does: 1..=255 bytes of `[A-Za-z0-9._-]`, not `.`/`..`.
+///
+/// # Errors
+/// [`PresignError::InvalidBucket`] naming the fault.
+pub fn validate_bucket(bucket: &str) -> Result<(), PresignError> {
     let why = if bucket.is_empty() {
         "it is empty"
     } else if bucket.len() > 255 {
@@ -219,7 +223,11 @@ fn check_key(key: &str) -> Result<(), PresignError> {
     Err(PresignError::InvalidObjectKey(why))
 }
 
-fn check_region(region: &str) -> Result<(), PresignError> {
+/// Checks a region as [`presign`] does: 1..=64 bytes of `[A-Za-z0-9_-]`.
+///
+/// # Errors
+/// [`PresignError::InvalidRegion`].
+pub fn validate_region(region: &str) -> Result<(), PresignError> {
     let ok = (1..=64).contains(&region.len())
         && region
             .bytes()
@@ -332,4 +340,13 @@ mod tests {
         assert!(text.contains("<redacted>"), "{text}");
         assert!(!text.contains("171"), "{text}");
     }
+}
+
+/// Checks an endpoint as [`presign`] does: `http[s]://host[:port]`, optionally one trailing `/`;
+/// no path, query, fragment or credentials.
+///
+/// # Errors
+/// [`PresignError::InvalidEndpoint`] naming the fault.
+pub fn validate_endpoint(endpoint: &str) -> Result<(), PresignError> {
+    crate::endpoint::Endpoint::parse(endpoint).map(|_| ())
 }

@@ -15,6 +15,7 @@ use syncular_protocol::scopes::authorize_write;
 use syncular_protocol::ErrorCode;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::objects::urls::{self, BlobGet};
 use crate::engine::scope_match::parse_stored_scopes_lenient;
 use crate::engine::auth::caller::{check_caller, resolve_allowed, Caller};
 use crate::engine::auth::allowed::Allowed;
@@ -82,10 +83,28 @@ pub fn authorize(caller: &Caller<'_>, blob_id: &str) -> EngineResult<BlobRecord>
 }
 
 /// [`authorize`], answering the blob's shape:
-/// `{"blobId", "byteLength", "chunkCount"}` (chunks `0 .. chunkCount`).
+/// `{"blobId", "byteLength", "chunkCount"}` (chunks `0 .. chunkCount`), plus
+/// `"url"` and `"urlExpiresAtMs"` when the object store holds the blob (§5.9.5
+/// always-issue: answer the URL, do not stream). Errors: as [`authorize`];
+/// `syncular.object_store_unavailable` (57P03) when only the bucket holds the
+/// bytes and it cannot be used now.
 pub fn open(caller: &Caller<'_>, blob_id: &str) -> EngineResult<Value> {
     let record = authorize(caller, blob_id)?;
-    Ok(json!({"blobId": blob_id, "byteLength": record.byte_length, "chunkCount": record.chunk_count}))
+    let mut answer = json!({"blobId": blob_id, "byteLength": record.byte_length, "chunkCount": record.chunk_count});
+    match urls::blob_get(caller.partition, blob_id, crate::engine::clock::now_ms()?)? {
+        BlobGet::Url((url, expires_at_ms)) => {
+            answer["url"] = json!(url);
+            answer["urlExpiresAtMs"] = json!(expires_at_ms);
+        }
+        BlobGet::Unavailable { in_postgres: false } => {
+            return Err(EngineError::host(
+                HostCode::ObjectStoreUnavailable,
+                format!("blob {blob_id} is held only by the object store, which cannot be used now: retry later"),
+            ))
+        }
+        BlobGet::Unavailable { in_postgres: true } | BlobGet::NotStored => {}
+    }
+    Ok(answer)
 }
 
 /// [`authorize`], then chunk `chunk` of the blob's bytes.

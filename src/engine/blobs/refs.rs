@@ -16,18 +16,29 @@
 
 use syncular_protocol::ErrorCode;
 
-use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::store::blobs::{bytes, refs};
 use crate::store::capture::transition::{self as log, CapturedOp, NEW_TABLE, OLD_TABLE};
 
 /// Locks the stored ones of `blob_ids` against the sweep and returns the
-/// first one the partition does not store, if any.
+/// first one the partition does not store, if any. Errors:
+/// `syncular.blob_pending` (55006, retryable) when that one's presigned
+/// upload was granted and is not verified yet (the mover turns it into a blob
+/// or drops the grant; the request is retried, not the commit rejected).
 pub fn first_missing(partition: &str, blob_ids: &[String]) -> EngineResult<Option<String>> {
     if blob_ids.is_empty() {
         return Ok(None);
     }
     let present = bytes::lock_present_blobs(partition, blob_ids)?;
-    Ok(blob_ids.iter().find(|id| !present.contains(id)).cloned())
+    let Some(missing) = blob_ids.iter().find(|id| !present.contains(id)).cloned() else { return Ok(None) };
+    let abandon_before_ms = crate::engine::clock::now_ms()?.saturating_sub(crate::engine::objects::GRANT_GRACE_MS);
+    if let Some(pending) = crate::store::objects::grants::first_pending(partition, std::slice::from_ref(&missing), abandon_before_ms)? {
+        return Err(EngineError::host(
+            HostCode::BlobPending,
+            format!("blob {pending} was granted a presigned upload that is not verified yet: retry shortly (§5.9.3)"),
+        ));
+    }
+    Ok(Some(missing))
 }
 
 /// The `blob.not_found` message for a row referencing `blob_id`.

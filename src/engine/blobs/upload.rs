@@ -223,11 +223,13 @@ pub fn put(partition: &str, blob_id: &str, data: &[u8]) -> EngineResult<Value> {
     finish(partition, blob_id)
 }
 
-/// The §5.9.3 upload grant of a server that stores the bytes itself: the
-/// size cap is checked up front; `{"present": true}` when the blob is stored
-/// (its upload time refreshed: the client skips the PUT and pushes), else
-/// `{"present": false}` — no presigned URL exists, the client streams the
-/// bytes through `PUT /blobs/{blobId}`. Errors: `sync.invalid_request`,
+/// The §5.9.3 upload grant: the size cap is checked up front;
+/// `{"present": true}` when the blob is stored (its upload time refreshed:
+/// the client skips the PUT and pushes), else a presigned PUT
+/// `{"url", "urlExpiresAtMs"}` when the object store takes uploads now (the
+/// grant is recorded; the mover verifies the upload before it counts), else
+/// `{"present": false}` — the client streams the bytes through
+/// `PUT /blobs/{blobId}`. Errors: `sync.invalid_request`,
 /// `blob.too_large`, `syncular.invalid_argument` (negative size).
 pub fn grant(partition: &str, blob_id: &str, byte_length: i64) -> EngineResult<Value> {
     check_partition(partition)?;
@@ -240,6 +242,12 @@ pub fn grant(partition: &str, blob_id: &str, byte_length: i64) -> EngineResult<V
         return Err(too_large(byte_length, max));
     }
     crate::store::lifecycle::fence::share_writes(partition);
-    let present = bytes::refresh_blob(partition, blob_id, clock::now_ms()?)?;
+    let now_ms = clock::now_ms()?;
+    let present = bytes::refresh_blob(partition, blob_id, now_ms)?;
+    if !present {
+        if let Some((url, expires_at_ms)) = crate::engine::objects::urls::blob_put(partition, blob_id, byte_length, now_ms)? {
+            return Ok(json!({"url": url, "urlExpiresAtMs": expires_at_ms}));
+        }
+    }
     Ok(json!({"present": present}))
 }

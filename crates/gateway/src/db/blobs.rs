@@ -77,6 +77,8 @@ pub async fn upload_grant(pool: &Pool, partition: &str, blob_id: &str, byte_leng
 pub struct Download {
     /// Total size (the `Content-Length`).
     pub byte_length: i64,
+    /// The object store's presigned GET and its `urlExpiresAtMs`, when the bucket holds it.
+    pub presigned: Option<(String, i64)>,
     chunk_count: i32,
     pool: Pool,
     args: DownloadArgs,
@@ -117,7 +119,12 @@ pub struct DownloadArgs {
 /// Authorizes the download (`syncular.blob_open`); its chunks (`syncular.blob_read`,
 /// re-authorized per chunk) come from [`Download::chunks`].
 ///
-/// Errors: `blob.not_found`, `blob.forbidden`, `sync.invalid_request`, database failures.
+/// When the object store holds the blob, [`Download::presigned`] is its presigned GET (§5.9.5
+/// always-issue: answer it as JSON, stream nothing).
+///
+/// Errors: `blob.not_found`, `blob.forbidden`, `sync.invalid_request`,
+/// `syncular.object_store_unavailable` (only the bucket holds it and cannot be used now),
+/// database failures.
 pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiError> {
     let meta: Value = {
         let client = checkout(pool).await?;
@@ -132,7 +139,11 @@ pub async fn download(pool: &Pool, args: DownloadArgs) -> Result<Download, ApiEr
     };
     let byte_length = meta.get("byteLength").and_then(Value::as_i64).unwrap_or(0);
     let chunk_count = meta.get("chunkCount").and_then(Value::as_i64).and_then(|n| i32::try_from(n).ok()).unwrap_or(0);
-    Ok(Download { byte_length, chunk_count, pool: pool.clone(), args })
+    let presigned = match (meta.get("url").and_then(Value::as_str), meta.get("urlExpiresAtMs").and_then(Value::as_i64)) {
+        (Some(url), Some(expires)) => Some((url.to_owned(), expires)),
+        _ => None,
+    };
+    Ok(Download { byte_length, chunk_count, presigned, pool: pool.clone(), args })
 }
 
 /// One chunk of a download, read with a connection checked out for this read only.

@@ -55,20 +55,37 @@ pub async fn checkout(pool: &Pool) -> Result<deadpool_postgres::Object, ApiError
     })
 }
 
+/// How long a round waits for a presigned upload it references to be verified
+/// (`syncular.blob_pending`, docs/src/operate/object-store.md), and how often it retries.
+const BLOB_PENDING_WAIT: Duration = Duration::from_secs(5);
+const BLOB_PENDING_RETRY: Duration = Duration::from_millis(100);
+
 /// Runs `attempt` until it succeeds, fails non-transiently, or 4 attempts failed
-/// transiently (backoff 25, 100, 400 ms) — then `syncular.unavailable` (503).
+/// transiently (backoff 25, 100, 400 ms) — then `syncular.unavailable` (503). A
+/// `syncular.blob_pending` failure (a push referencing a presigned upload the mover has not
+/// verified yet) is retried every 100 ms for up to 5 s, then answered as is.
 pub async fn with_retry<T, F, Fut>(mut attempt: F) -> Result<T, ApiError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ApiError>>,
 {
     let mut delay = Duration::from_millis(25);
-    for n in 0..4 {
-        match attempt().await {
+    let started = std::time::Instant::now();
+    let mut n = 0;
+    loop {
+        let outcome = attempt().await;
+        if let Err(e) = &outcome {
+            if e.code_str() == "syncular.blob_pending" && started.elapsed() < BLOB_PENDING_WAIT {
+                tokio::time::sleep(BLOB_PENDING_RETRY).await;
+                continue;
+            }
+        }
+        match outcome {
             Err(e) if e.transient && n < 3 => {
                 tracing::debug!(code = e.code_str(), attempt = n + 1, "transient database error, retrying");
                 tokio::time::sleep(delay).await;
                 delay *= 4;
+                n += 1;
             }
             Err(e) if e.transient => {
                 let message = e.body.get("message").and_then(|m| m.as_str()).unwrap_or("").to_owned();
@@ -79,5 +96,4 @@ where
             other => return other,
         }
     }
-    unreachable!("the loop returns on its last attempt")
 }

@@ -6,15 +6,17 @@
 //!   the cap (`syncular.blob_max_bytes`) is refused before the body is read, a streamed count
 //!   over it as soon as it passes. 200 with an empty body (also for a blob already stored);
 //!   400 `blob.hash_mismatch`; 413 `blob.too_large`; 400 `sync.invalid_request` (malformed id).
-//! - `POST …/upload-grant` (host auth; §5.9.3): body `{"byteLength": n, "mediaType"?}`; this
-//!   server has no presigned-upload store, so the answer is `{"present": true}` (stored: skip
-//!   the upload) or `{"present": false}` (no URL: `PUT` the bytes here); 413 over the cap.
+//! - `POST …/upload-grant` (host auth; §5.9.3): body `{"byteLength": n, "mediaType"?}`; the
+//!   extension's answer verbatim: `{"present": true}` (stored: skip the upload), a presigned PUT
+//!   `{"url", "urlExpiresAtMs"}` (the object store takes it; docs/src/operate/object-store.md) or
+//!   `{"present": false}` (no URL: `PUT` the bytes here); 413 over the cap.
 //! - `GET` (host auth; §5.9.5): authorized against the rows of the partition that reference the
 //!   blob and the actor's allowed scopes (the token's, else the database resolver); 404
 //!   `blob.not_found`, 403 `blob.forbidden`; 200 `application/octet-stream` streamed chunk by
 //!   chunk with `ETag: "<blobId>"`, `Cache-Control: private, max-age=0`,
 //!   `Vary: Authorization, Accept-Encoding`; 304 for a matching `If-None-Match` (after
-//!   authorization).
+//!   authorization). When the object store holds the blob: 200 `application/json`
+//!   `{"url", "urlExpiresAtMs"}` (§5.9.5 always-issue), no bytes.
 
 use std::convert::Infallible;
 
@@ -136,6 +138,16 @@ pub async fn get_blob(State(gw): State<AppState>, headers: HeaderMap, Path(id): 
         Err(e) => return error_response(&gw, route, e),
     };
     let etag = HeaderValue::from_str(&format!("\"{id}\"")).unwrap_or(HeaderValue::from_static("\"\""));
+    if let Some((url, expires_at_ms)) = &download.presigned {
+        // §5.9.5 always-issue: the bucket serves the bytes; the answer is the URL, never cached.
+        let body = serde_json::json!({"url": url, "urlExpiresAtMs": expires_at_ms}).to_string();
+        let mut resp = (StatusCode::OK, body).into_response();
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        h.insert(header::VARY, HeaderValue::from_static("Authorization, Accept-Encoding"));
+        return resp;
+    }
     let mut resp = if not_modified(&headers, &id) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {

@@ -83,7 +83,9 @@ pub(super) fn serve_stored(
 }
 
 /// Attaches a §5.4 signed URL to `descriptor` — the one place it happens:
-/// only for a client that advertised `accept` bit 3 and only when
+/// only for a client that advertised `accept` bit 3; a presigned GET of the
+/// object store when the bucket holds the segment and the tier is healthy
+/// ([`crate::engine::objects`]), else a native one when
 /// `syncular.segment_url_base` is set (else no `url`: the client downloads
 /// through the direct endpoint, §5.5). `url` and `urlExpiresAtMs` are set
 /// together. Minted here, inside the pull right after scope resolution, for
@@ -92,9 +94,13 @@ pub(super) fn attach_signed_url(req: &BootstrapRequest<'_>, descriptor: &mut Seg
     if req.limits.accept & ACCEPT_SIGNED_URLS == 0 {
         return Ok(());
     }
-    if let Some((url, expires_at_ms)) =
-        signed_url::mint(req.partition, &descriptor.segment_id, &descriptor.scope_digest, req.now_ms)?
-    {
+    // The object store's presigned GET when the bucket holds the bytes (§5.4 delegated presign),
+    // else the native scheme.
+    let url = match crate::engine::objects::urls::segment_get(&descriptor.segment_id, req.now_ms)? {
+        Some(presigned) => Some(presigned),
+        None => signed_url::mint(req.partition, &descriptor.segment_id, &descriptor.scope_digest, req.now_ms)?,
+    };
+    if let Some((url, expires_at_ms)) = url {
         descriptor.url = Some(url);
         descriptor.url_expires_at_ms = Some(expires_at_ms);
     }

@@ -1,0 +1,259 @@
+//! The mover's interface (`syncular.object_store_*`, granted to `syncular_gateway`): its
+//! configuration and signing keys, its heartbeat, the work queue and the reports of what it did.
+//! Every report is checked against the rows it names; a report about something that changed
+//! meanwhile does no harm (the next work round sees the new state).
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+use syncular_object_store as objects;
+
+use crate::engine::clock;
+use crate::engine::error::{EngineError, EngineResult, HostCode};
+use crate::engine::objects::GRANT_GRACE_MS;
+use crate::store::blobs::bytes::{self as blob_bytes, BlobRecord};
+use crate::store::objects::{config, grants, stored, work};
+use crate::store::push::locks as push_locks;
+
+/// The longest presigned-URL lifetime (§5.4: TTL ≤ 15 min), seconds.
+pub const MAX_URL_TTL_S: i32 = 900;
+
+/// The longest heartbeat a mover may claim, ms.
+pub const MAX_HEALTHY_FOR_MS: i64 = 10 * 60_000;
+
+fn invalid(message: impl Into<String>) -> EngineError {
+    EngineError::host(HostCode::InvalidArgument, message)
+}
+
+/// `syncular.object_store_configure`: validates and stores the configuration (a fresh partition
+/// salt the first time; kept afterwards: blob object keys depend on it). The heartbeat starts
+/// lapsed. Errors: `syncular.invalid_argument` (22023) naming the bad field.
+pub fn configure(endpoint: &str, bucket: &str, region: &str, key_prefix: &str, access_key_id: &str, url_ttl_s: i32) -> EngineResult<()> {
+    objects::validate_endpoint(endpoint).map_err(|e| invalid(format!("endpoint: {e}")))?;
+    objects::validate_bucket(bucket).map_err(|e| invalid(format!("bucket: {e}")))?;
+    objects::validate_region(region).map_err(|e| invalid(format!("region: {e}")))?;
+    objects::validate_prefix(key_prefix).map_err(|e| invalid(format!("key_prefix: {e}")))?;
+    if access_key_id.is_empty() || access_key_id.len() > 128 || !access_key_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(invalid("access_key_id must be 1..128 ASCII letters and digits"));
+    }
+    if !(1..=MAX_URL_TTL_S).contains(&url_ttl_s) {
+        return Err(invalid(format!("url_ttl_s must be 1 ..= {MAX_URL_TTL_S} (§5.4), got {url_ttl_s}")));
+    }
+    let salt = match config::select_layout()? {
+        Some((_, salt)) if !salt.is_empty() => salt,
+        _ => {
+            let mut salt = vec![0u8; 32];
+            getrandom::fill(&mut salt).map_err(|e| EngineError::internal(format!("no randomness for the partition salt: {e}")))?;
+            salt
+        }
+    };
+    config::upsert_config(endpoint, bucket, region, key_prefix, access_key_id, url_ttl_s, &salt, clock::now_ms()?)?;
+    Ok(())
+}
+
+/// `syncular.object_store_signing_keys`: stores `[{"day": "YYYYMMDD", "accessKeyId",
+/// "signingKey": "<64 hex>"}…]` and deletes keys of days before yesterday; returns how many it
+/// stored. Errors: `syncular.invalid_argument` for a malformed entry.
+pub fn put_signing_keys(keys: &Value) -> EngineResult<i64> {
+    let Some(list) = keys.as_array() else { return Err(invalid("keys must be a JSON array")) };
+    let now_ms = clock::now_ms()?;
+    let mut n = 0;
+    for entry in list {
+        let field = |name: &str| entry.get(name).and_then(Value::as_str).ok_or_else(|| invalid(format!("every key needs a string {name:?}")));
+        let day = field("day")?;
+        if day.len() != 8 || !day.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid(format!("day must be YYYYMMDD, got {day:?}")));
+        }
+        let access_key_id = field("accessKeyId")?;
+        let key = decode_hex32(field("signingKey")?).ok_or_else(|| invalid("signingKey must be 64 hex digits"))?;
+        config::upsert_key(day, access_key_id, &key, now_ms)?;
+        n += 1;
+    }
+    let (today, _) = objects::amz_date(now_ms.saturating_sub(86_400_000)).map_err(|e| EngineError::internal(e.to_string()))?;
+    config::delete_keys_before(&today)?;
+    Ok(n)
+}
+
+fn decode_hex32(text: &str) -> Option<[u8; 32]> {
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in text.as_bytes().chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// `syncular.object_store_heartbeat`: the bucket answers (`healthy_for_ms` > 0: presign for that
+/// long) or not (0: stop presigning now). Returns whether a configuration exists.
+/// Errors: `syncular.invalid_argument` outside `0 ..= 600000`.
+pub fn heartbeat(healthy_for_ms: i64) -> EngineResult<bool> {
+    if !(0..=MAX_HEALTHY_FOR_MS).contains(&healthy_for_ms) {
+        return Err(invalid(format!("healthy_for_ms must be 0 ..= {MAX_HEALTHY_FOR_MS}, got {healthy_for_ms}")));
+    }
+    let until = if healthy_for_ms == 0 { 0 } else { clock::now_ms()?.saturating_add(healthy_for_ms) };
+    Ok(config::set_healthy_until(until)?)
+}
+
+/// `syncular.object_store_work`: up to `max_items` things to do, as JSON objects with an `"op"`:
+/// `copySegment` / `copyBlob` (`partition`, `segmentId`|`blobId`, `objectKey`, `byteLength`,
+/// `chunkCount`: read the chunks with `segment_chunk` / `object_store_blob_chunk` and PUT them),
+/// `verifyUpload` (`partition`, `blobId`, `objectKey`, `byteLength`: HEAD/GET the presigned
+/// upload, hash it), `deleteSegment` / `deleteBlob` (`objectKey`), `checkSegment` / `checkBlob`
+/// (`objectKey`, `etag`, `byteLength`: HEAD it, objects last checked before now −
+/// `check_after_ms`). Empty without a configuration. Errors: `syncular.invalid_argument`.
+pub fn work(max_items: i32, check_after_ms: i64) -> EngineResult<Vec<Value>> {
+    if max_items < 1 {
+        return Err(invalid(format!("max_items must be at least 1, got {max_items}")));
+    }
+    if check_after_ms < 0 {
+        return Err(invalid(format!("check_after_ms must not be negative, got {check_after_ms}")));
+    }
+    let Some((prefix, salt)) = config::select_layout()? else { return Ok(Vec::new()) };
+    let now_ms = clock::now_ms()?;
+    let limit = i64::from(max_items);
+    let mut out = Vec::new();
+    let key_err = |e: objects::KeyError| EngineError::internal(format!("object key: {e}"));
+    let blob_key = |partition: &str, blob_id: &str| objects::blob_object_key(&prefix, &objects::partition_token(&salt, partition), blob_id);
+    for (partition, blob_id, byte_length, _) in work::grants_due(now_ms, limit)? {
+        let key = blob_key(&partition, &blob_id).map_err(key_err)?;
+        out.push(json!({"op": "verifyUpload", "partition": partition, "blobId": blob_id, "objectKey": key, "byteLength": byte_length}));
+    }
+    let mut seen = HashSet::new();
+    for (partition, segment_id, byte_length, chunk_count) in work::segments_to_copy(now_ms, limit)? {
+        if seen.insert(segment_id.clone()) {
+            let key = objects::segment_object_key(&prefix, &segment_id).map_err(key_err)?;
+            out.push(json!({"op": "copySegment", "partition": partition, "segmentId": segment_id, "objectKey": key,
+                            "byteLength": byte_length, "chunkCount": chunk_count}));
+        }
+    }
+    for (partition, blob_id, byte_length, chunk_count) in work::blobs_to_copy(limit)? {
+        let key = blob_key(&partition, &blob_id).map_err(key_err)?;
+        out.push(json!({"op": "copyBlob", "partition": partition, "blobId": blob_id, "objectKey": key,
+                        "byteLength": byte_length, "chunkCount": chunk_count}));
+    }
+    for segment_id in work::segments_to_delete(limit)? {
+        let key = objects::segment_object_key(&prefix, &segment_id).map_err(key_err)?;
+        out.push(json!({"op": "deleteSegment", "segmentId": segment_id, "objectKey": key}));
+    }
+    for (partition, blob_id) in work::blobs_to_delete(limit)? {
+        let key = blob_key(&partition, &blob_id).map_err(key_err)?;
+        out.push(json!({"op": "deleteBlob", "partition": partition, "blobId": blob_id, "objectKey": key}));
+    }
+    for (partition, id, byte_length, etag) in work::objects_to_check(now_ms.saturating_sub(check_after_ms), limit)? {
+        out.push(if partition.is_empty() {
+            let key = objects::segment_object_key(&prefix, &id).map_err(key_err)?;
+            json!({"op": "checkSegment", "segmentId": id, "objectKey": key, "byteLength": byte_length, "etag": etag})
+        } else {
+            let key = blob_key(&partition, &id).map_err(key_err)?;
+            json!({"op": "checkBlob", "partition": partition, "blobId": id, "objectKey": key, "byteLength": byte_length, "etag": etag})
+        });
+    }
+    out.truncate(usize::try_from(max_items).unwrap_or(usize::MAX));
+    Ok(out)
+}
+
+/// The next check of a grant checked `checks` times: every 100 ms for the first 2 s after the
+/// grant (a push usually follows the upload at once), then every second, then every 5 s.
+fn grant_backoff_ms(checks: i32) -> i64 {
+    match checks {
+        ..=19 => 100,
+        20..=79 => 1_000,
+        _ => 5_000,
+    }
+}
+
+/// `syncular.object_store_report`: what the mover did with one work item — the item's fields
+/// plus `"result"`: `copied` (+ `etag`), `deleted`, `checked` (+ `etag`: as stored), `missing`
+/// (absent, or another ETag/length), `verified` (+ `etag`: the upload matched its length and
+/// SHA-256), `absent` (no upload yet), `invalid` (wrong length or hash: the mover deleted it).
+/// Returns what changed, as text (for the mover's log). Errors: `syncular.invalid_argument` for a
+/// malformed report.
+pub fn report(item: &Value) -> EngineResult<String> {
+    let field = |name: &str| item.get(name).and_then(Value::as_str).ok_or_else(|| invalid(format!("the report needs a string {name:?}")));
+    let op = field("op")?;
+    let result = field("result")?;
+    let now_ms = clock::now_ms()?;
+    let byte_length = item.get("byteLength").and_then(Value::as_i64).unwrap_or(0);
+    match (op, result) {
+        ("copySegment", "copied") => {
+            stored::upsert_segment(field("segmentId")?, byte_length, field("etag")?, now_ms)?;
+            Ok("segment object recorded".into())
+        }
+        ("copyBlob", "copied") => {
+            stored::upsert_blob(field("partition")?, field("blobId")?, byte_length, field("etag")?, true, now_ms)?;
+            Ok("blob object recorded".into())
+        }
+        ("deleteSegment", "deleted") => Ok(format!("segment object forgotten: {}", stored::delete_segment(field("segmentId")?)?)),
+        ("deleteBlob", "deleted") => Ok(format!("blob object forgotten: {}", stored::delete_blob(field("partition")?, field("blobId")?)?.is_some())),
+        ("checkSegment", "checked") => Ok(format!("checked: {}", stored::touch_segment(field("segmentId")?, field("etag")?, now_ms)?)),
+        ("checkBlob", "checked") => Ok(format!("checked: {}", stored::touch_blob(field("partition")?, field("blobId")?, field("etag")?, now_ms)?)),
+        ("checkSegment", "missing") => {
+            // Postgres holds the bytes: forgetting the object makes the next work round copy it again.
+            stored::delete_segment(field("segmentId")?)?;
+            Ok("segment object missing: copied again next".into())
+        }
+        ("checkBlob", "missing") => blob_missing(field("partition")?, field("blobId")?),
+        ("verifyUpload", "verified") => verified(field("partition")?, field("blobId")?, byte_length, field("etag")?, now_ms),
+        ("verifyUpload", "absent") => {
+            let (partition, blob_id) = (field("partition")?, field("blobId")?);
+            match grants::select_grant(partition, blob_id)? {
+                Some((_, _, expires_at_ms, _)) if now_ms > expires_at_ms.saturating_add(GRANT_GRACE_MS) => {
+                    grants::delete_grant(partition, blob_id)?;
+                    Ok("grant lapsed without an upload".into())
+                }
+                Some((_, _, _, checks)) => {
+                    grants::reschedule(partition, blob_id, now_ms.saturating_add(grant_backoff_ms(checks)))?;
+                    Ok("grant still pending".into())
+                }
+                None => Ok("no such grant".into()),
+            }
+        }
+        ("verifyUpload", "invalid") => {
+            grants::delete_grant(field("partition")?, field("blobId")?)?;
+            Ok("upload refused: wrong length or hash".into())
+        }
+        _ => Err(invalid(format!("unknown report {op:?} → {result:?}"))),
+    }
+}
+
+/// A verified presigned upload becomes a blob (an object-only one unless Postgres got the bytes
+/// meanwhile through `PUT /blobs/{blobId}`), under the blob's upload lock.
+fn verified(partition: &str, blob_id: &str, byte_length: i64, etag: &str, now_ms: i64) -> EngineResult<String> {
+    if grants::select_grant(partition, blob_id)?.is_none() {
+        return Ok("no such grant".into());
+    }
+    push_locks::lock_keys(vec![push_locks::blob_key(partition, blob_id)])?;
+    let in_postgres = match blob_bytes::select_blob(partition, blob_id)? {
+        Some(record) => record.chunk_count > 0 || record.byte_length == 0,
+        None => {
+            blob_bytes::insert_blob(partition, blob_id, BlobRecord { byte_length, chunk_count: 0, uploaded_at_ms: now_ms })?;
+            false
+        }
+    };
+    stored::upsert_blob(partition, blob_id, byte_length, etag, in_postgres, now_ms)?;
+    grants::delete_grant(partition, blob_id)?;
+    Ok("upload verified: blob stored".into())
+}
+
+/// A stored blob object is gone or changed: forget it; when the bucket held the only copy, the
+/// blob is lost (a WARNING) and its record goes, so downloads answer `blob.not_found`.
+fn blob_missing(partition: &str, blob_id: &str) -> EngineResult<String> {
+    match stored::delete_blob(partition, blob_id)? {
+        Some(false) => {
+            push_locks::lock_keys(vec![push_locks::blob_key(partition, blob_id)])?;
+            if let Some(record) = blob_bytes::select_blob(partition, blob_id)? {
+                if record.chunk_count == 0 && record.byte_length > 0 {
+                    blob_bytes::delete_blob(partition, blob_id)?;
+                    pgrx::warning!("syncular: blob {blob_id} was held only by the object store and its object is gone or changed: the blob is lost");
+                    return Ok("blob lost".into());
+                }
+            }
+            Ok("blob object missing: copied again next".into())
+        }
+        Some(true) => Ok("blob object missing: copied again next".into()),
+        None => Ok("no such blob object".into()),
+    }
+}

@@ -1,0 +1,144 @@
+//! The mover's work queue: bytes to copy into the bucket, uploads to verify, objects to delete or
+//! re-check. Whole-database maintenance statements (like the sweeps), run by the mover only.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::{Spi, SpiClient, SpiResult, SpiTupleTable};
+
+use crate::store::{StoreError, StoreResult};
+
+/// Segments with a live publication (at `now_ms`) whose bytes the bucket does not hold:
+/// `(partition, segment_id, byte_length, chunk_count)`, oldest first. Errors: SPI failures.
+pub fn segments_to_copy(now_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, i32)>> {
+    rows4(
+        "segments_to_copy",
+        "SELECT s.partition, s.segment_id, s.byte_length, s.chunk_count \
+           FROM syncular.sync_segments s \
+          WHERE NOT EXISTS (SELECT 1 FROM syncular.sync_segment_objects o WHERE o.segment_id = s.segment_id) \
+            AND EXISTS (SELECT 1 FROM syncular.sync_segment_publications p \
+                         WHERE p.partition = s.partition AND p.segment_id = s.segment_id AND p.expires_at_ms > $1) \
+          ORDER BY s.created_at_ms, s.segment_id LIMIT $2",
+        &[DatumWithOid::from(now_ms), DatumWithOid::from(limit)],
+    )
+}
+
+/// Blobs stored in Postgres that the bucket does not hold:
+/// `(partition, blob_id, byte_length, chunk_count)`, oldest first. Errors: SPI failures.
+pub fn blobs_to_copy(limit: i64) -> StoreResult<Vec<(String, String, i64, i32)>> {
+    rows4(
+        "blobs_to_copy",
+        "SELECT b.partition, b.blob_id, b.byte_length, b.chunk_count FROM syncular.sync_blobs b \
+          WHERE NOT EXISTS (SELECT 1 FROM syncular.sync_blob_objects o \
+                             WHERE o.partition = b.partition AND o.blob_id = b.blob_id) \
+          ORDER BY b.uploaded_at_ms, b.partition, b.blob_id LIMIT $1",
+        &[DatumWithOid::from(limit)],
+    )
+}
+
+/// Grants whose next check is due at `now_ms`: `(partition, blob_id, byte_length, expires_at_ms)`.
+/// Errors: SPI failures.
+pub fn grants_due(now_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, i64)>> {
+    Spi::connect_mut(|client| {
+        let t = client.update(
+            "SELECT partition, blob_id, byte_length, expires_at_ms FROM syncular.sync_blob_grants \
+              WHERE next_check_at_ms <= $1 ORDER BY next_check_at_ms LIMIT $2",
+            None,
+            &[DatumWithOid::from(now_ms), DatumWithOid::from(limit)],
+        )?;
+        let mut out = Vec::with_capacity(t.len());
+        for row in t {
+            out.push((
+                row.get::<String>(1)?.unwrap_or_default(),
+                row.get::<String>(2)?.unwrap_or_default(),
+                row.get::<i64>(3)?.unwrap_or(0),
+                row.get::<i64>(4)?.unwrap_or(0),
+            ));
+        }
+        Ok(out)
+    })
+    .map_err(StoreError::spi("grants_due"))
+}
+
+/// Segment objects no partition stores any more. Errors: SPI failures.
+pub fn segments_to_delete(limit: i64) -> StoreResult<Vec<String>> {
+    Spi::connect_mut(|client| {
+        let t = client.update(
+            "SELECT o.segment_id FROM syncular.sync_segment_objects o \
+              WHERE NOT EXISTS (SELECT 1 FROM syncular.sync_segments s WHERE s.segment_id = o.segment_id) \
+              ORDER BY o.stored_at_ms LIMIT $1",
+            None,
+            &[DatumWithOid::from(limit)],
+        )?;
+        let mut out = Vec::with_capacity(t.len());
+        for row in t {
+            out.push(row.get::<String>(1)?.unwrap_or_default());
+        }
+        Ok(out)
+    })
+    .map_err(StoreError::spi("segments_to_delete"))
+}
+
+/// Blob objects whose blob is gone (swept, partition dropped): `(partition, blob_id)`.
+/// Errors: SPI failures.
+pub fn blobs_to_delete(limit: i64) -> StoreResult<Vec<(String, String)>> {
+    Spi::connect_mut(|client| {
+        let t = client.update(
+            "SELECT o.partition, o.blob_id FROM syncular.sync_blob_objects o \
+              WHERE NOT EXISTS (SELECT 1 FROM syncular.sync_blobs b \
+                                 WHERE b.partition = o.partition AND b.blob_id = o.blob_id) \
+              ORDER BY o.stored_at_ms LIMIT $1",
+            None,
+            &[DatumWithOid::from(limit)],
+        )?;
+        let mut out = Vec::with_capacity(t.len());
+        for row in t {
+            out.push((row.get::<String>(1)?.unwrap_or_default(), row.get::<String>(2)?.unwrap_or_default()));
+        }
+        Ok(out)
+    })
+    .map_err(StoreError::spi("blobs_to_delete"))
+}
+
+/// Stored objects last checked before `before_ms`, oldest check first:
+/// `(partition or "" for a segment, id, byte_length, etag)`. Errors: SPI failures.
+pub fn objects_to_check(before_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, String)>> {
+    Spi::connect_mut(|client| {
+        let t = client.update(
+            "SELECT kind_partition, id, byte_length, etag FROM ( \
+               SELECT '' AS kind_partition, segment_id AS id, byte_length, etag, checked_at_ms \
+                 FROM syncular.sync_segment_objects WHERE checked_at_ms < $1 \
+               UNION ALL \
+               SELECT partition, blob_id, byte_length, etag, checked_at_ms \
+                 FROM syncular.sync_blob_objects WHERE checked_at_ms < $1) c \
+              ORDER BY checked_at_ms LIMIT $2",
+            None,
+            &[DatumWithOid::from(before_ms), DatumWithOid::from(limit)],
+        )?;
+        let mut out = Vec::with_capacity(t.len());
+        for row in t {
+            out.push((
+                row.get::<String>(1)?.unwrap_or_default(),
+                row.get::<String>(2)?.unwrap_or_default(),
+                row.get::<i64>(3)?.unwrap_or(0),
+                row.get::<String>(4)?.unwrap_or_default(),
+            ));
+        }
+        Ok(out)
+    })
+    .map_err(StoreError::spi("objects_to_check"))
+}
+
+fn rows4(name: &'static str, sql: &str, args: &[DatumWithOid<'_>]) -> StoreResult<Vec<(String, String, i64, i32)>> {
+    fn collect(t: SpiTupleTable<'_>) -> SpiResult<Vec<(String, String, i64, i32)>> {
+        let mut out = Vec::with_capacity(t.len());
+        for row in t {
+            out.push((
+                row.get::<String>(1)?.unwrap_or_default(),
+                row.get::<String>(2)?.unwrap_or_default(),
+                row.get::<i64>(3)?.unwrap_or(0),
+                row.get::<i32>(4)?.unwrap_or(0),
+            ));
+        }
+        Ok(out)
+    }
+    Spi::connect_mut(|client: &mut SpiClient<'_>| collect(client.update(sql, None, args)?)).map_err(StoreError::spi(name))
+}
