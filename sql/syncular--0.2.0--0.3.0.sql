@@ -1,5 +1,6 @@
 -- syncular 0.2.0 → 0.3.0: wire version 3 (syncular-client 0.49.x) beside 1 and 2 — per-column
--- versions on every app table, sparse upserts, column-level conflicts, ROUND_FAILURE reports.
+-- versions on every app table, sparse upserts, column-level conflicts, ROUND_FAILURE reports;
+-- the realtime session rules; the object-store tier (presigned segment and blob URLs, the mover).
 -- Definitions as `cargo pgrx schema` writes them for 0.3.0; privileges repeat sql/privileges.sql's
 -- rule (EXECUTE revoked from PUBLIC, granted to syncular_gateway; admin functions: revoked only).
 SET LOCAL search_path TO syncular, pg_catalog;
@@ -100,3 +101,125 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'realtime_pass_wrapper';
 REVOKE ALL ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint, boolean[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint, boolean[]) TO syncular_gateway;
+
+-- The object-store tier (issue 28; docs/src/operate/object-store.md): segment and blob bytes in an
+-- S3-compatible bucket, handed to clients as presigned URLs minted here (SigV4, pure computation).
+-- Postgres stays the source of truth for what exists and who may read it; the network I/O is done
+-- by a mover process (syncular-gateway --object-store-…), which reports through
+-- syncular.object_store_* functions. `sync_object_store` is its one configuration row (no secret:
+-- the mover hands over per-day derived SigV4 signing keys, `sync_object_store_keys`, readable by
+-- the extension owner only); `healthy_until_ms` is the mover's heartbeat — past it, nothing is
+-- presigned and every byte is served from Postgres again. `partition_salt` keys the partition's
+-- token in blob object keys (clients never learn a partition id).
+CREATE TABLE syncular.sync_object_store(
+  id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
+  endpoint TEXT NOT NULL, bucket TEXT NOT NULL, region TEXT NOT NULL, key_prefix TEXT NOT NULL,
+  access_key_id TEXT NOT NULL, url_ttl_s INTEGER NOT NULL, partition_salt BYTEA NOT NULL,
+  healthy_until_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL
+);
+CREATE TABLE syncular.sync_object_store_keys(
+  day TEXT PRIMARY KEY, access_key_id TEXT NOT NULL, signing_key BYTEA NOT NULL,
+  created_at_ms BIGINT NOT NULL
+);
+-- A segment's bytes stored at `{prefix}seg/sha256/{hex}` (content-addressed, so one object serves
+-- every partition that stores the same bytes): present = the mover PUT exactly these bytes and saw
+-- `etag`; `checked_at_ms` = its last HEAD. Deleted when the object is, or found missing/changed.
+CREATE TABLE syncular.sync_segment_objects(
+  segment_id TEXT PRIMARY KEY, byte_length BIGINT NOT NULL, etag TEXT NOT NULL,
+  stored_at_ms BIGINT NOT NULL, checked_at_ms BIGINT NOT NULL
+);
+CREATE INDEX sync_segment_objects_by_check ON syncular.sync_segment_objects(checked_at_ms);
+CREATE INDEX sync_segments_by_segment ON syncular.sync_segments(segment_id);
+-- A blob's bytes at `{prefix}blob/{partition token}/sha256/{hex}`: copied from Postgres by the
+-- mover (`in_postgres`), or uploaded by the client with a presigned PUT and verified by the mover
+-- (length and SHA-256) before its `sync_blobs` row was written (`in_postgres` false: the bucket
+-- holds the only copy).
+CREATE TABLE syncular.sync_blob_objects(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL, byte_length BIGINT NOT NULL, etag TEXT NOT NULL,
+  in_postgres BOOLEAN NOT NULL, stored_at_ms BIGINT NOT NULL, checked_at_ms BIGINT NOT NULL,
+  PRIMARY KEY(partition, blob_id)
+);
+CREATE INDEX sync_blob_objects_by_check ON syncular.sync_blob_objects(checked_at_ms);
+-- Presigned uploads granted and not yet verified (§5.9.3): a push referencing one waits
+-- (syncular.blob_pending, retryable) instead of failing with blob.not_found; the mover HEADs and
+-- hashes the object (`next_check_at_ms`) and turns it into a blob, or drops the grant once
+-- `expires_at_ms` + the grace passed with no (valid) object.
+CREATE TABLE syncular.sync_blob_grants(
+  partition TEXT NOT NULL, blob_id TEXT NOT NULL, byte_length BIGINT NOT NULL,
+  granted_at_ms BIGINT NOT NULL, expires_at_ms BIGINT NOT NULL, next_check_at_ms BIGINT NOT NULL,
+  checks INTEGER NOT NULL,
+  PRIMARY KEY(partition, blob_id)
+);
+CREATE INDEX sync_blob_grants_by_check ON syncular.sync_blob_grants(next_check_at_ms);
+
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_object_store', '');
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_blob_objects', '');
+SELECT pg_catalog.pg_extension_config_dump('syncular.sync_blob_grants', '');
+
+CREATE FUNCTION syncular."object_store_blob_chunk"(
+	"partition" TEXT,
+	"blob_id" TEXT,
+	"idx" INT
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'object_store_blob_chunk_wrapper';
+REVOKE ALL ON FUNCTION syncular.object_store_blob_chunk(text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_blob_chunk(text, text, integer) TO syncular_gateway;
+
+CREATE FUNCTION syncular."object_store_configure"(
+	"endpoint" TEXT,
+	"bucket" TEXT,
+	"region" TEXT,
+	"key_prefix" TEXT,
+	"access_key_id" TEXT,
+	"url_ttl_s" INT DEFAULT 900
+) RETURNS void
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'object_store_configure_wrapper';
+REVOKE ALL ON FUNCTION syncular.object_store_configure(text, text, text, text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_configure(text, text, text, text, text, integer) TO syncular_gateway;
+
+CREATE FUNCTION syncular."object_store_heartbeat"(
+	"healthy_for_ms" bigint
+) RETURNS bool
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'object_store_heartbeat_wrapper';
+REVOKE ALL ON FUNCTION syncular.object_store_heartbeat(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_heartbeat(bigint) TO syncular_gateway;
+
+CREATE FUNCTION syncular."object_store_report"(
+	"item" jsonb
+) RETURNS TEXT
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'object_store_report_wrapper';
+REVOKE ALL ON FUNCTION syncular.object_store_report(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_report(jsonb) TO syncular_gateway;
+
+CREATE FUNCTION syncular."object_store_signing_keys"(
+	"keys" jsonb
+) RETURNS bigint
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'object_store_signing_keys_wrapper';
+REVOKE ALL ON FUNCTION syncular.object_store_signing_keys(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_signing_keys(jsonb) TO syncular_gateway;
+
+CREATE FUNCTION syncular."object_store_work"(
+	"max_items" INT DEFAULT 100,
+	"check_after_ms" bigint DEFAULT 60000
+) RETURNS SETOF jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'object_store_work_wrapper';
+REVOKE ALL ON FUNCTION syncular.object_store_work(integer, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_work(integer, bigint) TO syncular_gateway;

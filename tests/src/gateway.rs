@@ -71,6 +71,12 @@ impl Gateway {
     /// [`Gateway::start_with`] against another connection string (e.g. the test DSN plus
     /// `options='-c …'` session settings for the gateway's connections).
     pub fn start_with_dsn(dsn: &str, args: &[&str]) -> Gateway {
+        Gateway::start_with_env(dsn, args, &[])
+    }
+
+    /// [`Gateway::start_with_dsn`] with extra environment variables (e.g. the object store's
+    /// credentials, which have no flags).
+    pub fn start_with_env(dsn: &str, args: &[&str], env: &[(&str, &str)]) -> Gateway {
         static N: AtomicU64 = AtomicU64::new(0);
         let id = format!("gwt-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let bin = gateway_bin();
@@ -88,6 +94,7 @@ impl Gateway {
                 cmd.args(["--notify-database-url", url]);
             }
         }
+        cmd.envs(env.iter().copied());
         cmd.args(args)
             .env("SYNCULAR_GATEWAY_LOG", "info,syncular_gateway=debug")
             .stdin(Stdio::null())

@@ -61,6 +61,7 @@ pub mod notify;
 pub mod pruneload;
 pub mod raw_session;
 pub mod router_check;
+pub mod object_store_fixture;
 pub mod s3_fixture;
 pub mod statement_log;
 pub mod stream_fixture;

@@ -77,6 +77,10 @@ pub struct PgTransport {
     pub rounds: u64,
     /// Segment ids downloaded through `syncular.segment`, in order.
     pub downloads: Vec<String>,
+    /// Whether the client may fetch bare URLs (§5.4 `accept` bit 3): [`PgTransport::with_url_fetch`].
+    url_fetch: bool,
+    /// URLs fetched (no host authentication, plain GET), in order.
+    pub fetched_urls: Vec<String>,
 }
 
 impl PgTransport {
@@ -99,7 +103,15 @@ impl PgTransport {
             responses: Vec::new(),
             rounds: 0,
             downloads: Vec::new(),
+            url_fetch: false,
+            fetched_urls: Vec::new(),
         }
+    }
+
+    /// Lets the client fetch signed / presigned URLs (a plain GET, no credentials).
+    pub fn with_url_fetch(mut self) -> Self {
+        self.url_fetch = true;
+        self
     }
 
     /// The underlying connection (for assertions made with plain SQL).
@@ -142,6 +154,24 @@ impl Transport for PgTransport {
     fn realtime_sync(&mut self, request: &[u8]) -> Result<Vec<u8>, TransportError> {
         // No socket: a realtime round is the same request/response round.
         self.round(request)
+    }
+
+    fn supports_url_fetch(&self) -> bool {
+        self.url_fetch
+    }
+
+    fn fetch_url(&mut self, url: &str) -> Result<Vec<u8>, TransportError> {
+        use std::io::Read;
+        self.fetched_urls.push(url.to_owned());
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let resp = agent.get(url).call().map_err(|e| TransportError::new("transport.failed", e.to_string()))?;
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        resp.into_body().into_reader().read_to_end(&mut body).map_err(|e| TransportError::new("transport.failed", e.to_string()))?;
+        if status != 200 {
+            return Err(TransportError::new("transport.failed", format!("GET of a signed URL: status {status}")));
+        }
+        Ok(body)
     }
 
     fn download_segment(&mut self, request: &SegmentRequest) -> Result<Vec<u8>, TransportError> {

@@ -33,11 +33,18 @@ pub fn configure(endpoint: &str, bucket: &str, region: &str, key_prefix: &str, a
     objects::validate_bucket(bucket).map_err(|e| invalid(format!("bucket: {e}")))?;
     objects::validate_region(region).map_err(|e| invalid(format!("region: {e}")))?;
     objects::validate_prefix(key_prefix).map_err(|e| invalid(format!("key_prefix: {e}")))?;
-    if access_key_id.is_empty() || access_key_id.len() > 128 || !access_key_id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return Err(invalid("access_key_id must be 1..128 ASCII letters and digits"));
+    if access_key_id.is_empty() || access_key_id.len() > 256 || !access_key_id.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
+        return Err(invalid("access_key_id must be 1..256 visible ASCII characters other than '/'"));
     }
     if !(1..=MAX_URL_TTL_S).contains(&url_ttl_s) {
         return Err(invalid(format!("url_ttl_s must be 1 ..= {MAX_URL_TTL_S} (§5.4), got {url_ttl_s}")));
+    }
+    // Another bucket (or origin, or prefix): what the old one held is copied again; blobs only
+    // the old bucket holds stay recorded (copy its `blob/` keys over: docs "Moving to another bucket").
+    if let Some(location) = config::select_location()? {
+        if location != (endpoint.to_owned(), bucket.to_owned(), region.to_owned(), key_prefix.to_owned()) {
+            stored::forget_copies()?;
+        }
     }
     let salt = match config::select_layout()? {
         Some((_, salt)) if !salt.is_empty() => salt,
@@ -195,7 +202,7 @@ pub fn report(item: &Value) -> EngineResult<String> {
             stored::delete_segment(field("segmentId")?)?;
             Ok("segment object missing: copied again next".into())
         }
-        ("checkBlob", "missing") => blob_missing(field("partition")?, field("blobId")?),
+        ("checkBlob", "missing") => blob_missing(field("partition")?, field("blobId")?, now_ms),
         ("verifyUpload", "verified") => verified(field("partition")?, field("blobId")?, byte_length, field("etag")?, now_ms),
         ("verifyUpload", "absent") => {
             let (partition, blob_id) = (field("partition")?, field("blobId")?);
@@ -238,22 +245,22 @@ fn verified(partition: &str, blob_id: &str, byte_length: i64, etag: &str, now_ms
     Ok("upload verified: blob stored".into())
 }
 
-/// A stored blob object is gone or changed: forget it; when the bucket held the only copy, the
-/// blob is lost (a WARNING) and its record goes, so downloads answer `blob.not_found`.
-fn blob_missing(partition: &str, blob_id: &str) -> EngineResult<String> {
-    match stored::delete_blob(partition, blob_id)? {
-        Some(false) => {
-            push_locks::lock_keys(vec![push_locks::blob_key(partition, blob_id)])?;
-            if let Some(record) = blob_bytes::select_blob(partition, blob_id)? {
-                if record.chunk_count == 0 && record.byte_length > 0 {
-                    blob_bytes::delete_blob(partition, blob_id)?;
-                    pgrx::warning!("syncular: blob {blob_id} was held only by the object store and its object is gone or changed: the blob is lost");
-                    return Ok("blob lost".into());
-                }
-            }
+/// A stored blob object is gone or changed: a copy Postgres also holds is forgotten (copied
+/// again next); one the bucket held alone stays recorded — restoring the object brings it back —
+/// and a WARNING says so (downloads fail at the bucket meanwhile).
+fn blob_missing(partition: &str, blob_id: &str, now_ms: i64) -> EngineResult<String> {
+    match stored::blob_in_postgres(partition, blob_id)? {
+        Some(true) => {
+            stored::delete_blob(partition, blob_id)?;
             Ok("blob object missing: copied again next".into())
         }
-        Some(true) => Ok("blob object missing: copied again next".into()),
+        Some(false) => {
+            stored::touch_blob_any(partition, blob_id, now_ms)?;
+            pgrx::warning!(
+                "syncular: blob {blob_id} is held only by the object store and its object is missing or changed: restore the object"
+            );
+            Ok("blob object missing, no copy in Postgres".into())
+        }
         None => Ok("no such blob object".into()),
     }
 }

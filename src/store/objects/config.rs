@@ -57,6 +57,22 @@ pub fn select_signer(day: &str, now_ms: i64) -> StoreResult<Option<SignerRow>> {
     .map_err(StoreError::spi("select_object_store_signer"))
 }
 
+/// Where the configured bucket is: `(endpoint, bucket, region, key_prefix)`, if configured.
+/// Errors: SPI failures.
+pub fn select_location() -> StoreResult<Option<(String, String, String, String)>> {
+    Spi::connect_mut(|client| {
+        let t = client.update("SELECT endpoint, bucket, region, key_prefix FROM syncular.sync_object_store", None, &[])?;
+        let Some(row) = t.into_iter().next() else { return Ok(None) };
+        Ok(Some((
+            row.get::<String>(1)?.unwrap_or_default(),
+            row.get::<String>(2)?.unwrap_or_default(),
+            row.get::<String>(3)?.unwrap_or_default(),
+            row.get::<String>(4)?.unwrap_or_default(),
+        )))
+    })
+    .map_err(StoreError::spi("select_object_store_location"))
+}
+
 /// The stored key prefix and partition salt (the mover's object keys), if configured.
 /// Errors: SPI failures.
 pub fn select_layout() -> StoreResult<Option<(String, Vec<u8>)>> {
@@ -153,13 +169,4 @@ pub fn delete_keys_before(day: &str) -> StoreResult<u64> {
             .map(|t| t.len() as u64)
     })
     .map_err(StoreError::spi("delete_object_store_keys_before"))
-}
-
-/// Removes the configuration and every key (the tier is off). Errors: SPI failures.
-pub fn delete_config() -> StoreResult<()> {
-    Spi::connect_mut(|client| {
-        client.update("DELETE FROM syncular.sync_object_store_keys", None, &[])?;
-        client.update("DELETE FROM syncular.sync_object_store", None, &[]).map(|_| ())
-    })
-    .map_err(StoreError::spi("delete_object_store_config"))
 }

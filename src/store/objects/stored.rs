@@ -146,3 +146,37 @@ pub fn touch_blob(partition: &str, blob_id: &str, etag: &str, now_ms: i64) -> St
     })
     .map_err(StoreError::spi("touch_blob_object"))
 }
+
+/// Forgets every segment object and every blob copy Postgres also holds (another bucket is
+/// configured: they are copied there again); blobs only the old bucket holds are kept. Returns
+/// how many rows went. Errors: SPI failures.
+pub fn forget_copies() -> StoreResult<u64> {
+    Spi::connect_mut(|client| {
+        let a = client.update("DELETE FROM syncular.sync_segment_objects", None, &[])?.len();
+        let b = client.update("DELETE FROM syncular.sync_blob_objects WHERE in_postgres", None, &[])?.len();
+        Ok((a + b) as u64)
+    })
+    .map_err(StoreError::spi("forget_object_copies"))
+}
+
+/// Marks blob object `blob_id` of `partition` checked at `now_ms` whatever its ETag (a missing
+/// object the bucket held alone: kept, so restoring the object brings it back). Errors: SPI
+/// failures.
+pub fn touch_blob_any(partition: &str, blob_id: &str, now_ms: i64) -> StoreResult<()> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "UPDATE syncular.sync_blob_objects SET checked_at_ms = $3 WHERE partition = $1 AND blob_id = $2",
+                None,
+                &[DatumWithOid::from(partition), DatumWithOid::from(blob_id), DatumWithOid::from(now_ms)],
+            )
+            .map(|_| ())
+    })
+    .map_err(StoreError::spi("touch_blob_object_any"))
+}
+
+/// Whether Postgres holds a copy of blob object `blob_id` of `partition` (`None`: no such row).
+/// Errors: SPI failures.
+pub fn blob_in_postgres(partition: &str, blob_id: &str) -> StoreResult<Option<bool>> {
+    Ok(blob_object(partition, blob_id)?.map(|(_, in_postgres)| in_postgres))
+}

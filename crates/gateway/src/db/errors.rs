@@ -157,8 +157,13 @@ pub fn is_transient_state(sqlstate: &str) -> bool {
 fn from_detail(detail: &str) -> Option<ApiError> {
     let Value::Object(body) = serde_json::from_str::<Value>(detail).ok()? else { return None };
     let category = body.get("category")?.as_str()?.to_owned();
-    body.get("code")?.as_str()?;
-    Some(ApiError { status: category_status(&category), body, transient: false })
+    let code = body.get("code")?.as_str()?;
+    // The object store's waits are unavailability, not server faults: 503, retried by clients.
+    let status = match code {
+        "syncular.object_store_unavailable" | "syncular.blob_pending" => StatusCode::SERVICE_UNAVAILABLE,
+        _ => category_status(&category),
+    };
+    Some(ApiError { status, body, transient: false })
 }
 
 /// Rebuilds the §10.1 object from a message `<code>: <message>` (extension builds without

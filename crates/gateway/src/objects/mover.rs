@@ -68,7 +68,7 @@ impl Mover {
 
     async fn round(self: &Arc<Self>, configured: &mut bool, keys_day: &mut String, healthy: &mut Option<bool>) -> Result<(), String> {
         let client = self.pool.get().await.map_err(|e| format!("no database connection: {e}"))?;
-        let db = |e: tokio_postgres::Error| e.to_string();
+        let db = db_error;
         if !*configured {
             let args = &self.args;
             let public = args.object_store_public_endpoint.as_ref().or(args.object_store_endpoint.as_ref()).cloned().unwrap_or_default();
@@ -140,7 +140,7 @@ impl Mover {
             item["etag"] = json!(etag);
         }
         let client = self.pool.get().await.map_err(|e| format!("no database connection: {e}"))?;
-        let row = client.query_one("SELECT syncular.object_store_report($1)", &[&item]).await.map_err(|e| e.to_string())?;
+        let row = client.query_one("SELECT syncular.object_store_report($1)", &[&item]).await.map_err(db_error)?;
         tracing::debug!(op = %item["op"], outcome = %row.get::<_, String>(0), "object store mover");
         Ok(())
     }
@@ -202,6 +202,15 @@ impl Mover {
     }
 }
 
+/// A database error's text: the server's message when it sent one (tokio-postgres' own
+/// `Display` says only "db error").
+fn db_error(e: tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => e.to_string(),
+    }
+}
+
 /// The chunks `0 .. count` of `sql(partition, id, idx)` as a streamed request body, each read
 /// with its own short pool checkout; a failed read fails the body (the PUT is then incomplete
 /// and the bucket keeps nothing).
@@ -214,7 +223,7 @@ fn chunk_body(pool: Pool, sql: &'static str, partition: String, id: String, coun
             }
             let read = async {
                 let client = pool.get().await.map_err(|e| std::io::Error::other(format!("no database connection: {e}")))?;
-                let row = client.query_one(sql, &[&partition, &id, &idx]).await.map_err(std::io::Error::other)?;
+                let row = client.query_one(sql, &[&partition, &id, &idx]).await.map_err(|e| std::io::Error::other(db_error(e)))?;
                 row.try_get::<_, Option<Vec<u8>>>(0)
                     .map_err(std::io::Error::other)?
                     .map(Bytes::from)
