@@ -26,7 +26,7 @@ use crate::store::app_table_ddl::PARTITION_COLUMN;
 use crate::store::{capture, citus};
 
 /// The log tables distributed on `partition`, the colocation anchor first.
-pub const DISTRIBUTED_TABLES: [&str; 18] = [
+pub const DISTRIBUTED_TABLES: [&str; 20] = [
     "syncular.sync_partitions",
     "syncular.sync_partition_registry",
     "syncular.sync_row_scopes",
@@ -45,10 +45,12 @@ pub const DISTRIBUTED_TABLES: [&str; 18] = [
     "syncular.sync_segment_chunks",
     "syncular.sync_segment_publications",
     "syncular.sync_round_failures",
+    "syncular.sync_blob_objects",
+    "syncular.sync_blob_grants",
 ];
 
 /// The partition-less tables, made reference tables.
-pub const REFERENCE_TABLES: [&str; 9] = [
+pub const REFERENCE_TABLES: [&str; 12] = [
     "syncular.sync_schema_versions",
     "syncular.sync_schema_tables",
     "syncular.sync_scope_resolver",
@@ -58,6 +60,9 @@ pub const REFERENCE_TABLES: [&str; 9] = [
     "syncular.sync_notification_key",
     "syncular.sync_lease_key",
     "syncular.sync_segment_url_keys",
+    "syncular.sync_object_store",
+    "syncular.sync_object_store_keys",
+    "syncular.sync_segment_objects",
 ];
 
 /// The colocation group every distributed table joins.

@@ -46,6 +46,7 @@ mod capture;
 mod lifecycle;
 mod citus;
 mod blobs;
+mod objects;
 mod segments;
 mod segment_image;
 mod wire_v3;

@@ -7,8 +7,11 @@ use crate::store::{StoreError, StoreResult};
 
 /// Every `sync_*` table holding rows of a partition, in deletion order: the
 /// indexes and log first, the counter and registry rows last (while they
-/// exist, the partition is still "known").
-pub const SYNC_TABLES: [&str; 18] = [
+/// exist, the partition is still "known"). Not `sync_blob_objects`: its rows
+/// name the bucket objects the mover deletes once their blobs are gone
+/// (docs/src/operate/object-store.md), and go with them.
+pub const SYNC_TABLES: [&str; 19] = [
+    "sync_blob_grants",
     "sync_segment_publications",
     "sync_segment_chunks",
     "sync_segments",
