@@ -40,18 +40,23 @@ export function fromPg(e: unknown): ApiError {
   if (typeof code !== 'string' || code.length !== 5) return apiError('syncular.unavailable', 'database connection failed', 503, true);
   try {
     const body = JSON.parse(detail ?? '');
-    if (typeof body?.code === 'string' && typeof body.category === 'string') return new ApiError(body);
+    // The object store's waits (docs/src/operate/object-store.md) are unavailability: 503.
+    const waits = body?.code === 'syncular.blob_pending' || body?.code === 'syncular.object_store_unavailable';
+    if (typeof body?.code === 'string' && typeof body.category === 'string') return new ApiError(body, waits ? 503 : undefined);
   } catch { /* not a §10.1 DETAIL */ }
   if (['40', '53', '57', '08'].includes(code.slice(0, 2))) return apiError('syncular.unavailable', `database busy (${code})`, 503, true);
   return apiError('syncular.internal', `database error ${code}: ${message ?? ''}`);
 }
 
 /** Runs `attempt` until it succeeds, fails non-transiently, or failed transiently 4 times (backoff
- *  25, 100, 400 ms) — then syncular.unavailable (503). */
+ *  25, 100, 400 ms) — then syncular.unavailable (503). syncular.blob_pending (a presigned upload the
+ *  mover has not verified yet) is retried every 100 ms for up to 5 s, then answered as is. */
 export async function withRetry<T>(attempt: () => Promise<T>): Promise<T> {
+  const started = Date.now();
   for (let n = 1, delay = 25; ; n++, delay *= 4) {
     try { return await attempt(); } catch (raw) {
       const e = fromPg(raw);
+      if (e.code === 'syncular.blob_pending' && Date.now() - started < 5000) { n--; delay /= 4; await new Promise(r => setTimeout(r, 100)); continue; }
       if (!e.transient) throw e;
       if (n === 4) throw apiError('syncular.unavailable', 'database kept failing transiently', 503, true);
       await new Promise(r => setTimeout(r, delay));

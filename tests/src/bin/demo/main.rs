@@ -13,7 +13,10 @@
 //! 4. a mixed fleet: a tablet with `syncular-client` 0.49.2 (wire version 3,
 //!    the fleet driver process `SYNCULAR_CLIENT_V3_DRIVER`) joins the same
 //!    partition, patches one column of a task (a sparse row on the wire), and
-//!    the 0.15.48 laptop receives the full merged row.
+//!    the 0.15.48 laptop receives the full merged row;
+//! 5. with `SYNCULAR_DEMO_OBJECT_STORE=1` (the gateway's mover and an S3-compatible server
+//!    started by `scripts/demo`): a bulk import bootstrapped twice, the second time from the
+//!    bucket through a presigned URL ([`objects`]).
 //!
 //! Usage: `demo BASE_URL DSN` — `scripts/demo` starts Postgres and the
 //! gateway and runs this binary.
@@ -29,6 +32,8 @@ use syncular_integration_tests::fleet::{values, FleetClient, Generation};
 use syncular_integration_tests::fixtures::{register_schema, server_tasks};
 use syncular_integration_tests::gateway::{Peer, Received};
 use syncular_integration_tests::wire::decode_response;
+
+mod objects;
 
 const PROJECT: &str = "home";
 
@@ -182,6 +187,9 @@ fn run() -> Result<(), String> {
         println!("  {id:<3} {project:<5} {title:<13} done={done:<5} version={version}");
     }
     phone.peer.disconnect();
+    if std::env::var("SYNCULAR_DEMO_OBJECT_STORE").as_deref() == Ok("1") {
+        objects::run(&base_url, &mut admin, &partition)?;
+    }
     println!("\ndone.");
     Ok(())
 }
