@@ -157,6 +157,14 @@ fn real_clients_upload_by_presigned_put_and_download_by_presigned_get() {
     assert!(!url.contains(PARTITION), "the object key names no partition: {url}");
     assert!(answer["urlExpiresAtMs"].as_i64().is_some());
     assert_eq!(presigned("GET", url, None), (200, bytes.clone()));
+    // The URL is a grant to exactly this object: another partition's token or another blob id
+    // in its key is refused by the bucket.
+    let path = url.split('?').next().unwrap();
+    let token = path.split("/t/blob/").nth(1).unwrap().split('/').next().unwrap();
+    let other_token: String = token.chars().rev().collect();
+    assert_eq!(presigned("GET", &url.replacen(token, &other_token, 1), None).0, 403, "another partition's key");
+    let other_blob = blob_id(b"another blob");
+    assert_eq!(presigned("GET", &url.replacen(&id[7..], &other_blob[7..], 1), None).0, 403, "another blob's key");
     // carol (another scope) gets no URL.
     let (status, _, body) = request(&gw, "GET", &format!("/blobs/{id}"), "carol", None);
     assert_eq!((status, json_of(&body)["code"].as_str()), (403, Some("blob.forbidden")));
@@ -257,4 +265,44 @@ fn the_bucket_down_and_the_orphan_sweep() {
     eventually("the objects were deleted", WAIT, || object_row(&db, &only_id).is_none() && object_row(&db, &both_id).is_none());
     let files = std::fs::read_dir(s3.object_path("t/blob")).map(|d| d.flat_map(|e| std::fs::read_dir(e.unwrap().path().join("sha256")).unwrap()).count()).unwrap_or(0);
     assert_eq!(files, 0, "no blob object left in the bucket");
+}
+
+/// `syncular-object-mover` on its own (beside a gateway without `--object-store-*`, as beside a
+/// gateway in another language): the gateway's grants and downloads carry its bucket's URLs.
+#[test]
+fn the_standalone_mover_serves_a_gateway_without_one() {
+    let db = Db::new("objalone");
+    let s3 = S3Server::start();
+    let gw = Gateway::start_with_dsn(&db.dsn, &["--auth", "dev"]);
+    let bin = syncular_integration_tests::gateway::gateway_bin().with_file_name("syncular-object-mover");
+    let endpoint = s3.endpoint();
+    let mut mover = std::process::Command::new(&bin)
+        .args(["--database-url", &db.dsn, "--object-store-endpoint", &endpoint, "--object-store-bucket", s3.bucket()])
+        .args(["--object-store-prefix", "alone/", "--object-store-interval-ms", "100"])
+        .env("SYNCULAR_OBJECT_STORE_ACCESS_KEY_ID", s3.access_key_id())
+        .env("SYNCULAR_OBJECT_STORE_SECRET_ACCESS_KEY", s3.secret_access_key())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e} (cargo build -p syncular-gateway)", bin.display()));
+    eventually("the standalone mover's heartbeat", WAIT, || tier_healthy(&mut db.connect()));
+    let bytes = bytes_of(9, 10_000);
+    let id = blob_id(&bytes);
+    let (status, _, body) = request(&gw, "POST", &format!("/blobs/{id}/upload-grant"), "alice", Some(br#"{"byteLength": 10000}"#));
+    assert_eq!(status, 200);
+    let url = json_of(&body)["url"].as_str().expect("a presigned PUT from the standalone mover's bucket").to_owned();
+    assert!(url.starts_with(&format!("{endpoint}/{}/alone/blob/", s3.bucket())), "{url}");
+    assert_eq!(presigned("PUT", &url, Some(&bytes)).0, 200);
+    eventually("verified", WAIT, || blob_row(&db, &id).is_some());
+    let mut conn = db.connect();
+    conn.execute("SELECT pg_catalog.set_config('syncular.partition', $1, false)", &[&PARTITION]).unwrap();
+    conn.execute("INSERT INTO public.notes (id, ws, title, att) VALUES ('n1', 'w1', 'n1', $1)", &[&format!(r#"{{"blobId":"{id}","byteLength":10000}}"#)])
+        .unwrap();
+    let (status, _, body) = request(&gw, "GET", &format!("/blobs/{id}"), "bob", None);
+    assert_eq!(status, 200);
+    assert_eq!(presigned("GET", json_of(&body)["url"].as_str().unwrap(), None), (200, bytes));
+    // Stopped: SIGTERM → its last heartbeat is 0, presigning stops at once.
+    unsafe { libc::kill(mover.id() as i32, libc::SIGTERM) };
+    assert!(mover.wait().unwrap().success(), "a graceful stop");
+    assert!(!tier_healthy(&mut db.connect()), "no presigning without a mover");
 }

@@ -1,8 +1,9 @@
 //! Bootstrap segments through the object-store tier (issue 28; docs/src/operate/object-store.md),
 //! against a real S3 server (`s3s-fs`, [`S3Server`]) and a gateway whose mover copies the bytes:
 //! - the real client (`syncular-client = "=0.15.48"`) bootstraps `SYNCULAR_OBJECT_STORE_ROWS`
-//!   rows (default 200,000; 1,000,000 in `scripts/bench-segments`' object-store lane) on the
-//!   page lane and the SQLite image lane; once the mover copied the segments, every
+//!   rows (default 100,000) on the page lane and the SQLite image lane, and a partition of
+//!   `SYNCULAR_OBJECT_STORE_BIG_ROWS` (default 1,000,000) on the image lane; once the mover
+//!   copied the segments, every
 //!   `SEGMENT_REF` of a client advertising `accept` bit 3 carries a presigned URL of the bucket
 //!   (`/{bucket}/t/seg/sha256/{hex}`, SigV4, ≤ 15 min), fetched with no credentials, and the
 //!   gateway's direct endpoint serves nothing — over HTTP through the gateway and through the
@@ -32,7 +33,7 @@ const PARTITION: &str = "objects";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn rows() -> i64 {
-    std::env::var("SYNCULAR_OBJECT_STORE_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(200_000)
+    std::env::var("SYNCULAR_OBJECT_STORE_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
 }
 
 /// The database (seeded once per test binary) and the server's rows.
@@ -214,4 +215,39 @@ fn objects_deleted_or_replaced_behind_our_back_are_copied_again() {
     let (urls, outcome) = bootstrap_sql(db, "repaired", 0b1110);
     outcome.expect("the next pull recovers");
     assert!(urls.iter().all(|u| is_bucket_url(&s3, u)) && !urls.is_empty());
+}
+
+/// 1,000,000 rows (`SYNCULAR_OBJECT_STORE_BIG_ROWS`) through one presigned image URL: the first
+/// bootstrap is served by Postgres, the second entirely by the bucket.
+#[test]
+fn a_million_rows_bootstrap_through_a_presigned_image_url() {
+    let big: i64 = std::env::var("SYNCULAR_OBJECT_STORE_BIG_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let _serial = serial();
+    let (db, _) = loaded();
+    let partition = "objects-big";
+    db.seed_tasks(partition, "alice", big);
+    let server = server_tasks(&mut db.connect(), partition).unwrap();
+    assert_eq!(server.len() as i64, big);
+    let s3 = S3Server::start();
+    let gw = tier_gateway(db, &s3, &[]);
+    let boot = |label: &str| {
+        let mut peer = Peer::new(&gw.base_url, partition, "alice", label);
+        peer.client = client(label, 0b1110);
+        peer.transport.set_signed_urls(true);
+        peer.sync_idle(50).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let held = held_tasks(&peer.client).unwrap();
+        assert_eq!(held.len(), server.len(), "{label}: row count");
+        assert!(held == server, "{label}: the client holds exactly the server's rows");
+    };
+    boot("big-first");
+    eventually("the mover copied the image", WAIT, || segments_all_stored(&mut db.connect()));
+    let before = direct_served(&gw);
+    boot("big-second");
+    assert_eq!(direct_served(&gw), before, "the million-row image came from the bucket");
+    let image: i64 = db
+        .connect()
+        .query_one("SELECT max(byte_length) FROM syncular.sync_segment_objects", &[])
+        .unwrap()
+        .get(0);
+    assert!(image > 10 << 20, "a multi-megabyte image went through the bucket: {image} bytes");
 }
