@@ -95,13 +95,11 @@ fn bootstrap_sql(db: &TierDb, label: &str, accept: u8) -> (Vec<String>, Result<(
     let mut urls = Vec::new();
     for bytes in &t.responses {
         for frame in decode_response(bytes).unwrap().frames {
-            if let Frame::SegmentRef { url, url_expires_at_ms, .. } = frame {
-                if let Some(url) = url {
-                    let expires = url_expires_at_ms.expect("urlExpiresAtMs goes with url (§5.4)");
-                    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-                    assert!(expires > now && expires <= now + 900_000 + 1_000, "{label}: URL lifetime ≤ 15 min: {}", expires - now);
-                    urls.push(url);
-                }
+            if let Frame::SegmentRef { url: Some(url), url_expires_at_ms, .. } = frame {
+                let expires = url_expires_at_ms.expect("urlExpiresAtMs goes with url (§5.4)");
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+                assert!(expires > now && expires <= now + 900_000 + 1_000, "{label}: URL lifetime ≤ 15 min: {}", expires - now);
+                urls.push(url);
             }
         }
     }

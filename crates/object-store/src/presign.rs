@@ -284,6 +284,15 @@ fn canonical_headers(extra: &[(&str, &str)]) -> Result<Vec<(String, String)>, Pr
     Ok(out)
 }
 
+/// Checks an endpoint as [`presign`] does: `http[s]://host[:port]`, optionally one trailing `/`;
+/// no path, query, fragment or credentials.
+///
+/// # Errors
+/// [`PresignError::InvalidEndpoint`] naming the fault.
+pub fn validate_endpoint(endpoint: &str) -> Result<(), PresignError> {
+    crate::endpoint::Endpoint::parse(endpoint).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,13 +349,4 @@ mod tests {
         assert!(text.contains("<redacted>"), "{text}");
         assert!(!text.contains("171"), "{text}");
     }
-}
-
-/// Checks an endpoint as [`presign`] does: `http[s]://host[:port]`, optionally one trailing `/`;
-/// no path, query, fragment or credentials.
-///
-/// # Errors
-/// [`PresignError::InvalidEndpoint`] naming the fault.
-pub fn validate_endpoint(endpoint: &str) -> Result<(), PresignError> {
-    crate::endpoint::Endpoint::parse(endpoint).map(|_| ())
 }
