@@ -263,6 +263,10 @@ fn the_bucket_down_and_the_orphan_sweep() {
     let swept: i64 = conn.query_one("SELECT syncular.blob_sweep_orphans(0)", &[]).unwrap().get(0);
     assert_eq!(swept, 2);
     eventually("the objects were deleted", WAIT, || object_row(&db, &only_id).is_none() && object_row(&db, &both_id).is_none());
+    // Credentials and signatures never reach a log line (the bucket went down and came back).
+    let logs = gw.logs.lock().unwrap().join("\n");
+    assert!(logs.contains("object store unreachable"), "the outage was logged");
+    assert!(!logs.contains(s3.secret_access_key()) && !logs.contains("X-Amz-Signature") && !logs.contains("X-Amz-Credential"), "{logs}");
     let files = std::fs::read_dir(s3.object_path("t/blob")).map(|d| d.flat_map(|e| std::fs::read_dir(e.unwrap().path().join("sha256")).unwrap()).count()).unwrap_or(0);
     assert_eq!(files, 0, "no blob object left in the bucket");
 }

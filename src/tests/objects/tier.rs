@@ -191,4 +191,15 @@ mod tests {
         assert!(work().iter().any(|i| i["op"] == "copyBlob"), "another bucket: copied again");
         expect_error(attempt("SELECT syncular.object_store_report('{\"op\": \"copyBlob\", \"result\": \"sideways\"}')"), "22023", "syncular.invalid_argument", "");
     }
+
+    #[pg_test]
+    fn a_segment_object_no_partition_stores_is_deleted() {
+        tier_on();
+        let hex = "ab".repeat(32);
+        run(&format!("INSERT INTO syncular.sync_segment_objects VALUES ('sha256:{hex}', 10, 'e', {NOW}, {NOW})"));
+        let delete = work().into_iter().find(|i| i["op"] == "deleteSegment").expect("the orphaned segment object");
+        assert_eq!(delete["objectKey"], json!(format!("p/seg/sha256/{hex}")));
+        assert_eq!(report(&delete, "deleted", None), "segment object forgotten: true");
+        assert!(!work().iter().any(|i| i["op"] == "deleteSegment"));
+    }
 }
