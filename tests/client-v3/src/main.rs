@@ -10,6 +10,8 @@
 //! present in the reply, `[]` when the record has none); a socket that ends on its own arrives
 //! as `Inbound::Disconnected`, recorded and handed to `realtime_lost`; `sync_idle` can end
 //! `budgetExhausted`, and a round refused for want of a socket `realtimeUnavailable`.
+//! `fetch_blob` runs 0.49.2's `fetch_blob_bytes` (raw bytes; 0.15.48's `fetch_blob` answers
+//! `{"$bytes": hex}`); `open`'s `signedUrls` is the native transport's `set_signed_urls`.
 
 #[path = "../../src/fleet/protocol.rs"]
 #[allow(dead_code)] // the harness half (reply decoding) is not the driver's
@@ -19,7 +21,7 @@ use serde_json::{json, Value};
 use syncular_client::native_transport::{HostTransport, Inbound};
 use syncular_client::{ClientLimits, Mutation, ResolveCommitOutcomeInput, SyncClient, SyncOutcome};
 
-use protocol::{scope_list, to_json, Command, Driver, Received, SyncResult};
+use protocol::{blob_ref_text, from_hex, scope_list, to_hex, to_json, Command, Driver, Received, SyncResult};
 
 /// An open client and its transport.
 struct Session {
@@ -138,6 +140,11 @@ impl Session {
                 client.set_presence(&mut self.transport, &scope_key, doc.as_ref()).map(|()| Value::Null)
             }
             Command::Presence { scope_key } => to_json(&client.presence(&scope_key)),
+            Command::UploadBlob { bytes_hex, media_type, name } => client.upload_blob(&from_hex(&bytes_hex)?, media_type, name),
+            Command::FetchBlob { blob_ref } => client
+                .fetch_blob_bytes(&mut self.transport, &blob_ref_text(&blob_ref))
+                .map(|blob| json!({ "blobId": blob.blob_id, "bytesHex": to_hex(&blob.bytes) }))
+                .map_err(|(code, message)| format!("{code}: {message}")),
             Command::Close => {
                 self.transport.shutdown();
                 Ok(Value::Null)
@@ -148,7 +155,7 @@ impl Session {
 
 impl Driver for V3 {
     fn handle(&mut self, command: Command) -> Result<Value, String> {
-        if let Command::Open { transport, client_id, schema, limits } = command {
+        if let Command::Open { transport, client_id, schema, limits, signed_urls } = command {
             if self.session.is_some() {
                 return Err("driver.already_open: the client is open".to_owned());
             }
@@ -160,7 +167,8 @@ impl Driver for V3 {
                 ..ClientLimits::default()
             };
             let client = SyncClient::new(client_id, &schema, limits)?;
-            let transport = HostTransport::from_config(&transport)?;
+            let mut transport = HostTransport::from_config(&transport)?;
+            transport.set_signed_urls(signed_urls);
             self.session = Some(Session { client, transport, received: Vec::new() });
             return Ok(json!({ "generation": "v3" }));
         }

@@ -8,7 +8,9 @@
 use serde_json::{json, Value};
 use syncular_client::native_transport::{HostTransport, Inbound};
 use syncular_client::{ClientLimits, Mutation, ResolveCommitOutcomeInput, SyncClient, SyncOutcome};
-use syncular_integration_tests::fleet::protocol::{self, scope_list, to_json, Command, Driver, Received, SyncResult};
+use syncular_integration_tests::fleet::protocol::{
+    self, blob_ref_text, from_hex, scope_list, to_json, Command, Driver, Received, SyncResult,
+};
 
 /// An open client and its transport.
 struct Session {
@@ -102,6 +104,15 @@ impl Session {
                 client.set_presence(&mut self.transport, &scope_key, doc.as_ref()).map(|()| Value::Null)
             }
             Command::Presence { scope_key } => to_json(&client.presence(&scope_key)),
+            Command::UploadBlob { bytes_hex, media_type, name } => client.upload_blob(&from_hex(&bytes_hex)?, media_type, name),
+            Command::FetchBlob { blob_ref } => {
+                let blob = client
+                    .fetch_blob(&mut self.transport, &blob_ref_text(&blob_ref))
+                    .map_err(|(code, message)| format!("{code}: {message}"))?;
+                // 0.15.48 answers `{blobId, byteLength, bytes: {"$bytes": hex}, …}`.
+                let hex = blob["bytes"]["$bytes"].as_str().ok_or_else(|| format!("driver.bad_reply: no $bytes in {blob}"))?;
+                Ok(json!({ "blobId": blob["blobId"], "bytesHex": hex }))
+            }
             Command::Close => {
                 self.transport.shutdown();
                 Ok(Value::Null)
@@ -112,7 +123,7 @@ impl Session {
 
 impl Driver for V2 {
     fn handle(&mut self, command: Command) -> Result<Value, String> {
-        if let Command::Open { transport, client_id, schema, limits } = command {
+        if let Command::Open { transport, client_id, schema, limits, signed_urls } = command {
             if self.session.is_some() {
                 return Err("driver.already_open: the client is open".to_owned());
             }
@@ -124,7 +135,8 @@ impl Driver for V2 {
                 ..ClientLimits::default()
             };
             let client = SyncClient::new(client_id, &schema, limits)?;
-            let transport = HostTransport::from_config(&transport)?;
+            let mut transport = HostTransport::from_config(&transport)?;
+            transport.set_signed_urls(signed_urls);
             self.session = Some(Session { client, transport, received: Vec::new() });
             return Ok(json!({ "generation": "v2" }));
         }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::protocol::{decode_reply, Command, Limits, Received};
+use super::protocol::{decode_reply, from_hex, to_hex, Command, Limits, Received};
 use super::records::{event_name, event_names, sync_outcome, Completed, Conflict, Rejection, Report, RoundFailure, Row};
 use super::Generation;
 use crate::fixtures::{schema_ir, TASKS};
@@ -21,6 +21,18 @@ use crate::gateway::{transport_config, WAIT};
 
 /// Bound of one command's reply (a `sync_idle` of a segment bootstrap included).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// What `open` sets besides the transport and the client id; `Default` is the sample schema,
+/// the client's default limits and no signed-URL fetches.
+#[derive(Debug, Clone, Default)]
+pub struct Open {
+    /// The schema IR; `None` is the sample schema ([`schema_ir`]).
+    pub schema: Option<Value>,
+    /// Request knobs (§4.2).
+    pub limits: Limits,
+    /// Whether the transport fetches bare signed URLs (§5.4).
+    pub signed_urls: bool,
+}
 
 /// A running driver with an open client.
 pub struct FleetClient {
@@ -50,12 +62,25 @@ impl FleetClient {
         client_id: &str,
         limits: Limits,
     ) -> FleetClient {
+        FleetClient::spawn_opts(generation, base_url, partition, actor, client_id, Open { limits, ..Open::default() })
+    }
+
+    /// [`FleetClient::spawn`] with everything `open` can set.
+    pub fn spawn_opts(
+        generation: Generation,
+        base_url: &str,
+        partition: &str,
+        actor: &str,
+        client_id: &str,
+        open: Open,
+    ) -> FleetClient {
         let mut c = FleetClient::start(generation, client_id);
         let opened = c.ok(&Command::Open {
             transport: transport_config(base_url, actor, partition),
             client_id: client_id.to_owned(),
-            schema: schema_ir(),
-            limits,
+            schema: open.schema.unwrap_or_else(schema_ir),
+            limits: open.limits,
+            signed_urls: open.signed_urls,
         });
         assert_eq!(opened["generation"], generation.label(), "the driver of {generation:?}");
         c
@@ -173,7 +198,12 @@ impl FleetClient {
 
     /// One commit upserting `values` into `tasks`; returns its client commit id.
     pub fn upsert(&mut self, values: Map<String, Value>, base_version: Option<i64>) -> String {
-        commit_id(self.ok(&Command::Upsert { table: TASKS.to_owned(), values, base_version }))
+        self.upsert_into(TASKS, values, base_version)
+    }
+
+    /// One commit upserting `values` into `table`; returns its client commit id.
+    pub fn upsert_into(&mut self, table: &str, values: Map<String, Value>, base_version: Option<i64>) -> String {
+        commit_id(self.ok(&Command::Upsert { table: table.to_owned(), values, base_version }))
     }
 
     /// One commit writing task `id` (`done` false, no priority); returns its client commit id.
@@ -190,6 +220,26 @@ impl FleetClient {
     /// One commit deleting task `row_id`; returns its client commit id.
     pub fn delete(&mut self, row_id: &str, base_version: Option<i64>) -> String {
         commit_id(self.ok(&Command::Delete { table: TASKS.to_owned(), row_id: row_id.to_owned(), base_version }))
+    }
+
+    // -- blobs (§5.9) ----------------------------------------------------------------------
+
+    /// Stages `bytes` as a blob (uploaded before the client's next push); returns the BlobRef
+    /// (`blobId`, `byteLength`, `mediaType`?, `name`?).
+    pub fn upload_blob(&mut self, bytes: &[u8], media_type: Option<&str>, name: Option<&str>) -> Value {
+        self.ok(&Command::UploadBlob {
+            bytes_hex: to_hex(bytes),
+            media_type: media_type.map(str::to_owned),
+            name: name.map(str::to_owned),
+        })
+    }
+
+    /// The bytes of a blob (a BlobRef or a `sha256:…` id), from the client's cache or downloaded;
+    /// `Err` is the client's `code: message`.
+    pub fn fetch_blob(&mut self, blob_ref: &Value) -> Result<Vec<u8>, String> {
+        let reply = self.call(&Command::FetchBlob { blob_ref: blob_ref.clone() })?;
+        let hex = reply["bytesHex"].as_str().unwrap_or_else(|| panic!("{}: no bytesHex in {reply}", self.name()));
+        Ok(from_hex(hex).expect("the driver answers hex"))
     }
 
     // -- rounds ------------------------------------------------------------------------------
@@ -216,9 +266,14 @@ impl FleetClient {
 
     // -- what the client holds ---------------------------------------------------------------
 
+    /// The visible rows of `table`, by primary key.
+    pub fn rows(&mut self, table: &str) -> Vec<Row> {
+        self.typed(&Command::Rows { table: table.to_owned() })
+    }
+
     /// The visible rows of `tasks`, by primary key.
     pub fn tasks(&mut self) -> Vec<Row> {
-        self.typed(&Command::Rows { table: TASKS.to_owned() })
+        self.rows(TASKS)
     }
 
     /// Task `id`, when held.

@@ -27,7 +27,7 @@ pub mod stage;
 
 use std::path::PathBuf;
 
-pub use client::{values, FleetClient};
+pub use client::{values, FleetClient, Open};
 pub use protocol::Limits;
 pub use records::{Completed, Conflict, Rejection, Report, RoundFailure, Row};
 pub use stage::{as_server_tasks, seed_rows, Stage};

@@ -23,6 +23,9 @@
 //!   outcome (`status`: `applied`|`cached`|`conflict`|`rejected`) or `null`; `resolve` → the
 //!   resolved outcome; `subscription` → the subscription's state (`status`, `cursor`,
 //!   `hasResumeToken`, `effectiveScopes`) or `null`;
+//! - `upload_blob` → the BlobRef the client staged (`blobId`, `byteLength`, `mediaType`?,
+//!   `name`?), whose JSON text is the value of a `blob_ref` column; `fetch_blob` →
+//!   `{"blobId", "bytesHex"}` (a failure is an `error` reply `code: message`);
 //! - `pump` → `{"handled": n}` (socket messages applied by this call); `events` →
 //!   `{"received": [Received…]}`, everything the socket delivered so far, in order;
 //!   `presence` → the peers on the scope key (`actorId`, `clientId`, `doc`).
@@ -48,6 +51,10 @@ pub enum Command {
         /// Request knobs (§4.2); absent ones are the client's defaults.
         #[serde(default)]
         limits: Limits,
+        /// Lets the transport fetch bare signed URLs (§5.4 presigned segment URLs; the client
+        /// then advertises `accept` bit 3 unless `limits.accept` says otherwise). Absent: off.
+        #[serde(default, skip_serializing_if = "is_false")]
+        signed_urls: bool,
     },
     /// Registers a subscription with its requested scopes.
     Subscribe {
@@ -154,15 +161,38 @@ pub enum Command {
         /// Scope key.
         scope_key: String,
     },
+    /// Stages a blob (§5.9.7): the client hashes and caches the bytes and queues their upload,
+    /// flushed before its next push (grant, presigned PUT or the direct endpoint).
+    UploadBlob {
+        /// The bytes, lowercase or uppercase hex.
+        bytes_hex: String,
+        /// The BlobRef's `mediaType`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        media_type: Option<String>,
+        /// The BlobRef's `name`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// Resolves a blob's bytes (§5.9.5): from the client's cache, else downloaded (inline or
+    /// through the presigned URL the server issues) and checked against the content address.
+    FetchBlob {
+        /// A BlobRef (object or its JSON text) or a bare `sha256:…` blob id.
+        blob_ref: Value,
+    },
     /// Shuts the transport down; the driver exits after replying.
     Close,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// §4.2 request knobs of `open`; `None` keeps the client's default.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Limits {
-    /// `accept` bitmask (bit 0 inline rows, bit 1 external rows, bit 2 SQLite images).
+    /// `accept` bitmask (bit 0 inline rows, bit 1 external rows, bit 2 SQLite images, bit 3 signed
+    /// URLs); absent, both clients send their default, with bit 3 when `open` had `signedUrls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept: Option<u8>,
     /// `limitCommits`.
@@ -295,6 +325,42 @@ pub fn serve(driver: &mut impl Driver) {
             return;
         }
     }
+}
+
+/// The text a client's `fetch_blob` takes: a bare blob id as is, a BlobRef as its JSON text.
+pub fn blob_ref_text(blob_ref: &Value) -> String {
+    match blob_ref {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
+}
+
+/// The bytes of a hex string.
+///
+/// Errors: an odd length or a non-hex digit (`driver.bad_command: …`).
+pub fn from_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        b'A'..=b'F' => Ok(c - b'A' + 10),
+        _ => Err(format!("driver.bad_command: not a hex digit: {:?}", c as char)),
+    };
+    let pairs = text.as_bytes().chunks_exact(2);
+    if !pairs.remainder().is_empty() {
+        return Err("driver.bad_command: hex of odd length".to_owned());
+    }
+    pairs.map(|pair| Ok(digit(pair[0])? << 4 | digit(pair[1])?)).collect()
 }
 
 /// The (column, values) list a client's `subscribe` takes.
