@@ -261,12 +261,13 @@ CREATE TABLE sync_segment_url_keys(
 -- the mover hands over per-day derived SigV4 signing keys, `sync_object_store_keys`, readable by
 -- the extension owner only); `healthy_until_ms` is the mover's heartbeat — past it, nothing is
 -- presigned and every byte is served from Postgres again. `partition_salt` keys the partition's
--- token in blob object keys (clients never learn a partition id).
+-- token in blob object keys (clients never learn a partition id); `scanned_at_ms` = the work queue's
+-- last whole-table scan (copies and deletions older than its 2-minute window; once a minute).
 CREATE TABLE sync_object_store(
   id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
   endpoint TEXT NOT NULL, bucket TEXT NOT NULL, region TEXT NOT NULL, key_prefix TEXT NOT NULL,
   access_key_id TEXT NOT NULL, url_ttl_s INTEGER NOT NULL, partition_salt BYTEA NOT NULL,
-  healthy_until_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL
+  healthy_until_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL, scanned_at_ms BIGINT NOT NULL DEFAULT 0
 );
 CREATE TABLE sync_object_store_keys(
   day TEXT PRIMARY KEY, access_key_id TEXT NOT NULL, signing_key BYTEA NOT NULL,
@@ -281,6 +282,7 @@ CREATE TABLE sync_segment_objects(
 );
 CREATE INDEX sync_segment_objects_by_check ON sync_segment_objects(checked_at_ms);
 CREATE INDEX sync_segments_by_segment ON sync_segments(segment_id);
+CREATE INDEX sync_segments_by_created ON sync_segments(created_at_ms);
 -- A blob's bytes at `{prefix}blob/{partition token}/sha256/{hex}`: copied from Postgres by the
 -- mover (`in_postgres`), or uploaded by the client with a presigned PUT and verified by the mover
 -- (length and SHA-256) before its `sync_blobs` row was written (`in_postgres` false: the bucket

@@ -98,7 +98,9 @@ mod tests {
     #[pg_test]
     fn every_extension_table_is_marked_for_pg_dump() {
         // Except the segment cache (§5.1: cache entries, not durable state): deliberately not
-        // dumped, rebuilt on demand (docs/src/sql/segments.md "Segments").
+        // dumped, rebuilt on demand (docs/src/sql/segments.md "Segments"); which segments the
+        // object store holds goes with it, and the object store's per-day signing keys are the
+        // mover's to hand over again (docs/src/operate/object-store.md).
         let unmarked = text(
             "SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_catalog.pg_class c \
                JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
@@ -107,8 +109,8 @@ mod tests {
         );
         assert_eq!(
             unmarked.as_deref(),
-            Some("sync_segment_chunks,sync_segment_publications,sync_segment_url_keys,sync_segments"),
-            "only the segment cache is left out of pg_dump"
+            Some("sync_object_store_keys,sync_segment_chunks,sync_segment_objects,sync_segment_publications,sync_segment_url_keys,sync_segments"),
+            "only the segment cache and the object store's signing keys are left out of pg_dump"
         );
         let marked = int8(
             "SELECT count(*) FROM pg_catalog.pg_extension e, unnest(e.extconfig) WHERE e.extname = 'syncular'",

@@ -18,6 +18,9 @@ use crate::store::push::locks as push_locks;
 /// The longest presigned-URL lifetime (§5.4: TTL ≤ 15 min), seconds.
 pub const MAX_URL_TTL_S: i32 = 900;
 
+/// How often the work queue scans whole tables (copies older than its window, deletions), ms.
+pub const FULL_SCAN_MS: i64 = 60_000;
+
 /// The longest heartbeat a mover may claim, ms.
 pub const MAX_HEALTHY_FOR_MS: i64 = 10 * 60_000;
 
@@ -110,7 +113,9 @@ pub fn heartbeat(healthy_for_ms: i64) -> EngineResult<bool> {
 /// `verifyUpload` (`partition`, `blobId`, `objectKey`, `byteLength`: HEAD/GET the presigned
 /// upload, hash it), `deleteSegment` / `deleteBlob` (`objectKey`), `checkSegment` / `checkBlob`
 /// (`objectKey`, `etag`, `byteLength`: HEAD it, objects last checked before now −
-/// `check_after_ms`). Empty without a configuration. Errors: `syncular.invalid_argument`.
+/// `check_after_ms`). Copies of the last two minutes are listed on every call; older ones and
+/// deletions by a whole-table scan at most once a minute ([`FULL_SCAN_MS`]). Empty without a
+/// configuration. Errors: `syncular.invalid_argument`.
 pub fn work(max_items: i32, check_after_ms: i64) -> EngineResult<Vec<Value>> {
     if max_items < 1 {
         return Err(invalid(format!("max_items must be at least 1, got {max_items}")));
@@ -121,6 +126,10 @@ pub fn work(max_items: i32, check_after_ms: i64) -> EngineResult<Vec<Value>> {
     let Some((prefix, salt)) = config::select_layout()? else { return Ok(Vec::new()) };
     let now_ms = clock::now_ms()?;
     let limit = i64::from(max_items);
+    // Copies of the last two minutes every call (index ranges); the whole tables — older copies
+    // (a mover that was down), deletions — once a minute.
+    let full = config::claim_full_scan(now_ms, FULL_SCAN_MS)?;
+    let since_ms = if full { 0 } else { now_ms.saturating_sub(2 * FULL_SCAN_MS) };
     let mut out = Vec::new();
     let key_err = |e: objects::KeyError| EngineError::internal(format!("object key: {e}"));
     let blob_key = |partition: &str, blob_id: &str| objects::blob_object_key(&prefix, &objects::partition_token(&salt, partition), blob_id);
@@ -129,23 +138,25 @@ pub fn work(max_items: i32, check_after_ms: i64) -> EngineResult<Vec<Value>> {
         out.push(json!({"op": "verifyUpload", "partition": partition, "blobId": blob_id, "objectKey": key, "byteLength": byte_length}));
     }
     let mut seen = HashSet::new();
-    for (partition, segment_id, byte_length, chunk_count) in work::segments_to_copy(now_ms, limit)? {
+    for (partition, segment_id, byte_length, chunk_count) in work::segments_to_copy(now_ms, since_ms, limit)? {
         if seen.insert(segment_id.clone()) {
             let key = objects::segment_object_key(&prefix, &segment_id).map_err(key_err)?;
             out.push(json!({"op": "copySegment", "partition": partition, "segmentId": segment_id, "objectKey": key,
                             "byteLength": byte_length, "chunkCount": chunk_count}));
         }
     }
-    for (partition, blob_id, byte_length, chunk_count) in work::blobs_to_copy(limit)? {
+    for (partition, blob_id, byte_length, chunk_count) in work::blobs_to_copy(since_ms, limit)? {
         let key = blob_key(&partition, &blob_id).map_err(key_err)?;
         out.push(json!({"op": "copyBlob", "partition": partition, "blobId": blob_id, "objectKey": key,
                         "byteLength": byte_length, "chunkCount": chunk_count}));
     }
-    for segment_id in work::segments_to_delete(limit)? {
+    let (segments_gone, blobs_gone) =
+        if full { (work::segments_to_delete(limit)?, work::blobs_to_delete(limit)?) } else { (Vec::new(), Vec::new()) };
+    for segment_id in segments_gone {
         let key = objects::segment_object_key(&prefix, &segment_id).map_err(key_err)?;
         out.push(json!({"op": "deleteSegment", "segmentId": segment_id, "objectKey": key}));
     }
-    for (partition, blob_id) in work::blobs_to_delete(limit)? {
+    for (partition, blob_id) in blobs_gone {
         let key = blob_key(&partition, &blob_id).map_err(key_err)?;
         out.push(json!({"op": "deleteBlob", "partition": partition, "blobId": blob_id, "objectKey": key}));
     }

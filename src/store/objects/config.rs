@@ -85,7 +85,7 @@ pub fn select_layout() -> StoreResult<Option<(String, Vec<u8>)>> {
 }
 
 /// The new configuration (`salt` is kept when a row exists: object keys of stored blobs depend on
-/// it). Errors: SPI failures.
+/// it); the next work call scans whole tables. Errors: SPI failures.
 #[allow(clippy::too_many_arguments)]
 pub fn upsert_config(
     endpoint: &str,
@@ -106,7 +106,7 @@ pub fn upsert_config(
              ON CONFLICT (id) DO UPDATE SET endpoint = EXCLUDED.endpoint, bucket = EXCLUDED.bucket, \
                region = EXCLUDED.region, key_prefix = EXCLUDED.key_prefix, \
                access_key_id = EXCLUDED.access_key_id, url_ttl_s = EXCLUDED.url_ttl_s, \
-               updated_at_ms = EXCLUDED.updated_at_ms",
+               updated_at_ms = EXCLUDED.updated_at_ms, scanned_at_ms = 0",
             None,
             &[
                 DatumWithOid::from(endpoint),
@@ -122,6 +122,21 @@ pub fn upsert_config(
         .map(|_| ())
     })
     .map_err(StoreError::spi("upsert_object_store_config"))
+}
+
+/// Claims the work queue's whole-table scan when the last one is `every_ms` old at `now_ms`
+/// (recording `now_ms`); returns whether this call scans. Errors: SPI failures.
+pub fn claim_full_scan(now_ms: i64, every_ms: i64) -> StoreResult<bool> {
+    Spi::connect_mut(|client| {
+        client
+            .update(
+                "UPDATE syncular.sync_object_store SET scanned_at_ms = $1 WHERE scanned_at_ms <= $1 - $2 RETURNING id",
+                None,
+                &[DatumWithOid::from(now_ms), DatumWithOid::from(every_ms)],
+            )
+            .map(|t| !t.is_empty())
+    })
+    .map_err(StoreError::spi("claim_object_store_full_scan"))
 }
 
 /// Sets the heartbeat (`healthy_until_ms`); returns whether a configuration exists.

@@ -6,31 +6,35 @@ use pgrx::spi::{Spi, SpiClient, SpiResult, SpiTupleTable};
 
 use crate::store::{StoreError, StoreResult};
 
-/// Segments with a live publication (at `now_ms`) whose bytes the bucket does not hold:
-/// `(partition, segment_id, byte_length, chunk_count)`, oldest first. Errors: SPI failures.
-pub fn segments_to_copy(now_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, i32)>> {
+/// Segments with a live publication (at `now_ms`) whose bytes the bucket does not hold, created
+/// at or after `since_ms` (0: all; otherwise an index range): `(partition, segment_id,
+/// byte_length, chunk_count)`, oldest first. Errors: SPI failures.
+pub fn segments_to_copy(now_ms: i64, since_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, i32)>> {
     rows4(
         "segments_to_copy",
         "SELECT s.partition, s.segment_id, s.byte_length, s.chunk_count \
            FROM syncular.sync_segments s \
-          WHERE NOT EXISTS (SELECT 1 FROM syncular.sync_segment_objects o WHERE o.segment_id = s.segment_id) \
+          WHERE s.created_at_ms >= $3 \
+            AND NOT EXISTS (SELECT 1 FROM syncular.sync_segment_objects o WHERE o.segment_id = s.segment_id) \
             AND EXISTS (SELECT 1 FROM syncular.sync_segment_publications p \
                          WHERE p.partition = s.partition AND p.segment_id = s.segment_id AND p.expires_at_ms > $1) \
           ORDER BY s.created_at_ms, s.segment_id LIMIT $2",
-        &[DatumWithOid::from(now_ms), DatumWithOid::from(limit)],
+        &[DatumWithOid::from(now_ms), DatumWithOid::from(limit), DatumWithOid::from(since_ms)],
     )
 }
 
-/// Blobs stored in Postgres that the bucket does not hold:
-/// `(partition, blob_id, byte_length, chunk_count)`, oldest first. Errors: SPI failures.
-pub fn blobs_to_copy(limit: i64) -> StoreResult<Vec<(String, String, i64, i32)>> {
+/// Blobs stored in Postgres that the bucket does not hold, uploaded at or after `since_ms` (0:
+/// all; otherwise an index range): `(partition, blob_id, byte_length, chunk_count)`, oldest
+/// first. Errors: SPI failures.
+pub fn blobs_to_copy(since_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, i32)>> {
     rows4(
         "blobs_to_copy",
         "SELECT b.partition, b.blob_id, b.byte_length, b.chunk_count FROM syncular.sync_blobs b \
-          WHERE NOT EXISTS (SELECT 1 FROM syncular.sync_blob_objects o \
+          WHERE b.uploaded_at_ms >= $2 \
+            AND NOT EXISTS (SELECT 1 FROM syncular.sync_blob_objects o \
                              WHERE o.partition = b.partition AND o.blob_id = b.blob_id) \
           ORDER BY b.uploaded_at_ms, b.partition, b.blob_id LIMIT $1",
-        &[DatumWithOid::from(limit)],
+        &[DatumWithOid::from(limit), DatumWithOid::from(since_ms)],
     )
 }
 

@@ -182,6 +182,8 @@ mod tests {
         report(&copy, "copied", Some("e"));
         set_now(NOW + 1_000);
         assert_eq!(text(&format!("SELECT syncular.blob_sweep_orphans(0, 10, '{P}')::text")).as_deref(), Some("1"));
+        assert!(!work().iter().any(|i| i["op"] == "deleteBlob"), "deletions wait for the next whole-table scan");
+        set_now(NOW + 61_000);
         let delete = work().into_iter().find(|i| i["op"] == "deleteBlob").expect("the swept blob's object");
         assert_eq!(delete["blobId"], json!(id));
         assert_eq!(report(&delete, "deleted", None), "blob object forgotten: true");
@@ -197,6 +199,7 @@ mod tests {
         tier_on();
         let hex = "ab".repeat(32);
         run(&format!("INSERT INTO syncular.sync_segment_objects VALUES ('sha256:{hex}', 10, 'e', {NOW}, {NOW})"));
+        run("UPDATE syncular.sync_object_store SET scanned_at_ms = 0");
         let delete = work().into_iter().find(|i| i["op"] == "deleteSegment").expect("the orphaned segment object");
         assert_eq!(delete["objectKey"], json!(format!("p/seg/sha256/{hex}")));
         assert_eq!(report(&delete, "deleted", None), "segment object forgotten: true");
