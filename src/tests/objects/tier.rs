@@ -75,6 +75,7 @@ mod tests {
     #[pg_test]
     fn a_blob_is_copied_then_downloaded_by_presigned_url_and_forgotten_when_missing() {
         setup_tasks();
+        set_now(NOW);
         let bytes = b"object store bytes";
         let id = blob_id_of(bytes);
         put(P, bytes);
