@@ -217,11 +217,12 @@ GRANT EXECUTE ON FUNCTION syncular.object_store_signing_keys(jsonb) TO syncular_
 
 CREATE FUNCTION syncular."object_store_work"(
 	"max_items" INT DEFAULT 100,
-	"check_after_ms" bigint DEFAULT 60000
+	"check_after_ms" bigint DEFAULT 60000,
+	"scan_after_ms" bigint DEFAULT 60000
 ) RETURNS SETOF jsonb
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'object_store_work_wrapper';
-REVOKE ALL ON FUNCTION syncular.object_store_work(integer, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.object_store_work(integer, bigint) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.object_store_work(integer, bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_work(integer, bigint, bigint) TO syncular_gateway;

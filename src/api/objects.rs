@@ -59,19 +59,22 @@ fn object_store_heartbeat(healthy_for_ms: Option<i64>) -> bool {
 }
 
 /// `syncular.object_store_work(max_items integer DEFAULT 100, check_after_ms bigint DEFAULT
-/// 60000) returns setof jsonb` — the mover's next work items (`{"op": "copySegment" |
-/// "copyBlob" | "verifyUpload" | "deleteSegment" | "deleteBlob" | "checkSegment" | "checkBlob",
-/// …}`; docs/src/operate/object-store.md "The mover's protocol"). Errors:
-/// `syncular.invalid_argument`.
+/// 60000, scan_after_ms bigint DEFAULT 60000) returns setof jsonb` — the mover's next work items
+/// (`{"op": "copySegment" | "copyBlob" | "verifyUpload" | "deleteSegment" | "deleteBlob" |
+/// "checkSegment" | "checkBlob", …}`; docs/src/operate/object-store.md "The mover's protocol"):
+/// objects last HEADed `check_after_ms` ago are re-checked; whole tables (old copies, deletions)
+/// are scanned at most once per `scan_after_ms`. Errors: `syncular.invalid_argument`.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn object_store_work(
     max_items: default!(Option<i32>, 100),
     check_after_ms: default!(Option<i64>, 60000),
+    scan_after_ms: default!(Option<i64>, 60000),
 ) -> SetOfIterator<'static, JsonB> {
     let max_items = *required(max_items.as_ref(), "max_items");
     let check_after_ms = *required(check_after_ms.as_ref(), "check_after_ms");
-    SetOfIterator::new(mover::work(max_items, check_after_ms).or_raise().into_iter().map(JsonB))
+    let scan_after_ms = *required(scan_after_ms.as_ref(), "scan_after_ms");
+    SetOfIterator::new(mover::work(max_items, check_after_ms, scan_after_ms).or_raise().into_iter().map(JsonB))
 }
 
 /// `syncular.object_store_report(item jsonb) returns text` — what the mover did with one work

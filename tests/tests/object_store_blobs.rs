@@ -117,7 +117,7 @@ fn object_row(db: &Db, id: &str) -> Option<bool> {
 }
 
 fn start(db: &Db, s3: &S3Server) -> Gateway {
-    tier_gateway_on(&db.dsn, s3, &["--object-store-check-after-ms", "2000"])
+    tier_gateway_on(&db.dsn, s3, &["--object-store-check-after-ms", "2000", "--object-store-scan-after-ms", "1000"])
 }
 
 fn bytes_of(seed: u8, len: usize) -> Vec<u8> {

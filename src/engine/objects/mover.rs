@@ -18,8 +18,8 @@ use crate::store::push::locks as push_locks;
 /// The longest presigned-URL lifetime (§5.4: TTL ≤ 15 min), seconds.
 pub const MAX_URL_TTL_S: i32 = 900;
 
-/// How often the work queue scans whole tables (copies older than its window, deletions), ms.
-pub const FULL_SCAN_MS: i64 = 60_000;
+/// The window of copies listed on every work call: the last this-many ms (an index range).
+pub const RECENT_COPIES_MS: i64 = 120_000;
 
 /// The longest heartbeat a mover may claim, ms.
 pub const MAX_HEALTHY_FOR_MS: i64 = 10 * 60_000;
@@ -113,23 +113,23 @@ pub fn heartbeat(healthy_for_ms: i64) -> EngineResult<bool> {
 /// `verifyUpload` (`partition`, `blobId`, `objectKey`, `byteLength`: HEAD/GET the presigned
 /// upload, hash it), `deleteSegment` / `deleteBlob` (`objectKey`), `checkSegment` / `checkBlob`
 /// (`objectKey`, `etag`, `byteLength`: HEAD it, objects last checked before now −
-/// `check_after_ms`). Copies of the last two minutes are listed on every call; older ones and
-/// deletions by a whole-table scan at most once a minute ([`FULL_SCAN_MS`]). Empty without a
-/// configuration. Errors: `syncular.invalid_argument`.
-pub fn work(max_items: i32, check_after_ms: i64) -> EngineResult<Vec<Value>> {
+/// `check_after_ms`). Copies of the last two minutes ([`RECENT_COPIES_MS`]) are listed on every
+/// call; older ones and deletions by a whole-table scan at most once per `scan_after_ms`. Empty
+/// without a configuration. Errors: `syncular.invalid_argument`.
+pub fn work(max_items: i32, check_after_ms: i64, scan_after_ms: i64) -> EngineResult<Vec<Value>> {
     if max_items < 1 {
         return Err(invalid(format!("max_items must be at least 1, got {max_items}")));
     }
-    if check_after_ms < 0 {
-        return Err(invalid(format!("check_after_ms must not be negative, got {check_after_ms}")));
+    if check_after_ms < 0 || scan_after_ms < 0 {
+        return Err(invalid(format!("check_after_ms and scan_after_ms must not be negative, got {check_after_ms}, {scan_after_ms}")));
     }
     let Some((prefix, salt)) = config::select_layout()? else { return Ok(Vec::new()) };
     let now_ms = clock::now_ms()?;
     let limit = i64::from(max_items);
     // Copies of the last two minutes every call (index ranges); the whole tables — older copies
-    // (a mover that was down), deletions — once a minute.
-    let full = config::claim_full_scan(now_ms, FULL_SCAN_MS)?;
-    let since_ms = if full { 0 } else { now_ms.saturating_sub(2 * FULL_SCAN_MS) };
+    // (a mover that was down), deletions — once per `scan_after_ms`.
+    let full = config::claim_full_scan(now_ms, scan_after_ms)?;
+    let since_ms = if full { 0 } else { now_ms.saturating_sub(RECENT_COPIES_MS) };
     let mut out = Vec::new();
     let key_err = |e: objects::KeyError| EngineError::internal(format!("object key: {e}"));
     let blob_key = |partition: &str, blob_id: &str| objects::blob_object_key(&prefix, &objects::partition_token(&salt, partition), blob_id);

@@ -31,7 +31,7 @@ mod tests {
     }
 
     fn work() -> Vec<Value> {
-        let rows = text("SELECT coalesce(jsonb_agg(w), '[]')::text FROM syncular.object_store_work(100, 60000) w").unwrap();
+        let rows = text("SELECT coalesce(jsonb_agg(w), '[]')::text FROM syncular.object_store_work(100, 60000, 60000) w").unwrap();
         serde_json::from_str::<Vec<Value>>(&rows).unwrap()
     }
 

@@ -47,6 +47,11 @@ pub struct ObjectStoreArgs {
     #[arg(long, env = "SYNCULAR_GATEWAY_OBJECT_STORE_CHECK_AFTER_MS", default_value_t = 60_000)]
     pub object_store_check_after_ms: u64,
 
+    /// Scan whole tables this often, ms: copies older than two minutes (a mover that was down)
+    /// and the objects of deleted segments and blobs are found by that scan.
+    #[arg(long, env = "SYNCULAR_GATEWAY_OBJECT_STORE_SCAN_AFTER_MS", default_value_t = 60_000)]
+    pub object_store_scan_after_ms: u64,
+
     /// Bucket requests in flight at once.
     #[arg(long, env = "SYNCULAR_GATEWAY_OBJECT_STORE_CONCURRENCY", default_value_t = 4,
           value_parser = clap::value_parser!(u64).range(1..=64))]

@@ -110,7 +110,11 @@ impl Mover {
             return Ok(());
         }
         let check_after = i64::try_from(self.args.object_store_check_after_ms).unwrap_or(i64::MAX);
-        let rows = client.query("SELECT syncular.object_store_work($1, $2)", &[&ITEMS_PER_ROUND, &check_after]).await.map_err(db)?;
+        let scan_after = i64::try_from(self.args.object_store_scan_after_ms).unwrap_or(i64::MAX);
+        let rows = client
+            .query("SELECT syncular.object_store_work($1, $2, $3)", &[&ITEMS_PER_ROUND, &check_after, &scan_after])
+            .await
+            .map_err(db)?;
         drop(client);
         let items: Vec<Value> = rows.iter().filter_map(|r| r.try_get::<_, Value>(0).ok()).collect();
         let concurrency = usize::try_from(self.args.object_store_concurrency).unwrap_or(4);
