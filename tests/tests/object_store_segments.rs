@@ -1,7 +1,8 @@
 //! Bootstrap segments through the object-store tier (issue 28; docs/src/operate/object-store.md),
 //! against a real S3 server (`s3s-fs`, [`S3Server`]) and a gateway whose mover copies the bytes:
 //! - the real client (`syncular-client = "=0.15.48"`) bootstraps `SYNCULAR_OBJECT_STORE_ROWS`
-//!   rows (default 200,000; 1,000,000 in `scripts/bench-segments`' object-store lane) on the
+//!   rows (default 200,000; `scripts/bench-segments`' object-store lane storms 1,000,000 with raw
+//!   SSP2 clients, tests/src/seg_storm/) on the
 //!   page lane and the SQLite image lane; once the mover copied the segments, every
 //!   `SEGMENT_REF` of a client advertising `accept` bit 3 carries a presigned URL of the bucket
 //!   (`/{bucket}/t/seg/sha256/{hex}`, SigV4, ≤ 15 min), fetched with no credentials, and the
