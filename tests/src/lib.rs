@@ -63,6 +63,7 @@ pub mod raw_session;
 pub mod router_check;
 pub mod object_store_fixture;
 pub mod s3_fixture;
+pub mod seg_storm;
 pub mod statement_log;
 pub mod stream_fixture;
 pub mod rtbench;

@@ -18,6 +18,11 @@
 //! figure the median of `BENCH_SEG_RUNS` runs (default 5; for first builds and their reuse, each
 //! run at a new pin, moved by one row of another scope). Not a test: it fails only when a lane
 //! delivers the wrong row count.
+//!
+//! Last, the object-store lane ([`syncular_integration_tests::seg_storm`]): a storm of
+//! `BENCH_SEG_STORM_CLIENTS` bootstraps (default 100; 0 skips it) of one `BENCH_SEG_STORM_ROWS`-row
+//! image through a gateway without and with the object store, Postgres's CPU and bytes next to
+//! each other. `BENCH_SEG_STORM_ONLY=1` runs only that lane.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,6 +33,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use ssp2::model::{Frame, MediaType};
 use syncular_client::{ClientLimits, SyncClient};
+use syncular_integration_tests::seg_storm;
 use syncular_integration_tests::transport::PgTransport;
 use syncular_integration_tests::wire::{pull_header, subscription, RawSession};
 
@@ -336,6 +342,11 @@ fn profile_loop(dsn: &str, partition: &str, lane: &str, loops: usize, rows: usiz
 
 fn main() {
     let dsn = std::env::args().nth(1).expect("usage: bench_segments <dsn>");
+    let storm = seg_storm::StormConfig::from_env();
+    if std::env::var("BENCH_SEG_STORM_ONLY").is_ok_and(|v| v == "1") {
+        print_verdicts(seg_storm::run(&dsn, &storm));
+        return;
+    }
     let rows = env_usize("BENCH_SEG_ROWS", 100_000);
     let big_rows = env_usize("BENCH_SEG_BIG_ROWS", 1_000_000);
     let mut admin = connect(&dsn);
@@ -424,6 +435,13 @@ fn main() {
             format!(", {} MB response", bytes / 1_000_000)
         }));
     }
+    if storm.clients > 0 {
+        verdicts.extend(seg_storm::run(&dsn, &storm));
+    }
+    print_verdicts(verdicts);
+}
+
+fn print_verdicts(verdicts: Vec<String>) {
     println!("\nverdicts:");
     for v in verdicts {
         println!("  {v}");
