@@ -1,8 +1,9 @@
 //! The object-store tier (docs/src/operate/object-store.md) with the wire-version-3 client
 //! (`syncular-client = "=0.49.2"`, run by the fleet's v3 driver: it cannot link into this crate),
 //! against a real S3 server (`s3s-fs`) and a gateway whose mover copies and verifies:
-//! - bootstraps of `SYNCULAR_OBJECT_STORE_ROWS` rows (default 100,000; 1,000,000 works) on the
-//!   page lane, the SQLite image lane and the client's default `accept`: once the mover copied
+//! - bootstraps of `SYNCULAR_OBJECT_STORE_ROWS` rows (default 100,000) on the page lane, the
+//!   SQLite image lane and the client's default `accept`, and of `SYNCULAR_OBJECT_STORE_BIG_ROWS`
+//!   (default 1,000,000) on the image lane: once the mover copied
 //!   the segments a first client built, a client with signed-URL fetches on takes every segment
 //!   from the bucket's presigned URLs (the gateway's direct endpoint serves nothing) and holds
 //!   exactly the server's rows; with them off it keeps the direct endpoint;
@@ -127,6 +128,44 @@ fn the_v3_client_bootstraps_through_presigned_segment_urls() {
         direct.close();
         assert!(direct_served(&gw) > before, "{lane}: without bit 3 the direct endpoint serves");
     }
+}
+
+/// 1,000,000 rows (`SYNCULAR_OBJECT_STORE_BIG_ROWS`) on the image lane: a first 0.49.2 client's
+/// bootstrap is served by Postgres; once the mover copied the image, a second one takes all of it
+/// from the bucket through one presigned URL and holds exactly the server's rows.
+#[test]
+fn a_million_rows_reach_the_v3_client_through_a_presigned_image_url() {
+    let big: i64 = std::env::var("SYNCULAR_OBJECT_STORE_BIG_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let _serial = serial();
+    let (db, _) = loaded();
+    let partition = "objects_v3_big";
+    db.seed_tasks(partition, "alice", big);
+    let server = server_tasks(&mut db.connect(), partition).unwrap();
+    let s3 = S3Server::start();
+    let gw = tier_gateway(db, &s3, &[]);
+    let client = |label: &str| {
+        let limits = Limits { accept: Some(0b1110), limit_snapshot_rows: Some(PAGE), ..Limits::default() };
+        let open = Open { limits, signed_urls: true, schema: None };
+        let mut c = FleetClient::spawn_opts(Generation::V3, &gw.base_url, partition, "alice", label, open);
+        c.subscribe_projects("s", &["p1"]);
+        let mut rounds = 0;
+        while !c.sync_idle(4).unwrap_or_else(|f| panic!("{label}: {f}")).idle {
+            rounds += 4;
+            assert!(rounds < 100, "{label}: not idle after {rounds} rounds");
+        }
+        c
+    };
+    let before = direct_served(&gw);
+    client("big-first").close();
+    assert!(direct_served(&gw) > before, "the first bootstrap is served by Postgres");
+    eventually("the mover copied the image", WAIT, || segments_all_stored(&mut db.connect()));
+    let before = direct_requests(&gw);
+    let mut second = client("big-second");
+    assert_eq!(direct_requests(&gw), before, "the million-row image came from the bucket");
+    let held = as_server_tasks(&second.tasks());
+    assert_eq!(held.len() as i64, big, "row count");
+    assert!(held == server, "the v3 client holds exactly the server's rows");
+    second.close();
 }
 
 // -- blobs ---------------------------------------------------------------------------------------
