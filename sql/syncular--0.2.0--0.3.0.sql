@@ -111,12 +111,14 @@ GRANT EXECUTE ON FUNCTION syncular.realtime_pass(text, jsonb, integer, bigint, b
 -- the extension owner only); `healthy_until_ms` is the mover's heartbeat — past it, nothing is
 -- presigned and every byte is served from Postgres again. `partition_salt` keys the partition's
 -- token in blob object keys (clients never learn a partition id); `scanned_at_ms` = the work queue's
--- last whole-table scan (copies and deletions older than its 2-minute window; once a minute).
+-- last whole-table scan (copies and deletions older than its 2-minute window); `mover_fingerprint`
+-- names the mover configuration that owns the row (a mover with another one is refused).
 CREATE TABLE syncular.sync_object_store(
   id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
   endpoint TEXT NOT NULL, bucket TEXT NOT NULL, region TEXT NOT NULL, key_prefix TEXT NOT NULL,
   access_key_id TEXT NOT NULL, url_ttl_s INTEGER NOT NULL, partition_salt BYTEA NOT NULL,
-  healthy_until_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL, scanned_at_ms BIGINT NOT NULL DEFAULT 0
+  healthy_until_ms BIGINT NOT NULL, updated_at_ms BIGINT NOT NULL, scanned_at_ms BIGINT NOT NULL DEFAULT 0,
+  mover_fingerprint TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE syncular.sync_object_store_keys(
   day TEXT PRIMARY KEY, access_key_id TEXT NOT NULL, signing_key BYTEA NOT NULL,
@@ -142,14 +144,15 @@ CREATE TABLE syncular.sync_blob_objects(
   PRIMARY KEY(partition, blob_id)
 );
 CREATE INDEX sync_blob_objects_by_check ON syncular.sync_blob_objects(checked_at_ms);
--- Presigned uploads granted and not yet verified (§5.9.3): a push referencing one waits
+-- Presigned uploads granted and not yet verified (§5.9.3), each to a key of its own (`staging_key`,
+-- `{prefix}up/…`; the mover copies verified bytes to the content key): a push referencing one waits
 -- (syncular.blob_pending, retryable) instead of failing with blob.not_found; the mover HEADs and
 -- hashes the object (`next_check_at_ms`) and turns it into a blob, or drops the grant once
 -- `expires_at_ms` + the grace passed with no (valid) object.
 CREATE TABLE syncular.sync_blob_grants(
   partition TEXT NOT NULL, blob_id TEXT NOT NULL, byte_length BIGINT NOT NULL,
   granted_at_ms BIGINT NOT NULL, expires_at_ms BIGINT NOT NULL, next_check_at_ms BIGINT NOT NULL,
-  checks INTEGER NOT NULL,
+  checks INTEGER NOT NULL, staging_key TEXT NOT NULL,
   PRIMARY KEY(partition, blob_id)
 );
 CREATE INDEX sync_blob_grants_by_check ON syncular.sync_blob_grants(next_check_at_ms);
@@ -176,24 +179,26 @@ CREATE FUNCTION syncular."object_store_configure"(
 	"region" TEXT,
 	"key_prefix" TEXT,
 	"access_key_id" TEXT,
-	"url_ttl_s" INT DEFAULT 900
+	"url_ttl_s" INT DEFAULT 900,
+	"mover_fingerprint" TEXT DEFAULT ''
 ) RETURNS void
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'object_store_configure_wrapper';
-REVOKE ALL ON FUNCTION syncular.object_store_configure(text, text, text, text, text, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.object_store_configure(text, text, text, text, text, integer) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.object_store_configure(text, text, text, text, text, integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_configure(text, text, text, text, text, integer, text) TO syncular_gateway;
 
 CREATE FUNCTION syncular."object_store_heartbeat"(
-	"healthy_for_ms" bigint
+	"healthy_for_ms" bigint,
+	"mover_fingerprint" TEXT DEFAULT ''
 ) RETURNS bool
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'object_store_heartbeat_wrapper';
-REVOKE ALL ON FUNCTION syncular.object_store_heartbeat(bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.object_store_heartbeat(bigint) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.object_store_heartbeat(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_heartbeat(bigint, text) TO syncular_gateway;
 
 CREATE FUNCTION syncular."object_store_report"(
 	"item" jsonb
@@ -206,14 +211,15 @@ REVOKE ALL ON FUNCTION syncular.object_store_report(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION syncular.object_store_report(jsonb) TO syncular_gateway;
 
 CREATE FUNCTION syncular."object_store_signing_keys"(
-	"keys" jsonb
+	"keys" jsonb,
+	"mover_fingerprint" TEXT DEFAULT ''
 ) RETURNS bigint
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'object_store_signing_keys_wrapper';
-REVOKE ALL ON FUNCTION syncular.object_store_signing_keys(jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.object_store_signing_keys(jsonb) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.object_store_signing_keys(jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.object_store_signing_keys(jsonb, text) TO syncular_gateway;
 
 CREATE FUNCTION syncular."object_store_work"(
 	"max_items" INT DEFAULT 100,

@@ -65,7 +65,7 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
             PgSqlErrorCode::ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION
         }
         HostCode::WriteRejected => PgSqlErrorCode::ERRCODE_CHECK_VIOLATION,
-        HostCode::PartitionRequired | HostCode::CitusMissing | HostCode::CitusWorker => {
+        HostCode::PartitionRequired | HostCode::CitusMissing | HostCode::CitusWorker | HostCode::ObjectStoreConflict => {
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
         }
         HostCode::WriteRefused => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,

@@ -12,8 +12,10 @@ use crate::api::sync::{required, required_text};
 use crate::engine::objects::mover;
 
 /// `syncular.object_store_configure(endpoint text, bucket text, region text, key_prefix text,
-/// access_key_id text, url_ttl_s integer DEFAULT 900) returns void` — turns the tier on (or
-/// changes it): presigned URLs name `endpoint` (`http(s)://host[:port]`, no path; a CDN or the
+/// access_key_id text, url_ttl_s integer DEFAULT 900, mover_fingerprint text DEFAULT '') returns
+/// void` — turns the tier on (or changes it; another bucket, origin or prefix forgets the copies
+/// the old one held) and makes the mover of `mover_fingerprint` its owner (a hash of its settings
+/// and secret: other movers' heartbeats and keys are refused): presigned URLs name `endpoint` (`http(s)://host[:port]`, no path; a CDN or the
 /// bucket's public origin) with path-style `/{bucket}/{key}`, keys under `key_prefix` (empty or
 /// ending in `/`), lifetime `url_ttl_s` (1 ..= 900 s, §5.4). Nothing is presigned before the
 /// mover's first `object_store_signing_keys` and `object_store_heartbeat`. No secret is stored.
@@ -27,6 +29,7 @@ fn object_store_configure(
     key_prefix: Option<&str>,
     access_key_id: Option<&str>,
     url_ttl_s: default!(Option<i32>, 900),
+    mover_fingerprint: default!(Option<&str>, "''"),
 ) {
     let endpoint = required_text(endpoint, "endpoint");
     let bucket = required_text(bucket, "bucket");
@@ -34,28 +37,34 @@ fn object_store_configure(
     let key_prefix = required(key_prefix, "key_prefix");
     let access_key_id = required_text(access_key_id, "access_key_id");
     let url_ttl_s = *required(url_ttl_s.as_ref(), "url_ttl_s");
-    mover::configure(endpoint, bucket, region, key_prefix, access_key_id, url_ttl_s).or_raise()
+    let fingerprint = required(mover_fingerprint, "mover_fingerprint");
+    mover::configure(endpoint, bucket, region, key_prefix, access_key_id, url_ttl_s, fingerprint).or_raise()
 }
 
-/// `syncular.object_store_signing_keys(keys jsonb) returns integer` — the mover's per-day SigV4
+/// `syncular.object_store_signing_keys(keys jsonb, mover_fingerprint text DEFAULT '') returns
+/// integer` — the mover's per-day SigV4
 /// signing keys, `[{"day": "YYYYMMDD", "accessKeyId": "…", "signingKey": "<64 hex>"}…]` (the
 /// derived key of that day, region and service `s3`; never the secret); keys of days before
-/// yesterday are deleted. Returns how many were stored. Errors: `syncular.invalid_argument`.
+/// yesterday are deleted. Returns how many were stored. Errors: `syncular.invalid_argument`,
+/// `syncular.object_store_conflict` (55000: another mover owns the configuration).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn object_store_signing_keys(keys: Option<JsonB>) -> i64 {
+fn object_store_signing_keys(keys: Option<JsonB>, mover_fingerprint: default!(Option<&str>, "''")) -> i64 {
     let keys = required(keys.as_ref(), "keys");
-    mover::put_signing_keys(&keys.0).or_raise()
+    let fingerprint = required(mover_fingerprint, "mover_fingerprint");
+    mover::put_signing_keys(&keys.0, fingerprint).or_raise()
 }
 
-/// `syncular.object_store_heartbeat(healthy_for_ms bigint) returns boolean` — the bucket
+/// `syncular.object_store_heartbeat(healthy_for_ms bigint, mover_fingerprint text DEFAULT '')
+/// returns boolean` — the bucket
 /// answered the mover: presign for the next `healthy_for_ms` (≤ 600000); 0 stops presigning at
 /// once (every byte is served from Postgres again). Returns whether the tier is configured.
-/// Errors: `syncular.invalid_argument`.
+/// Errors: `syncular.invalid_argument`, `syncular.object_store_conflict`.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn object_store_heartbeat(healthy_for_ms: Option<i64>) -> bool {
-    mover::heartbeat(*required(healthy_for_ms.as_ref(), "healthy_for_ms")).or_raise()
+fn object_store_heartbeat(healthy_for_ms: Option<i64>, mover_fingerprint: default!(Option<&str>, "''")) -> bool {
+    let fingerprint = required(mover_fingerprint, "mover_fingerprint");
+    mover::heartbeat(*required(healthy_for_ms.as_ref(), "healthy_for_ms"), fingerprint).or_raise()
 }
 
 /// `syncular.object_store_work(max_items integer DEFAULT 100, check_after_ms bigint DEFAULT

@@ -84,6 +84,10 @@ pub enum HostCode {
     /// presigned URL can be minted and Postgres holds no copy. Retry later. SQLSTATE 57P03
     /// (`cannot_connect_now`).
     ObjectStoreUnavailable,
+    /// A mover whose configuration (bucket, credentials: its fingerprint) is not the one that
+    /// configured the object store last: it is refused until restarted with the same settings.
+    /// SQLSTATE 55000 (`object_not_in_prerequisite_state`).
+    ObjectStoreConflict,
     /// An invariant of the extension's own storage broke (a bug or a
     /// hand-edited catalog). SQLSTATE XX000 (`internal_error`).
     Internal,
@@ -110,6 +114,7 @@ impl HostCode {
             HostCode::CitusWorker => "syncular.citus_worker",
             HostCode::BlobPending => "syncular.blob_pending",
             HostCode::ObjectStoreUnavailable => "syncular.object_store_unavailable",
+            HostCode::ObjectStoreConflict => "syncular.object_store_conflict",
             HostCode::Internal => "syncular.internal",
         }
     }
@@ -140,6 +145,7 @@ impl HostCode {
             | HostCode::ReactionPlannerFailed
             | HostCode::CitusMissing
             | HostCode::CitusWorker
+            | HostCode::ObjectStoreConflict
             | HostCode::Internal => {
                 (Category::Internal, false, RecommendedAction::InspectServer)
             }

@@ -143,6 +143,11 @@ fn real_clients_upload_by_presigned_put_and_download_by_presigned_get() {
     assert_eq!(chunks, 0, "no blob byte went into Postgres");
     assert_eq!(gw.metric("syncular_gateway_http_requests_total{route=\"/blobs/{id}\",status=\"200\""), 0.0, "no PUT through the gateway");
 
+    // The grant's URL cannot rewrite the blob: it names an upload key of its own, and only the
+    // mover writes content keys (after verifying the bytes).
+    let grant = json_of(&request(&gw, "POST", &format!("/blobs/{}/upload-grant", blob_id(b"x")), "alice", Some(br#"{"byteLength": 1}"#)).2);
+    assert!(grant["url"].as_str().unwrap().contains("/t/up/"), "{grant}");
+
     // bob (same scope): the download is a presigned GET, the bytes identical.
     let mut bob = Peer::new(&gw, "bob");
     bob.sync(&gw);
@@ -168,6 +173,27 @@ fn real_clients_upload_by_presigned_put_and_download_by_presigned_get() {
     // carol (another scope) gets no URL.
     let (status, _, body) = request(&gw, "GET", &format!("/blobs/{id}"), "carol", None);
     assert_eq!((status, json_of(&body)["code"].as_str()), (403, Some("blob.forbidden")));
+}
+
+#[test]
+fn a_verified_upload_cannot_be_rewritten_through_its_grant() {
+    let db = Db::new("objrewrite");
+    let s3 = S3Server::start();
+    let gw = start(&db, &s3);
+    let bytes = bytes_of(6, 4_000);
+    let id = blob_id(&bytes);
+    let (_, _, body) = request(&gw, "POST", &format!("/blobs/{id}/upload-grant"), "alice", Some(br#"{"byteLength": 4000}"#));
+    let url = json_of(&body)["url"].as_str().expect("a presigned PUT").to_owned();
+    assert_eq!(presigned("PUT", &url, Some(&bytes)).0, 200);
+    eventually("verified", WAIT, || object_row(&db, &id) == Some(false));
+    // The same grant, other bytes of the granted size, after the verification.
+    assert_eq!(presigned("PUT", &url, Some(&bytes_of(66, 4_000))).0, 200);
+    let mut conn = db.connect();
+    conn.execute("SELECT pg_catalog.set_config('syncular.partition', $1, false)", &[&PARTITION]).unwrap();
+    conn.execute("INSERT INTO public.notes (id, ws, title, att) VALUES ('n1', 'w1', 'n1', $1)", &[&format!(r#"{{"blobId":"{id}","byteLength":4000}}"#)])
+        .unwrap();
+    let (_, _, body) = request(&gw, "GET", &format!("/blobs/{id}"), "bob", None);
+    assert_eq!(presigned("GET", json_of(&body)["url"].as_str().unwrap(), None), (200, bytes), "the verified bytes, whatever the grant wrote later");
 }
 
 #[test]
@@ -295,7 +321,7 @@ fn the_standalone_mover_serves_a_gateway_without_one() {
     let (status, _, body) = request(&gw, "POST", &format!("/blobs/{id}/upload-grant"), "alice", Some(br#"{"byteLength": 10000}"#));
     assert_eq!(status, 200);
     let url = json_of(&body)["url"].as_str().expect("a presigned PUT from the standalone mover's bucket").to_owned();
-    assert!(url.starts_with(&format!("{endpoint}/{}/alone/blob/", s3.bucket())), "{url}");
+    assert!(url.starts_with(&format!("{endpoint}/{}/alone/up/", s3.bucket())), "{url}");
     assert_eq!(presigned("PUT", &url, Some(&bytes)).0, 200);
     eventually("verified", WAIT, || blob_row(&db, &id).is_some());
     let mut conn = db.connect();

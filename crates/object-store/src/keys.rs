@@ -96,6 +96,21 @@ pub fn blob_object_key(
     Ok(format!("{prefix}blob/{partition_token}/sha256/{hex}"))
 }
 
+/// `{prefix}up/{nonce}/{hex}`: where a presigned upload of `blob_id` lands (one key per grant,
+/// `nonce` 32 lowercase hex digits). The mover copies the bytes to the blob's content key once it
+/// verified them, so a grant can never rewrite a blob that already counts.
+///
+/// # Errors
+/// [`KeyError`] for a bad prefix, nonce or blob id.
+pub fn staging_object_key(prefix: &str, nonce: &str, blob_id: &str) -> Result<String, KeyError> {
+    validate_prefix(prefix)?;
+    if !is_lower_hex(nonce, 32) {
+        return Err(KeyError::InvalidPartitionToken);
+    }
+    let hex = content_hex(blob_id)?;
+    Ok(format!("{prefix}up/{nonce}/{hex}"))
+}
+
 /// The partition's path token: 32 lowercase hex digits, the first 16 bytes
 /// of `HMAC-SHA256(salt, "syncular object partition v1\0" + partition)`.
 ///

@@ -63,7 +63,8 @@ mod time;
 pub use checksum::checksum_sha256_base64;
 pub use error::{KeyError, PresignError};
 pub use keys::{
-    blob_object_key, partition_token, segment_object_key, validate_prefix, MAX_PREFIX_LEN,
+    blob_object_key, partition_token, segment_object_key, staging_object_key, validate_prefix,
+    MAX_PREFIX_LEN,
 };
 pub use presign::{
     presign, validate_bucket, validate_endpoint, validate_region, Method, PresignRequest, PresignedUrl,

@@ -29,15 +29,25 @@ fn invalid(message: impl Into<String>) -> EngineError {
 }
 
 /// `syncular.object_store_configure`: validates and stores the configuration (a fresh partition
-/// salt the first time; kept afterwards: blob object keys depend on it). The heartbeat starts
-/// lapsed. Errors: `syncular.invalid_argument` (22023) naming the bad field.
-pub fn configure(endpoint: &str, bucket: &str, region: &str, key_prefix: &str, access_key_id: &str, url_ttl_s: i32) -> EngineResult<()> {
+/// salt the first time; kept afterwards: blob object keys depend on it) and the fingerprint of
+/// the mover that owns it from now on (movers with another one are refused: [`check_owner`]).
+/// The heartbeat starts lapsed. Errors: `syncular.invalid_argument` (22023) naming the bad field.
+pub fn configure(
+    endpoint: &str,
+    bucket: &str,
+    region: &str,
+    key_prefix: &str,
+    access_key_id: &str,
+    url_ttl_s: i32,
+    fingerprint: &str,
+) -> EngineResult<()> {
     objects::validate_endpoint(endpoint).map_err(|e| invalid(format!("endpoint: {e}")))?;
     objects::validate_bucket(bucket).map_err(|e| invalid(format!("bucket: {e}")))?;
     objects::validate_region(region).map_err(|e| invalid(format!("region: {e}")))?;
     objects::validate_prefix(key_prefix).map_err(|e| invalid(format!("key_prefix: {e}")))?;
-    if access_key_id.is_empty() || access_key_id.len() > 256 || !access_key_id.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
-        return Err(invalid("access_key_id must be 1..256 visible ASCII characters other than '/'"));
+    check_access_key_id(access_key_id)?;
+    if fingerprint.len() > 128 || !fingerprint.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(invalid("mover_fingerprint must be at most 128 ASCII letters and digits"));
     }
     if !(1..=MAX_URL_TTL_S).contains(&url_ttl_s) {
         return Err(invalid(format!("url_ttl_s must be 1 ..= {MAX_URL_TTL_S} (§5.4), got {url_ttl_s}")));
@@ -57,24 +67,51 @@ pub fn configure(endpoint: &str, bucket: &str, region: &str, key_prefix: &str, a
             salt
         }
     };
-    config::upsert_config(endpoint, bucket, region, key_prefix, access_key_id, url_ttl_s, &salt, clock::now_ms()?)?;
+    config::upsert_config(endpoint, bucket, region, key_prefix, access_key_id, url_ttl_s, &salt, fingerprint, clock::now_ms()?)?;
     Ok(())
+}
+
+fn check_access_key_id(access_key_id: &str) -> EngineResult<()> {
+    if access_key_id.is_empty() || access_key_id.len() > 256 || !access_key_id.bytes().all(|b| b.is_ascii_graphic() && b != b'/') {
+        return Err(invalid("access_key_id must be 1..256 visible ASCII characters other than '/'"));
+    }
+    Ok(())
+}
+
+/// Refuses a mover whose `fingerprint` (non-empty) is not the one that configured the tier last:
+/// two movers with different buckets or credentials must not take turns (the last one started
+/// owns it). Errors: `syncular.object_store_conflict` (55000).
+pub fn check_owner(fingerprint: &str) -> EngineResult<()> {
+    if fingerprint.is_empty() {
+        return Ok(());
+    }
+    match config::select_fingerprint()? {
+        Some(owner) if owner != fingerprint => Err(EngineError::host(
+            HostCode::ObjectStoreConflict,
+            "another mover configured the object store since this one started (another bucket, prefix or key): \
+             restart this mover with the same settings, or stop it",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `syncular.object_store_signing_keys`: stores `[{"day": "YYYYMMDD", "accessKeyId",
 /// "signingKey": "<64 hex>"}…]` and deletes keys of days before yesterday; returns how many it
-/// stored. Errors: `syncular.invalid_argument` for a malformed entry.
-pub fn put_signing_keys(keys: &Value) -> EngineResult<i64> {
+/// stored. Errors: `syncular.invalid_argument` for a malformed entry;
+/// `syncular.object_store_conflict` ([`check_owner`]).
+pub fn put_signing_keys(keys: &Value, fingerprint: &str) -> EngineResult<i64> {
+    check_owner(fingerprint)?;
     let Some(list) = keys.as_array() else { return Err(invalid("keys must be a JSON array")) };
     let now_ms = clock::now_ms()?;
     let mut n = 0;
     for entry in list {
         let field = |name: &str| entry.get(name).and_then(Value::as_str).ok_or_else(|| invalid(format!("every key needs a string {name:?}")));
         let day = field("day")?;
-        if day.len() != 8 || !day.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(invalid(format!("day must be YYYYMMDD, got {day:?}")));
+        if !is_day(day) {
+            return Err(invalid(format!("day must be a date YYYYMMDD, got {day:?}")));
         }
         let access_key_id = field("accessKeyId")?;
+        check_access_key_id(access_key_id)?;
         let key = decode_hex32(field("signingKey")?).ok_or_else(|| invalid("signingKey must be 64 hex digits"))?;
         config::upsert_key(day, access_key_id, &key, now_ms)?;
         n += 1;
@@ -84,8 +121,26 @@ pub fn put_signing_keys(keys: &Value) -> EngineResult<i64> {
     Ok(n)
 }
 
+/// Whether `day` is a calendar date `YYYYMMDD` (1970 … 9999).
+fn is_day(day: &str) -> bool {
+    if day.len() != 8 || !day.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let n = |r: std::ops::Range<usize>| day[r].parse::<u32>().unwrap_or(0);
+    let (y, m, d) = (n(0..4), n(4..6), n(6..8));
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => 0,
+    };
+    y >= 1970 && (1..=days).contains(&d)
+}
+
 fn decode_hex32(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; 32];
@@ -98,8 +153,10 @@ fn decode_hex32(text: &str) -> Option<[u8; 32]> {
 
 /// `syncular.object_store_heartbeat`: the bucket answers (`healthy_for_ms` > 0: presign for that
 /// long) or not (0: stop presigning now). Returns whether a configuration exists.
-/// Errors: `syncular.invalid_argument` outside `0 ..= 600000`.
-pub fn heartbeat(healthy_for_ms: i64) -> EngineResult<bool> {
+/// Errors: `syncular.invalid_argument` outside `0 ..= 600000`; `syncular.object_store_conflict`
+/// for a mover that does not own the configuration ([`check_owner`]).
+pub fn heartbeat(healthy_for_ms: i64, fingerprint: &str) -> EngineResult<bool> {
+    check_owner(fingerprint)?;
     if !(0..=MAX_HEALTHY_FOR_MS).contains(&healthy_for_ms) {
         return Err(invalid(format!("healthy_for_ms must be 0 ..= {MAX_HEALTHY_FOR_MS}, got {healthy_for_ms}")));
     }
@@ -131,43 +188,60 @@ pub fn work(max_items: i32, check_after_ms: i64, scan_after_ms: i64) -> EngineRe
     let full = config::claim_full_scan(now_ms, scan_after_ms)?;
     let since_ms = if full { 0 } else { now_ms.saturating_sub(RECENT_COPIES_MS) };
     let mut out = Vec::new();
-    let key_err = |e: objects::KeyError| EngineError::internal(format!("object key: {e}"));
-    let blob_key = |partition: &str, blob_id: &str| objects::blob_object_key(&prefix, &objects::partition_token(&salt, partition), blob_id);
-    for (partition, blob_id, byte_length, _) in work::grants_due(now_ms, limit)? {
-        let key = blob_key(&partition, &blob_id).map_err(key_err)?;
-        out.push(json!({"op": "verifyUpload", "partition": partition, "blobId": blob_id, "objectKey": key, "byteLength": byte_length}));
+    // A row whose key cannot be formed (a malformed id written by hand) is skipped, never fatal.
+    let blob_key = |partition: &str, blob_id: &str| objects::blob_object_key(&prefix, &objects::partition_token(&salt, partition), blob_id).ok();
+    let segment_key = |segment_id: &str| objects::segment_object_key(&prefix, segment_id).ok();
+    for (partition, blob_id, byte_length, staging_key) in work::grants_due(now_ms, limit)? {
+        if let Some(key) = blob_key(&partition, &blob_id) {
+            out.push(json!({"op": "verifyUpload", "partition": partition, "blobId": blob_id, "objectKey": key,
+                            "stagingKey": staging_key, "byteLength": byte_length}));
+        }
     }
+    // Grants (any actor may ask for them) fill at most half a round.
+    out.truncate(usize::try_from(max_items / 2).unwrap_or(0).max(1));
     let mut seen = HashSet::new();
-    for (partition, segment_id, byte_length, chunk_count) in work::segments_to_copy(now_ms, since_ms, limit)? {
-        if seen.insert(segment_id.clone()) {
-            let key = objects::segment_object_key(&prefix, &segment_id).map_err(key_err)?;
+    let copies = work::segments_to_copy(now_ms, since_ms, limit)?;
+    let mut cut = copies.len() as i64 >= limit;
+    for (partition, segment_id, byte_length, chunk_count) in copies {
+        if let (true, Some(key)) = (seen.insert(segment_id.clone()), segment_key(&segment_id)) {
             out.push(json!({"op": "copySegment", "partition": partition, "segmentId": segment_id, "objectKey": key,
                             "byteLength": byte_length, "chunkCount": chunk_count}));
         }
     }
-    for (partition, blob_id, byte_length, chunk_count) in work::blobs_to_copy(since_ms, limit)? {
-        let key = blob_key(&partition, &blob_id).map_err(key_err)?;
-        out.push(json!({"op": "copyBlob", "partition": partition, "blobId": blob_id, "objectKey": key,
-                        "byteLength": byte_length, "chunkCount": chunk_count}));
+    let copies = work::blobs_to_copy(since_ms, limit)?;
+    cut |= copies.len() as i64 >= limit;
+    for (partition, blob_id, byte_length, chunk_count) in copies {
+        if let Some(key) = blob_key(&partition, &blob_id) {
+            out.push(json!({"op": "copyBlob", "partition": partition, "blobId": blob_id, "objectKey": key,
+                            "byteLength": byte_length, "chunkCount": chunk_count}));
+        }
     }
     let (segments_gone, blobs_gone) =
         if full { (work::segments_to_delete(limit)?, work::blobs_to_delete(limit)?) } else { (Vec::new(), Vec::new()) };
+    cut |= segments_gone.len() as i64 >= limit || blobs_gone.len() as i64 >= limit;
     for segment_id in segments_gone {
-        let key = objects::segment_object_key(&prefix, &segment_id).map_err(key_err)?;
-        out.push(json!({"op": "deleteSegment", "segmentId": segment_id, "objectKey": key}));
+        if let Some(key) = segment_key(&segment_id) {
+            out.push(json!({"op": "deleteSegment", "segmentId": segment_id, "objectKey": key}));
+        }
     }
     for (partition, blob_id) in blobs_gone {
-        let key = blob_key(&partition, &blob_id).map_err(key_err)?;
-        out.push(json!({"op": "deleteBlob", "partition": partition, "blobId": blob_id, "objectKey": key}));
+        if let Some(key) = blob_key(&partition, &blob_id) {
+            out.push(json!({"op": "deleteBlob", "partition": partition, "blobId": blob_id, "objectKey": key}));
+        }
     }
     for (partition, id, byte_length, etag) in work::objects_to_check(now_ms.saturating_sub(check_after_ms), limit)? {
-        out.push(if partition.is_empty() {
-            let key = objects::segment_object_key(&prefix, &id).map_err(key_err)?;
-            json!({"op": "checkSegment", "segmentId": id, "objectKey": key, "byteLength": byte_length, "etag": etag})
-        } else {
-            let key = blob_key(&partition, &id).map_err(key_err)?;
-            json!({"op": "checkBlob", "partition": partition, "blobId": id, "objectKey": key, "byteLength": byte_length, "etag": etag})
-        });
+        if partition.is_empty() {
+            if let Some(key) = segment_key(&id) {
+                out.push(json!({"op": "checkSegment", "segmentId": id, "objectKey": key, "byteLength": byte_length, "etag": etag}));
+            }
+        } else if let Some(key) = blob_key(&partition, &id) {
+            out.push(json!({"op": "checkBlob", "partition": partition, "blobId": id, "objectKey": key, "byteLength": byte_length, "etag": etag}));
+        }
+    }
+    // A whole-table scan cut at its limit goes on at the next call (a backlog drains at a round's
+    // pace, not one round a minute).
+    if full && cut {
+        config::reopen_full_scan()?;
     }
     out.truncate(usize::try_from(max_items).unwrap_or(usize::MAX));
     Ok(out)
@@ -186,37 +260,63 @@ fn grant_backoff_ms(checks: i32) -> i64 {
 /// `syncular.object_store_report`: what the mover did with one work item — the item's fields
 /// plus `"result"`: `copied` (+ `etag`), `deleted`, `checked` (+ `etag`: as stored), `missing`
 /// (absent, or another ETag/length), `verified` (+ `etag`: the upload matched its length and
-/// SHA-256), `absent` (no upload yet), `invalid` (wrong length or hash: the mover deleted it).
-/// Returns what changed, as text (for the mover's log). Errors: `syncular.invalid_argument` for a
-/// malformed report.
+/// SHA-256 and was copied to the content key), `absent` (no upload yet), `invalid` (wrong length or
+/// hash: the mover deleted it). Every report is checked against the rows it names — sizes come
+/// from Postgres, never from the report; a report about something that changed meanwhile changes
+/// nothing. Returns what changed, as text (for the mover's log; `upload verified…` tells the mover
+/// it may delete the upload's own key). Errors: `syncular.invalid_argument` for a malformed report.
 pub fn report(item: &Value) -> EngineResult<String> {
     let field = |name: &str| item.get(name).and_then(Value::as_str).ok_or_else(|| invalid(format!("the report needs a string {name:?}")));
     let op = field("op")?;
     let result = field("result")?;
     let now_ms = clock::now_ms()?;
-    let byte_length = item.get("byteLength").and_then(Value::as_i64).unwrap_or(0);
+    let content_id = |name: &str| -> EngineResult<&str> {
+        let id = field(name)?;
+        if syncular_protocol::blob::is_blob_id(id) { Ok(id) } else { Err(invalid(format!("{name} must be sha256:<64 lowercase hex>"))) }
+    };
+    let etag = || -> EngineResult<&str> {
+        let etag = field("etag")?;
+        if etag.is_empty() || etag.len() > 256 { Err(invalid("etag must be 1..256 characters")) } else { Ok(etag) }
+    };
+    let partition = || -> EngineResult<&str> {
+        let p = field("partition")?;
+        if p.is_empty() { Err(invalid("partition must not be empty")) } else { Ok(p) }
+    };
     match (op, result) {
         ("copySegment", "copied") => {
-            stored::upsert_segment(field("segmentId")?, byte_length, field("etag")?, now_ms)?;
-            Ok("segment object recorded".into())
+            let segment_id = content_id("segmentId")?;
+            let etag = etag()?;
+            match stored::segment_length(segment_id)? {
+                Some(byte_length) => {
+                    stored::upsert_segment(segment_id, byte_length, etag, now_ms)?;
+                    Ok("segment object recorded".into())
+                }
+                None => Ok("no such segment: the object is deleted by a later scan".into()),
+            }
         }
         ("copyBlob", "copied") => {
-            stored::upsert_blob(field("partition")?, field("blobId")?, byte_length, field("etag")?, true, now_ms)?;
-            Ok("blob object recorded".into())
+            let (partition, blob_id, etag) = (partition()?, content_id("blobId")?, etag()?);
+            match blob_bytes::select_blob(partition, blob_id)? {
+                Some(record) if record.chunk_count > 0 || record.byte_length == 0 => {
+                    stored::upsert_blob(partition, blob_id, record.byte_length, etag, true, now_ms)?;
+                    Ok("blob object recorded".into())
+                }
+                _ => Ok("no such blob in Postgres: nothing recorded".into()),
+            }
         }
-        ("deleteSegment", "deleted") => Ok(format!("segment object forgotten: {}", stored::delete_segment(field("segmentId")?)?)),
-        ("deleteBlob", "deleted") => Ok(format!("blob object forgotten: {}", stored::delete_blob(field("partition")?, field("blobId")?)?.is_some())),
-        ("checkSegment", "checked") => Ok(format!("checked: {}", stored::touch_segment(field("segmentId")?, field("etag")?, now_ms)?)),
-        ("checkBlob", "checked") => Ok(format!("checked: {}", stored::touch_blob(field("partition")?, field("blobId")?, field("etag")?, now_ms)?)),
+        ("deleteSegment", "deleted") => Ok(format!("segment object forgotten: {}", stored::delete_segment(content_id("segmentId")?)?)),
+        ("deleteBlob", "deleted") => blob_deleted(partition()?, content_id("blobId")?),
+        ("checkSegment", "checked") => Ok(format!("checked: {}", stored::touch_segment(content_id("segmentId")?, etag()?, now_ms)?)),
+        ("checkBlob", "checked") => Ok(format!("checked: {}", stored::touch_blob(partition()?, content_id("blobId")?, etag()?, now_ms)?)),
         ("checkSegment", "missing") => {
             // Postgres holds the bytes: forgetting the object makes the next work round copy it again.
-            stored::delete_segment(field("segmentId")?)?;
+            stored::delete_segment(content_id("segmentId")?)?;
             Ok("segment object missing: copied again next".into())
         }
-        ("checkBlob", "missing") => blob_missing(field("partition")?, field("blobId")?, now_ms),
-        ("verifyUpload", "verified") => verified(field("partition")?, field("blobId")?, byte_length, field("etag")?, now_ms),
+        ("checkBlob", "missing") => blob_missing(partition()?, content_id("blobId")?, now_ms),
+        ("verifyUpload", "verified") => verified(partition()?, content_id("blobId")?, etag()?, now_ms),
         ("verifyUpload", "absent") => {
-            let (partition, blob_id) = (field("partition")?, field("blobId")?);
+            let (partition, blob_id) = (partition()?, content_id("blobId")?);
             match grants::select_grant(partition, blob_id)? {
                 Some((_, _, expires_at_ms, _)) if now_ms > expires_at_ms.saturating_add(GRANT_GRACE_MS) => {
                     grants::delete_grant(partition, blob_id)?;
@@ -230,21 +330,28 @@ pub fn report(item: &Value) -> EngineResult<String> {
             }
         }
         ("verifyUpload", "invalid") => {
-            grants::delete_grant(field("partition")?, field("blobId")?)?;
+            grants::delete_grant(partition()?, content_id("blobId")?)?;
             Ok("upload refused: wrong length or hash".into())
         }
         _ => Err(invalid(format!("unknown report {op:?} → {result:?}"))),
     }
 }
 
-/// A verified presigned upload becomes a blob (an object-only one unless Postgres got the bytes
-/// meanwhile through `PUT /blobs/{blobId}`), under the blob's upload lock.
-fn verified(partition: &str, blob_id: &str, byte_length: i64, etag: &str, now_ms: i64) -> EngineResult<String> {
-    if grants::select_grant(partition, blob_id)?.is_none() {
+/// A verified presigned upload (its bytes copied by the mover to the content key) becomes a blob
+/// — an object-only one unless Postgres got the bytes meanwhile through `PUT /blobs/{blobId}` —
+/// under the blob's upload lock, at the grant's size. While the content key still holds a swept
+/// blob's object the mover is about to delete, the grant is checked again later.
+fn verified(partition: &str, blob_id: &str, etag: &str, now_ms: i64) -> EngineResult<String> {
+    let Some((byte_length, _, _, checks)) = grants::select_grant(partition, blob_id)? else {
         return Ok("no such grant".into());
-    }
+    };
     push_locks::lock_keys(vec![push_locks::blob_key(partition, blob_id)])?;
-    let in_postgres = match blob_bytes::select_blob(partition, blob_id)? {
+    let record = blob_bytes::select_blob(partition, blob_id)?;
+    if record.is_none() && stored::blob_object(partition, blob_id)?.is_some() {
+        grants::reschedule(partition, blob_id, now_ms.saturating_add(grant_backoff_ms(checks)))?;
+        return Ok("the content key still holds a swept blob's object: checked again later".into());
+    }
+    let in_postgres = match record {
         Some(record) => record.chunk_count > 0 || record.byte_length == 0,
         None => {
             blob_bytes::insert_blob(partition, blob_id, BlobRecord { byte_length, chunk_count: 0, uploaded_at_ms: now_ms })?;
@@ -254,6 +361,22 @@ fn verified(partition: &str, blob_id: &str, byte_length: i64, etag: &str, now_ms
     stored::upsert_blob(partition, blob_id, byte_length, etag, in_postgres, now_ms)?;
     grants::delete_grant(partition, blob_id)?;
     Ok("upload verified: blob stored".into())
+}
+
+/// The mover deleted a blob's object: its row goes. A blob recorded again meanwhile (uploaded
+/// again right after the sweep) lost its object with it: copied again when Postgres holds it,
+/// else lost (a WARNING; its record goes, downloads answer `blob.not_found`).
+fn blob_deleted(partition: &str, blob_id: &str) -> EngineResult<String> {
+    let gone = stored::delete_blob(partition, blob_id)?.is_some();
+    push_locks::lock_keys(vec![push_locks::blob_key(partition, blob_id)])?;
+    if let Some(record) = blob_bytes::select_blob(partition, blob_id)? {
+        if record.chunk_count == 0 && record.byte_length > 0 {
+            blob_bytes::delete_blob(partition, blob_id)?;
+            pgrx::warning!("syncular: blob {blob_id} was uploaded again while its old object was being deleted: upload it again");
+            return Ok("blob object forgotten: the blob uploaded meanwhile is lost".into());
+        }
+    }
+    Ok(format!("blob object forgotten: {gone}"))
 }
 
 /// A stored blob object is gone or changed: a copy Postgres also holds is forgotten (copied

@@ -17,13 +17,11 @@ fn signer(now_ms: i64) -> EngineResult<Option<SignerRow>> {
     Ok(config::select_signer(&day, now_ms)?)
 }
 
-fn presign(row: &SignerRow, method: objects::Method, key: &str, now_ms: i64, headers: &[(&str, &str)]) -> EngineResult<Presigned> {
-    let signing_key: [u8; 32] = row
-        .signing_key
-        .as_slice()
-        .try_into()
-        .map_err(|_| EngineError::internal("object store signing key is not 32 bytes"))?;
-    let (day, _) = objects::amz_date(now_ms).map_err(|e| EngineError::internal(format!("object store clock: {e}")))?;
+/// The presigned URL, or `None` when the stored configuration cannot sign it (the tier then
+/// fails open: Postgres serves).
+fn presign(row: &SignerRow, method: objects::Method, key: &str, now_ms: i64, headers: &[(&str, &str)]) -> Option<Presigned> {
+    let signing_key: [u8; 32] = row.signing_key.as_slice().try_into().ok()?;
+    let (day, _) = objects::amz_date(now_ms).ok()?;
     let request = objects::PresignRequest {
         method,
         endpoint: &row.endpoint,
@@ -37,20 +35,18 @@ fn presign(row: &SignerRow, method: objects::Method, key: &str, now_ms: i64, hea
         expires_seconds: u64::try_from(row.url_ttl_s).unwrap_or(1).max(1),
         extra_signed_headers: headers,
     };
-    let signed = objects::presign(&request).map_err(|e| EngineError::internal(format!("object store presign: {e}")))?;
-    Ok((signed.url, signed.expires_at_ms))
+    let signed = objects::presign(&request).ok()?;
+    Some((signed.url, signed.expires_at_ms))
 }
 
-/// A presigned GET of segment `segment_id`, when the bucket holds it.
-/// Errors: store failures; `syncular.internal` for an unusable configuration.
+/// A presigned GET of segment `segment_id`, when the bucket holds it. Errors: store failures.
 pub fn segment_get(segment_id: &str, now_ms: i64) -> EngineResult<Option<Presigned>> {
     if !stored::segment_stored(segment_id)? {
         return Ok(None);
     }
     let Some(row) = signer(now_ms)? else { return Ok(None) };
-    let key = objects::segment_object_key(&row.key_prefix, segment_id)
-        .map_err(|e| EngineError::internal(format!("segment object key: {e}")))?;
-    presign(&row, objects::Method::Get, &key, now_ms, &[]).map(Some)
+    let Ok(key) = objects::segment_object_key(&row.key_prefix, segment_id) else { return Ok(None) };
+    Ok(presign(&row, objects::Method::Get, &key, now_ms, &[]))
 }
 
 /// Where blob `blob_id` of `partition` can be read from the bucket.
@@ -64,28 +60,35 @@ pub enum BlobGet {
 }
 
 /// A presigned GET of blob `blob_id` of `partition` (the caller authorized the actor).
-/// Errors: store failures; `syncular.internal` for an unusable configuration.
+/// Errors: store failures.
 pub fn blob_get(partition: &str, blob_id: &str, now_ms: i64) -> EngineResult<BlobGet> {
     let Some((_, in_postgres)) = stored::blob_object(partition, blob_id)? else { return Ok(BlobGet::NotStored) };
     let Some(row) = signer(now_ms)? else { return Ok(BlobGet::Unavailable { in_postgres }) };
-    let key = blob_key(&row, partition, blob_id)?;
-    presign(&row, objects::Method::Get, &key, now_ms, &[]).map(BlobGet::Url)
+    let url = blob_key(&row, partition, blob_id).and_then(|key| presign(&row, objects::Method::Get, &key, now_ms, &[]));
+    Ok(url.map_or(BlobGet::Unavailable { in_postgres }, BlobGet::Url))
 }
 
 /// A presigned PUT of `byte_length` bytes for blob `blob_id` of `partition` (`content-length`
-/// signed: the bucket refuses another size), recording the grant the mover verifies; `None` when
-/// the tier cannot take uploads now (the client streams through `PUT /blobs/{blobId}`).
-/// Errors: store failures; `syncular.internal` for an unusable configuration.
+/// signed: the bucket refuses another size) to a key of this grant's own
+/// (`{prefix}up/{nonce}/{hex}`: the mover copies verified bytes to the content key, so a grant
+/// never rewrites a blob that counts), recording the grant; `None` when the tier cannot take
+/// uploads now (the client streams through `PUT /blobs/{blobId}`).
+/// Errors: store failures; `syncular.internal` without randomness.
 pub fn blob_put(partition: &str, blob_id: &str, byte_length: i64, now_ms: i64) -> EngineResult<Option<Presigned>> {
     let Some(row) = signer(now_ms)? else { return Ok(None) };
-    let key = blob_key(&row, partition, blob_id)?;
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| EngineError::internal(format!("no randomness for an upload key: {e}")))?;
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let Ok(key) = objects::staging_object_key(&row.key_prefix, &nonce, blob_id) else { return Ok(None) };
     let length = byte_length.to_string();
-    let presigned = presign(&row, objects::Method::Put, &key, now_ms, &[("content-length", length.as_str())])?;
-    grants::upsert_grant(partition, blob_id, byte_length, now_ms, presigned.1)?;
+    let Some(presigned) = presign(&row, objects::Method::Put, &key, now_ms, &[("content-length", length.as_str())]) else {
+        return Ok(None);
+    };
+    grants::upsert_grant(partition, blob_id, byte_length, now_ms, presigned.1, &key)?;
     Ok(Some(presigned))
 }
 
-fn blob_key(row: &SignerRow, partition: &str, blob_id: &str) -> EngineResult<String> {
+fn blob_key(row: &SignerRow, partition: &str, blob_id: &str) -> Option<String> {
     let token = objects::partition_token(&row.partition_salt, partition);
-    objects::blob_object_key(&row.key_prefix, &token, blob_id).map_err(|e| EngineError::internal(format!("blob object key: {e}")))
+    objects::blob_object_key(&row.key_prefix, &token, blob_id).ok()
 }

@@ -95,18 +95,20 @@ pub fn upsert_config(
     access_key_id: &str,
     url_ttl_s: i32,
     salt: &[u8],
+    fingerprint: &str,
     now_ms: i64,
 ) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         client.update(
             "INSERT INTO syncular.sync_object_store AS o \
                (id, endpoint, bucket, region, key_prefix, access_key_id, url_ttl_s, partition_salt, \
-                healthy_until_ms, updated_at_ms) \
-             VALUES (true, $1, $2, $3, $4, $5, $6, $7, 0, $8) \
+                healthy_until_ms, updated_at_ms, mover_fingerprint) \
+             VALUES (true, $1, $2, $3, $4, $5, $6, $7, 0, $8, $9) \
              ON CONFLICT (id) DO UPDATE SET endpoint = EXCLUDED.endpoint, bucket = EXCLUDED.bucket, \
                region = EXCLUDED.region, key_prefix = EXCLUDED.key_prefix, \
                access_key_id = EXCLUDED.access_key_id, url_ttl_s = EXCLUDED.url_ttl_s, \
-               updated_at_ms = EXCLUDED.updated_at_ms, scanned_at_ms = 0",
+               updated_at_ms = EXCLUDED.updated_at_ms, scanned_at_ms = 0, \
+               mover_fingerprint = EXCLUDED.mover_fingerprint",
             None,
             &[
                 DatumWithOid::from(endpoint),
@@ -117,6 +119,7 @@ pub fn upsert_config(
                 DatumWithOid::from(url_ttl_s),
                 DatumWithOid::from(salt),
                 DatumWithOid::from(now_ms),
+                DatumWithOid::from(fingerprint),
             ],
         )
         .map(|_| ())
@@ -184,4 +187,24 @@ pub fn delete_keys_before(day: &str) -> StoreResult<u64> {
             .map(|t| t.len() as u64)
     })
     .map_err(StoreError::spi("delete_object_store_keys_before"))
+}
+
+/// The fingerprint of the mover configuration that owns the row, if configured. Errors: SPI
+/// failures.
+pub fn select_fingerprint() -> StoreResult<Option<String>> {
+    Spi::connect_mut(|client| {
+        let t = client.update("SELECT mover_fingerprint FROM syncular.sync_object_store", None, &[])?;
+        match t.into_iter().next() {
+            Some(row) => Ok(Some(row.get::<String>(1)?.unwrap_or_default())),
+            None => Ok(None),
+        }
+    })
+    .map_err(StoreError::spi("select_object_store_fingerprint"))
+}
+
+/// Re-opens the whole-table scan (the last one was cut at its limit: more to list). Errors: SPI
+/// failures.
+pub fn reopen_full_scan() -> StoreResult<()> {
+    Spi::connect_mut(|client| client.update("UPDATE syncular.sync_object_store SET scanned_at_ms = 0", None, &[]).map(|_| ()))
+        .map_err(StoreError::spi("reopen_object_store_full_scan"))
 }

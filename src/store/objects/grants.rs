@@ -6,18 +6,19 @@ use pgrx::spi::Spi;
 use crate::store::spi::plan_cache;
 use crate::store::{StoreError, StoreResult};
 
-/// Records (or renews) the grant of `blob_id` in `partition`; the first check is due at once.
+/// Records (or renews) the grant of `blob_id` in `partition` to `staging_key`; the first check is
+/// due at once.
 /// Errors: SPI failures.
-pub fn upsert_grant(partition: &str, blob_id: &str, byte_length: i64, now_ms: i64, expires_at_ms: i64) -> StoreResult<()> {
+pub fn upsert_grant(partition: &str, blob_id: &str, byte_length: i64, now_ms: i64, expires_at_ms: i64, staging_key: &str) -> StoreResult<()> {
     Spi::connect_mut(|client| {
         client
             .update(
                 "INSERT INTO syncular.sync_blob_grants AS g \
-                   (partition, blob_id, byte_length, granted_at_ms, expires_at_ms, next_check_at_ms, checks) \
-                 VALUES ($1, $2, $3, $4, $5, $4, 0) \
+                   (partition, blob_id, byte_length, granted_at_ms, expires_at_ms, next_check_at_ms, checks, staging_key) \
+                 VALUES ($1, $2, $3, $4, $5, $4, 0, $6) \
                  ON CONFLICT (partition, blob_id) DO UPDATE SET byte_length = EXCLUDED.byte_length, \
                    granted_at_ms = EXCLUDED.granted_at_ms, expires_at_ms = EXCLUDED.expires_at_ms, \
-                   next_check_at_ms = EXCLUDED.next_check_at_ms, checks = 0",
+                   next_check_at_ms = EXCLUDED.next_check_at_ms, checks = 0, staging_key = EXCLUDED.staging_key",
                 None,
                 &[
                     DatumWithOid::from(partition),
@@ -25,6 +26,7 @@ pub fn upsert_grant(partition: &str, blob_id: &str, byte_length: i64, now_ms: i6
                     DatumWithOid::from(byte_length),
                     DatumWithOid::from(now_ms),
                     DatumWithOid::from(expires_at_ms),
+                    DatumWithOid::from(staging_key),
                 ],
             )
             .map(|_| ())

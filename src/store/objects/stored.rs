@@ -180,3 +180,20 @@ pub fn touch_blob_any(partition: &str, blob_id: &str, now_ms: i64) -> StoreResul
 pub fn blob_in_postgres(partition: &str, blob_id: &str) -> StoreResult<Option<bool>> {
     Ok(blob_object(partition, blob_id)?.map(|(_, in_postgres)| in_postgres))
 }
+
+/// The size of segment `segment_id` as some partition stores it, if any does. Errors: SPI
+/// failures.
+pub fn segment_length(segment_id: &str) -> StoreResult<Option<i64>> {
+    Spi::connect_mut(|client| {
+        let t = client.update(
+            "SELECT byte_length FROM syncular.sync_segments WHERE segment_id = $1 LIMIT 1",
+            None,
+            &[DatumWithOid::from(segment_id)],
+        )?;
+        match t.into_iter().next() {
+            Some(row) => row.get::<i64>(1),
+            None => Ok(None),
+        }
+    })
+    .map_err(StoreError::spi("select_segment_length"))
+}

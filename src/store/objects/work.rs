@@ -38,13 +38,14 @@ pub fn blobs_to_copy(since_ms: i64, limit: i64) -> StoreResult<Vec<(String, Stri
     )
 }
 
-/// Grants whose next check is due at `now_ms`: `(partition, blob_id, byte_length, expires_at_ms)`.
+/// Grants whose next check is due at `now_ms`: `(partition, blob_id, byte_length, staging_key)`.
 /// Errors: SPI failures.
-pub fn grants_due(now_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, i64)>> {
+pub fn grants_due(now_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i64, String)>> {
     Spi::connect_mut(|client| {
         let t = client.update(
-            "SELECT partition, blob_id, byte_length, expires_at_ms FROM syncular.sync_blob_grants \
-              WHERE next_check_at_ms <= $1 ORDER BY next_check_at_ms LIMIT $2",
+            "SELECT g.partition, g.blob_id, g.byte_length, g.staging_key FROM syncular.sync_blob_grants g \
+              WHERE g.next_check_at_ms <= $1 \
+              ORDER BY g.next_check_at_ms LIMIT $2",
             None,
             &[DatumWithOid::from(now_ms), DatumWithOid::from(limit)],
         )?;
@@ -54,7 +55,7 @@ pub fn grants_due(now_ms: i64, limit: i64) -> StoreResult<Vec<(String, String, i
                 row.get::<String>(1)?.unwrap_or_default(),
                 row.get::<String>(2)?.unwrap_or_default(),
                 row.get::<i64>(3)?.unwrap_or(0),
-                row.get::<i64>(4)?.unwrap_or(0),
+                row.get::<String>(4)?.unwrap_or_default(),
             ));
         }
         Ok(out)
@@ -81,14 +82,16 @@ pub fn segments_to_delete(limit: i64) -> StoreResult<Vec<String>> {
     .map_err(StoreError::spi("segments_to_delete"))
 }
 
-/// Blob objects whose blob is gone (swept, partition dropped): `(partition, blob_id)`.
-/// Errors: SPI failures.
+/// Blob objects whose blob is gone (swept, partition dropped) and that no pending grant is about
+/// to bring back: `(partition, blob_id)`. Errors: SPI failures.
 pub fn blobs_to_delete(limit: i64) -> StoreResult<Vec<(String, String)>> {
     Spi::connect_mut(|client| {
         let t = client.update(
             "SELECT o.partition, o.blob_id FROM syncular.sync_blob_objects o \
               WHERE NOT EXISTS (SELECT 1 FROM syncular.sync_blobs b \
                                  WHERE b.partition = o.partition AND b.blob_id = o.blob_id) \
+                AND NOT EXISTS (SELECT 1 FROM syncular.sync_blob_grants g \
+                                 WHERE g.partition = o.partition AND g.blob_id = o.blob_id) \
               ORDER BY o.stored_at_ms LIMIT $1",
             None,
             &[DatumWithOid::from(limit)],

@@ -19,14 +19,18 @@ mod tests {
         serde_json::from_str(&text(sql).unwrap_or_else(|| panic!("{sql}: NULL"))).unwrap()
     }
 
+    /// Today's key as `object_store_signing_keys` takes it.
+    fn keys() -> Value {
+        let (day, _) = syncular_object_store::amz_date(NOW).unwrap();
+        let key: String = syncular_object_store::derive_signing_key(SECRET, &day, "eu-west-1").iter().map(|b| format!("{b:02x}")).collect();
+        json!([{"day": day, "accessKeyId": "AKIDEXAMPLE", "signingKey": key}])
+    }
+
     /// Configured, today's key handed over, healthy for a minute.
     fn tier_on() {
         set_now(NOW);
         run("SELECT syncular.object_store_configure('https://s3.example.com', 'bkt', 'eu-west-1', 'p/', 'AKIDEXAMPLE', 600)");
-        let (day, _) = syncular_object_store::amz_date(NOW).unwrap();
-        let key: String = syncular_object_store::derive_signing_key(SECRET, &day, "eu-west-1").iter().map(|b| format!("{b:02x}")).collect();
-        let keys = json!([{"day": day, "accessKeyId": "AKIDEXAMPLE", "signingKey": key}]);
-        assert_eq!(text(&format!("SELECT syncular.object_store_signing_keys('{keys}')::text")).as_deref(), Some("1"));
+        assert_eq!(text(&format!("SELECT syncular.object_store_signing_keys('{}')::text", keys())).as_deref(), Some("1"));
         assert_eq!(text("SELECT syncular.object_store_heartbeat(60000)::text").as_deref(), Some("true"));
     }
 
@@ -205,5 +209,48 @@ mod tests {
         assert_eq!(delete["objectKey"], json!(format!("p/seg/sha256/{hex}")));
         assert_eq!(report(&delete, "deleted", None), "segment object forgotten: true");
         assert!(!work().iter().any(|i| i["op"] == "deleteSegment"));
+    }
+
+    #[pg_test]
+    fn a_replaced_mover_is_refused_and_reports_are_checked_against_the_rows() {
+        setup_tasks();
+        set_now(NOW);
+        run("SELECT syncular.object_store_configure('https://s3.example.com', 'bkt', 'eu-west-1', 'p/', 'AKIDEXAMPLE', 600, 'moverA')");
+        assert_eq!(text("SELECT syncular.object_store_heartbeat(60000, 'moverA')::text").as_deref(), Some("true"));
+        // Another mover configured it since: the first one is refused, the new one owns it.
+        run("SELECT syncular.object_store_configure('https://s3.example.com', 'bkt', 'eu-west-1', 'p/', 'AKIDOTHER', 600, 'moverB')");
+        expect_error(attempt("SELECT syncular.object_store_heartbeat(60000, 'moverA')"), "55000", "syncular.object_store_conflict", "another mover");
+        expect_error(attempt("SELECT syncular.object_store_signing_keys('[]', 'moverA')"), "55000", "syncular.object_store_conflict", "");
+        assert_eq!(text("SELECT syncular.object_store_heartbeat(60000, 'moverB')::text").as_deref(), Some("true"));
+        // Keys are checked like the configuration.
+        for (entry, fragment) in [
+            (r#"{"day": "20270230", "accessKeyId": "A", "signingKey": "00"}"#, "a date"),
+            (r#"{"day": "20270115", "accessKeyId": "a/b", "signingKey": "00"}"#, "access_key_id"),
+            (r#"{"day": "20270115", "accessKeyId": "A", "signingKey": "+0000000000000000000000000000000000000000000000000000000000000000"}"#, "64 hex"),
+        ] {
+            expect_error(attempt(&format!("SELECT syncular.object_store_signing_keys('[{entry}]')")), "22023", "syncular.invalid_argument", fragment);
+        }
+        // Reports name real rows; sizes come from Postgres.
+        for bad in [
+            r#"{"op": "copySegment", "result": "copied", "segmentId": "nope", "etag": "e"}"#,
+            r#"{"op": "copyBlob", "result": "copied", "partition": "", "blobId": "sha256:00", "etag": "e"}"#,
+            r#"{"op": "checkSegment", "result": "checked", "segmentId": "sha256:00", "etag": ""}"#,
+        ] {
+            expect_error(attempt(&format!("SELECT syncular.object_store_report('{bad}')")), "22023", "syncular.invalid_argument", "");
+        }
+        let ghost = format!("sha256:{}", "cd".repeat(32));
+        let out = text(&format!("SELECT syncular.object_store_report('{{\"op\": \"copySegment\", \"result\": \"copied\", \"segmentId\": \"{ghost}\", \"etag\": \"e\"}}')")).unwrap();
+        assert!(out.starts_with("no such segment"), "{out}");
+        let id = blob_id_of(b"twelve bytes");
+        run(&format!("SELECT syncular.object_store_signing_keys('{}', 'moverB')", keys()));
+        let grant = json_of(&format!("SELECT syncular.blob_upload_grant('{P}', '{id}', 12)::text"));
+        let url = grant["url"].as_str().expect("a presigned PUT");
+        assert!(url.contains("/bkt/p/up/"), "an upload key of the grant's own: {url}");
+        let out = text(&format!(
+            "SELECT syncular.object_store_report('{{\"op\": \"verifyUpload\", \"result\": \"verified\", \"partition\": \"{P}\", \"blobId\": \"{id}\", \"byteLength\": -77, \"etag\": \"e\"}}')"
+        ))
+        .unwrap();
+        assert_eq!(out, "upload verified: blob stored");
+        assert_eq!(stored(P), format!("{}:12:0", &id[..13]), "the grant's size, not the report's");
     }
 }

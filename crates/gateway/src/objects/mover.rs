@@ -3,6 +3,7 @@
 //! (`syncular.object_store_*`; docs/src/operate/object-store.md "The mover's protocol").
 //! A failed request is logged and left alone: the extension lists the item again next round.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +26,26 @@ struct Mover {
     args: ObjectStoreArgs,
     access_key_id: String,
     secret_access_key: String,
+    /// The origin presigned URLs name.
+    public_endpoint: String,
+    /// Hash of this mover's settings and secret: the extension refuses a mover whose fingerprint
+    /// is not the one that configured it last (`syncular.object_store_conflict`).
+    fingerprint: String,
+    /// The bucket answered and this mover owns the configuration: the work loop runs.
+    active: AtomicBool,
+}
+
+/// `hex(SHA-256("syncular mover v1" ‖ settings ‖ secret))[..32]`: equal for movers with equal
+/// settings and credentials, and it reveals nothing of the secret.
+fn fingerprint(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"syncular mover v1");
+    for p in parts {
+        h.update([0u8]);
+        h.update(p.as_bytes());
+    }
+    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
 fn now_ms() -> i64 {
@@ -41,19 +62,75 @@ pub fn start(pool: Pool, args: &ObjectStoreArgs, stop: CancellationToken) -> Res
     syncular_object_store::validate_endpoint(&public).map_err(|e| format!("--object-store-public-endpoint: {e}"))?;
     syncular_object_store::validate_prefix(&args.object_store_prefix).map_err(|e| format!("--object-store-prefix: {e}"))?;
     let bucket = Bucket::new(&endpoint, &args.object_store_bucket, &args.object_store_region, &access_key_id, &secret_access_key)?;
-    let mover = Arc::new(Mover { pool, bucket, args: args.clone(), access_key_id, secret_access_key });
-    Ok(Some(tokio::spawn(async move { mover.run(stop).await })))
+    let fingerprint = fingerprint(&[
+        &public,
+        &args.object_store_bucket,
+        &args.object_store_region,
+        &args.object_store_prefix,
+        &access_key_id,
+        &secret_access_key,
+        &args.object_store_url_ttl_secs.to_string(),
+    ]);
+    let mover = Arc::new(Mover {
+        pool,
+        bucket,
+        args: args.clone(),
+        access_key_id,
+        secret_access_key,
+        public_endpoint: public,
+        fingerprint,
+        active: AtomicBool::new(false),
+    });
+    // One handle for both loops: it ends after the heartbeat loop's last act (heartbeat 0).
+    Ok(Some(tokio::spawn(async move {
+        let heartbeat = tokio::spawn(mover.clone().heartbeat_loop(stop.clone()));
+        mover.run(stop).await;
+        let _ = heartbeat.await;
+    })))
 }
 
 impl Mover {
+    /// The work loop: a round every interval while [`Mover::active`].
     async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let interval = Duration::from_millis(self.args.object_store_interval_ms);
+        loop {
+            if self.active.load(Ordering::Relaxed) {
+                if let Err(e) = self.work_round().await {
+                    tracing::warn!(error = %e, "object store mover: round failed");
+                }
+            }
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(interval) => {}
+            }
+        }
+    }
+
+    /// Probe, configuration, keys and heartbeat, every interval, on their own task: a long copy
+    /// never lets the heartbeat lapse. Nothing is written before the bucket answered these
+    /// credentials; a mover another one replaced (`syncular.object_store_conflict`) goes quiet.
+    async fn heartbeat_loop(self: Arc<Self>, stop: CancellationToken) {
         let interval = Duration::from_millis(self.args.object_store_interval_ms);
         let mut configured = false;
         let mut keys_day = String::new();
-        let mut healthy: Option<bool> = None;
+        let mut state = String::new();
         loop {
-            if let Err(e) = self.round(&mut configured, &mut keys_day, &mut healthy).await {
-                tracing::warn!(error = %e, "object store mover: round failed");
+            let next = match self.heartbeat_round(&mut configured, &mut keys_day).await {
+                Ok(true) => "healthy".to_owned(),
+                Ok(false) => "unhealthy".to_owned(),
+                Err(e) => e,
+            };
+            self.active.store(next == "healthy", Ordering::Relaxed);
+            if next != state {
+                match next.as_str() {
+                    "healthy" => tracing::info!("object store healthy: presigned URLs on"),
+                    "unhealthy" => tracing::warn!("object store unreachable: presigned URLs off, Postgres serves every byte"),
+                    e if e.contains("syncular.object_store_conflict") => {
+                        tracing::error!(error = %e, "object store mover replaced by another: idle until restarted")
+                    }
+                    e => tracing::warn!(error = %e, "object store mover: heartbeat failed"),
+                }
+                state = next;
             }
             tokio::select! {
                 _ = stop.cancelled() => break,
@@ -61,25 +138,42 @@ impl Mover {
             }
         }
         // Stop presigning: nobody keeps the bucket in check any more.
+        self.active.store(false, Ordering::Relaxed);
         if let Ok(client) = self.pool.get().await {
-            let _ = client.execute("SELECT syncular.object_store_heartbeat(0)", &[]).await;
+            let _ = client.execute("SELECT syncular.object_store_heartbeat(0, $1)", &[&self.fingerprint]).await;
         }
     }
 
-    async fn round(self: &Arc<Self>, configured: &mut bool, keys_day: &mut String, healthy: &mut Option<bool>) -> Result<(), String> {
+    /// One heartbeat: `Ok(true)` healthy, `Ok(false)` the bucket did not answer.
+    async fn heartbeat_round(&self, configured: &mut bool, keys_day: &mut String) -> Result<bool, String> {
+        let probe = self.bucket.probe().await;
         let client = self.pool.get().await.map_err(|e| format!("no database connection: {e}"))?;
-        let db = db_error;
+        if let Err(e) = probe {
+            tracing::debug!(error = %e, "object store probe failed");
+            if *configured {
+                client.execute("SELECT syncular.object_store_heartbeat(0, $1)", &[&self.fingerprint]).await.map_err(db_error)?;
+            }
+            return Ok(false);
+        }
+        let args = &self.args;
         if !*configured {
-            let args = &self.args;
-            let public = args.object_store_public_endpoint.as_ref().or(args.object_store_endpoint.as_ref()).cloned().unwrap_or_default();
             client
                 .execute(
-                    "SELECT syncular.object_store_configure($1, $2, $3, $4, $5, $6)",
-                    &[&public, &args.object_store_bucket, &args.object_store_region, &args.object_store_prefix, &self.access_key_id, &args.object_store_url_ttl_secs],
+                    "SELECT syncular.object_store_configure($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &self.public_endpoint,
+                        &args.object_store_bucket,
+                        &args.object_store_region,
+                        &args.object_store_prefix,
+                        &self.access_key_id,
+                        &args.object_store_url_ttl_secs,
+                        &self.fingerprint,
+                    ],
                 )
                 .await
-                .map_err(db)?;
+                .map_err(db_error)?;
             *configured = true;
+            keys_day.clear();
             tracing::info!(bucket = %args.object_store_bucket, "object store configured");
         }
         let now = now_ms();
@@ -88,33 +182,29 @@ impl Mover {
             let mut keys = Vec::new();
             for at in [now, now + 86_400_000] {
                 let (day, _) = syncular_object_store::amz_date(at).map_err(|e| e.to_string())?;
-                let key = syncular_object_store::derive_signing_key(&self.secret_access_key, &day, &self.args.object_store_region);
+                let key = syncular_object_store::derive_signing_key(&self.secret_access_key, &day, &args.object_store_region);
                 let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
                 keys.push(json!({"day": day, "accessKeyId": self.access_key_id, "signingKey": hex}));
             }
-            client.execute("SELECT syncular.object_store_signing_keys($1)", &[&Value::Array(keys)]).await.map_err(db)?;
+            client
+                .execute("SELECT syncular.object_store_signing_keys($1, $2)", &[&Value::Array(keys), &self.fingerprint])
+                .await
+                .map_err(db_error)?;
             *keys_day = today;
         }
-        let probe = self.bucket.probe().await;
-        let ok = probe.is_ok();
-        let healthy_for = if ok { (self.args.object_store_interval_ms as i64 * 5).clamp(5_000, 600_000) } else { 0 };
-        client.execute("SELECT syncular.object_store_heartbeat($1)", &[&healthy_for]).await.map_err(db)?;
-        if *healthy != Some(ok) {
-            match &probe {
-                Ok(()) => tracing::info!("object store healthy: presigned URLs on"),
-                Err(e) => tracing::warn!(error = %e, "object store unreachable: presigned URLs off, Postgres serves every byte"),
-            }
-            *healthy = Some(ok);
-        }
-        if !ok {
-            return Ok(());
-        }
+        let healthy_for = (args.object_store_interval_ms as i64 * 5).clamp(5_000, 600_000);
+        client.execute("SELECT syncular.object_store_heartbeat($1, $2)", &[&healthy_for, &self.fingerprint]).await.map_err(db_error)?;
+        Ok(true)
+    }
+
+    async fn work_round(self: &Arc<Self>) -> Result<(), String> {
+        let client = self.pool.get().await.map_err(|e| format!("no database connection: {e}"))?;
         let check_after = i64::try_from(self.args.object_store_check_after_ms).unwrap_or(i64::MAX);
         let scan_after = i64::try_from(self.args.object_store_scan_after_ms).unwrap_or(i64::MAX);
         let rows = client
             .query("SELECT syncular.object_store_work($1, $2, $3)", &[&ITEMS_PER_ROUND, &check_after, &scan_after])
             .await
-            .map_err(db)?;
+            .map_err(db_error)?;
         drop(client);
         let items: Vec<Value> = rows.iter().filter_map(|r| r.try_get::<_, Value>(0).ok()).collect();
         let concurrency = usize::try_from(self.args.object_store_concurrency).unwrap_or(4);
@@ -123,12 +213,20 @@ impl Mover {
                 let mover = self.clone();
                 async move {
                     let op = item.get("op").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let staging = item.get("stagingKey").and_then(Value::as_str).map(str::to_owned);
                     match mover.handle(&item).await {
-                        Ok(Some(result)) => {
-                            if let Err(e) = mover.report(item, result).await {
-                                tracing::warn!(op = %op, error = %e, "object store mover: report failed");
+                        Ok(Some(result)) => match mover.report(item, result).await {
+                            // The upload counts: its own key is no longer needed.
+                            Ok(outcome) if outcome.starts_with("upload verified") => {
+                                if let Some(staging) = staging {
+                                    if let Err(e) = mover.bucket.delete(&staging).await {
+                                        tracing::warn!(error = %e, "object store mover: deleting a verified upload's key failed");
+                                    }
+                                }
                             }
-                        }
+                            Ok(_) => {}
+                            Err(e) => tracing::warn!(op = %op, error = %e, "object store mover: report failed"),
+                        },
                         Ok(None) => {}
                         Err(e) => tracing::warn!(op = %op, error = %e, "object store mover: request failed"),
                     }
@@ -138,15 +236,16 @@ impl Mover {
         Ok(())
     }
 
-    async fn report(&self, mut item: Value, result: (&'static str, Option<String>)) -> Result<(), String> {
+    async fn report(&self, mut item: Value, result: (&'static str, Option<String>)) -> Result<String, String> {
         item["result"] = json!(result.0);
         if let Some(etag) = result.1 {
             item["etag"] = json!(etag);
         }
         let client = self.pool.get().await.map_err(|e| format!("no database connection: {e}"))?;
         let row = client.query_one("SELECT syncular.object_store_report($1)", &[&item]).await.map_err(db_error)?;
-        tracing::debug!(op = %item["op"], outcome = %row.get::<_, String>(0), "object store mover");
-        Ok(())
+        let outcome: String = row.try_get(0).map_err(db_error)?;
+        tracing::debug!(op = %item["op"], outcome = %outcome, "object store mover");
+        Ok(outcome)
     }
 
     /// Does one item; the report's `result` (and ETag), or `None` for nothing to report.
@@ -167,25 +266,34 @@ impl Mover {
                 Ok(Some(("copied", Some(etag))))
             }
             "verifyUpload" => {
+                // The upload landed on a key of its grant's own; verified bytes are copied to the
+                // content key (never overwriting one: only movers write content keys).
+                let staging = text("stagingKey");
                 let expected = text("blobId");
-                match self.bucket.head(&key).await? {
+                match self.bucket.head(&staging).await? {
                     Head::Absent => return Ok(Some(("absent", None))),
                     Head::Present { length, .. } if length != byte_length => {
-                        self.bucket.delete(&key).await?;
+                        self.bucket.delete(&staging).await?;
                         return Ok(Some(("invalid", None)));
                     }
                     Head::Present { .. } => {}
                 }
-                match self.bucket.sha256(&key, u64::try_from(byte_length).unwrap_or(0)).await? {
-                    None => Ok(Some(("absent", None))),
-                    Some((hex, len)) if len as i64 == byte_length && expected.strip_prefix("sha256:") == Some(hex.as_str()) => {
-                        match self.bucket.head(&key).await? {
-                            Head::Present { etag, .. } => Ok(Some(("verified", Some(etag)))),
-                            Head::Absent => Ok(Some(("absent", None))),
-                        }
-                    }
+                let length = u64::try_from(byte_length).unwrap_or(0);
+                let hex = match self.bucket.copy_hashing(&staging, &key, length).await? {
+                    Some((hex, etag)) if expected.strip_prefix("sha256:") == Some(hex.as_str()) => return Ok(Some(("verified", Some(etag)))),
                     Some(_) => {
                         self.bucket.delete(&key).await?;
+                        None
+                    }
+                    // The content key exists (a mover wrote it): the upload counts if its bytes are right.
+                    None => self.bucket.sha256(&staging, length).await?.map(|(hex, _)| hex),
+                };
+                match (hex, self.bucket.head(&key).await?) {
+                    (Some(hex), Head::Present { etag, .. }) if expected.strip_prefix("sha256:") == Some(hex.as_str()) => {
+                        Ok(Some(("verified", Some(etag))))
+                    }
+                    _ => {
+                        self.bucket.delete(&staging).await?;
                         Ok(Some(("invalid", None)))
                     }
                 }

@@ -96,6 +96,49 @@ impl Bucket {
         }
     }
 
+    /// Copies `src` (`length` bytes) to `dst` unless `dst` exists (`If-None-Match: *`), hashing
+    /// the bytes on the way: `Ok(Some((hex SHA-256, etag of dst)))` when this call wrote `dst`,
+    /// `Ok(None)` when `dst` already existed (nothing written). The caller deletes `dst` when the
+    /// hash is not the one expected.
+    pub async fn copy_hashing(&self, src: &str, dst: &str, length: u64) -> Result<Option<(String, String)>, String> {
+        use std::sync::{Arc, Mutex};
+        let url = self.bucket.get_object(Some(&self.credentials), src).sign(SIGN_FOR);
+        let resp = self.http.get(url).send().await.map_err(|e| format!("GET {src}: {}", without_url(e)))?;
+        if resp.status().as_u16() != 200 {
+            return Err(format!("GET {src}: status {}", resp.status().as_u16()));
+        }
+        let hasher = Arc::new(Mutex::new(Sha256::new()));
+        let tap = hasher.clone();
+        let body = reqwest::Body::wrap_stream(futures_util::StreamExt::map(resp.bytes_stream(), move |chunk| {
+            if let (Ok(bytes), Ok(mut h)) = (&chunk, tap.lock()) {
+                h.update(bytes);
+            }
+            chunk
+        }));
+        let mut put = self.bucket.put_object(Some(&self.credentials), dst);
+        put.headers_mut().insert("if-none-match", "*");
+        let url = put.sign(SIGN_FOR);
+        let resp = self
+            .http
+            .put(url)
+            .header(reqwest::header::CONTENT_LENGTH, length)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .header(reqwest::header::IF_NONE_MATCH, "*")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("PUT {dst}: {}", without_url(e)))?;
+        match resp.status().as_u16() {
+            200 => {
+                let etag = etag_of(resp.headers());
+                let hex = hasher.lock().map_err(|_| "hasher poisoned".to_owned())?.clone().finalize().iter().map(|b| format!("{b:02x}")).collect();
+                Ok(Some((hex, etag)))
+            }
+            412 => Ok(None),
+            status => Err(format!("PUT {dst}: status {status}")),
+        }
+    }
+
     /// GET `key` and hash it: `(lowercase hex SHA-256, length)`; `None` when absent. Stops
     /// reading (an error) past `max_len` bytes.
     pub async fn sha256(&self, key: &str, max_len: u64) -> Result<Option<(String, u64)>, String> {
