@@ -3,7 +3,9 @@
 //! `gateway_blobs.rs`, `blob_attacks.rs` and `blob_gateway_attacks.rs`.
 
 use postgres::Client;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
+use syncular_client::native_transport::HostTransport;
+use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport};
 use sha2::{Digest, Sha256};
 
 use crate::{connect_to, dsn, dsn_for_db};
@@ -71,4 +73,42 @@ impl Drop for Db {
 /// `"sha256:" + hex` of `bytes` (§5.9.1).
 pub fn blob_id(bytes: &[u8]) -> String {
     format!("sha256:{}", Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// A real `syncular-client` 0.15.48 of `actor` on the blob schema over its native HTTP transport,
+/// subscribed to its workspace (`w1` for alice and bob, `w2` for anyone else).
+pub struct NotesPeer {
+    /// The client.
+    pub client: SyncClient,
+    /// Its transport (gateway at `base_url`, dev auth headers).
+    pub transport: HostTransport,
+}
+
+impl NotesPeer {
+    /// Client `<actor>-1` of the gateway at `base_url`.
+    pub fn new(base_url: &str, actor: &str) -> NotesPeer {
+        let transport = HostTransport::from_config(&crate::gateway::transport_config(base_url, actor, PARTITION)).unwrap();
+        let mut client = SyncClient::new(format!("{actor}-1"), &ir(), ClientLimits::default()).unwrap();
+        let ws = if actor == "alice" || actor == "bob" { "w1" } else { "w2" };
+        client.subscribe("notes".into(), "notes".into(), vec![("ws".into(), vec![ws.into()])], None).unwrap();
+        NotesPeer { client, transport }
+    }
+
+    /// Upserts note `id` of workspace `ws` (title = id) with attachment `att`; the commit id.
+    pub fn write(&mut self, id: &str, ws: &str, att: Option<String>) -> String {
+        let mut values = Map::new();
+        values.insert("id".into(), json!(id));
+        values.insert("ws".into(), json!(ws));
+        values.insert("title".into(), json!(id));
+        values.insert("att".into(), att.map_or(Value::Null, Value::String));
+        self.client.mutate(vec![Mutation::Upsert { table: "notes".into(), values, base_version: None }]).unwrap()
+    }
+
+    /// Syncs until idle (at most 8 rounds); the report, or the failure as `code: message`.
+    pub fn sync(&mut self) -> Result<SyncReport, String> {
+        match self.client.sync_until_idle(&mut self.transport, Some(8)) {
+            SyncOutcome::Ok(r) => Ok(r),
+            SyncOutcome::Failed { error_code, message } => Err(format!("{error_code}: {message}")),
+        }
+    }
 }

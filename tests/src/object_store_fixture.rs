@@ -130,6 +130,18 @@ pub fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
     }
 }
 
+/// One test at a time in a binary whose tests share a database: the tier's configuration is
+/// database-wide (one bucket), and each test runs its own S3 server.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The integer in environment variable `var`, else `default` (row counts of the tests).
+pub fn env_rows(var: &str, default: i64) -> i64 {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 /// Whether every segment with a live publication is recorded in the bucket (and there is one).
 pub fn segments_all_stored(c: &mut Client) -> bool {
     let row = c

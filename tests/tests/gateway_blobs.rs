@@ -8,6 +8,7 @@
 //!   (declared and streamed), unknown 404, `If-None-Match` 304;
 //! - the sweep racing a push that references the blob it sweeps: neither order lets a
 //!   reference to a deleted blob commit; identical concurrent uploads both succeed, stored once.
+//!
 //! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
 
 use std::io::{Read, Write};
@@ -16,42 +17,40 @@ use std::thread;
 use std::time::Duration;
 
 use postgres::{Client, GenericClient};
-use serde_json::{json, Map, Value};
-use syncular_client::native_transport::HostTransport;
-use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome, SyncReport};
-use syncular_integration_tests::gateway::{http_agent, transport_config, wait_until, Gateway};
-use syncular_integration_tests::blob_fixture::{blob_id, ir, Db, PARTITION};
+use serde_json::{json, Value};
+use syncular_client::SyncReport;
+use syncular_integration_tests::gateway::{http_agent, wait_until, Gateway};
+use syncular_integration_tests::blob_fixture::{blob_id, Db, NotesPeer, PARTITION};
 
 /// Largest blob the gateway's sessions accept (`syncular.blob_max_bytes`).
 const CAP: usize = 64 * 1024;
-struct Peer {
-    client: SyncClient,
-    transport: HostTransport,
-}
+/// The blob tests' client ([`NotesPeer`]), failing the test on a failed sync.
+struct Peer(NotesPeer);
 
 impl Peer {
     fn new(gw: &Gateway, actor: &str) -> Peer {
-        let transport = HostTransport::from_config(&transport_config(&gw.base_url, actor, PARTITION)).unwrap();
-        let mut client = SyncClient::new(format!("{actor}-1"), &ir(), ClientLimits::default()).unwrap();
-        let ws = if actor == "carol" { "w2" } else { "w1" };
-        client.subscribe("notes".into(), "notes".into(), vec![("ws".into(), vec![ws.into()])], None).unwrap();
-        Peer { client, transport }
+        Peer(NotesPeer::new(&gw.base_url, actor))
     }
 
     fn write(&mut self, id: &str, ws: &str, att: Option<String>) -> String {
-        let mut values = Map::new();
-        values.insert("id".into(), json!(id));
-        values.insert("ws".into(), json!(ws));
-        values.insert("title".into(), json!(id));
-        values.insert("att".into(), att.map_or(Value::Null, Value::String));
-        self.client.mutate(vec![Mutation::Upsert { table: "notes".into(), values, base_version: None }]).unwrap()
+        self.0.write(id, ws, att)
     }
 
     fn sync(&mut self) -> SyncReport {
-        match self.client.sync_until_idle(&mut self.transport, Some(6)) {
-            SyncOutcome::Ok(r) => r,
-            SyncOutcome::Failed { error_code, message } => panic!("{error_code}: {message}"),
-        }
+        self.0.sync().unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl std::ops::Deref for Peer {
+    type Target = NotesPeer;
+    fn deref(&self) -> &NotesPeer {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Peer {
+    fn deref_mut(&mut self) -> &mut NotesPeer {
+        &mut self.0
     }
 }
 
@@ -123,7 +122,7 @@ fn real_clients_upload_reference_and_download_a_blob_scopes_decide_who_reads() {
     // bob holds w1: he pulls the row and downloads the identical bytes.
     let mut bob = Peer::new(&gw, "bob");
     bob.sync();
-    let got = bob.client.fetch_blob(&mut bob.transport, &att).unwrap_or_else(|e| panic!("bob's download: {e:?}"));
+    let got = bob.0.client.fetch_blob(&mut bob.0.transport, &att).unwrap_or_else(|e| panic!("bob's download: {e:?}"));
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(got["bytes"]["$bytes"], json!(hex));
     // Raw: the headers of §5.9.5, and 304 for the ETag.
@@ -139,7 +138,7 @@ fn real_clients_upload_reference_and_download_a_blob_scopes_decide_who_reads() {
 
     // carol holds w2 only: the blob id is not a capability.
     let mut carol = Peer::new(&gw, "carol");
-    assert!(carol.client.fetch_blob(&mut carol.transport, &att).is_err(), "carol must not get the bytes");
+    assert!(carol.0.client.fetch_blob(&mut carol.0.transport, &att).is_err(), "carol must not get the bytes");
     let (status, _, body) = raw(&gw, "GET", &format!("/blobs/{id}"), "carol", &[], None);
     assert_eq!((status, code_of(&body).as_str()), (403, "blob.forbidden"));
     let (status, _, body) = raw(&gw, "GET", &format!("/blobs/{}", blob_id(b"nobody")), "bob", &[], None);

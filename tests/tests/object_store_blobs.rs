@@ -16,43 +16,19 @@
 use std::io::Read;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
-use syncular_client::native_transport::HostTransport;
-use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome};
-use syncular_integration_tests::blob_fixture::{blob_id, ir, Db, PARTITION};
-use syncular_integration_tests::gateway::{http_agent, transport_config, Gateway};
+use serde_json::{json, Value};
+use syncular_client::SyncOutcome;
+use syncular_integration_tests::blob_fixture::{blob_id, Db, NotesPeer, PARTITION};
+use syncular_integration_tests::gateway::{http_agent, Gateway};
 use syncular_integration_tests::object_store_fixture::{eventually, tier_gateway_on, tier_healthy};
 use syncular_integration_tests::s3_fixture::S3Server;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-struct Peer {
-    client: SyncClient,
-    transport: HostTransport,
-}
-
-impl Peer {
-    fn new(gw: &Gateway, actor: &str) -> Peer {
-        let transport = HostTransport::from_config(&transport_config(&gw.base_url, actor, PARTITION)).unwrap();
-        let mut client = SyncClient::new(format!("{actor}-1"), &ir(), ClientLimits::default()).unwrap();
-        let ws = if actor == "carol" { "w2" } else { "w1" };
-        client.subscribe("notes".into(), "notes".into(), vec![("ws".into(), vec![ws.into()])], None).unwrap();
-        Peer { client, transport }
-    }
-
-    fn write(&mut self, id: &str, att: &str) {
-        let mut values = Map::new();
-        values.insert("id".into(), json!(id));
-        values.insert("ws".into(), json!("w1"));
-        values.insert("title".into(), json!(id));
-        values.insert("att".into(), json!(att));
-        self.client.mutate(vec![Mutation::Upsert { table: "notes".into(), values, base_version: None }]).unwrap();
-    }
-
-    fn sync(&mut self, gw: &Gateway) {
-        if let SyncOutcome::Failed { error_code, message } = self.client.sync_until_idle(&mut self.transport, Some(8)) {
-            panic!("{error_code}: {message}\ngateway logs:\n{}", gw.logs.lock().unwrap().join("\n"));
-        }
+/// A real 0.15.48 client ([`NotesPeer`]) whose failed sync fails the test with the gateway's logs.
+fn sync(peer: &mut NotesPeer, gw: &Gateway) {
+    if let Err(e) = peer.sync() {
+        panic!("{e}\ngateway logs:\n{}", gw.logs.lock().unwrap().join("\n"));
     }
 }
 
@@ -131,11 +107,11 @@ fn real_clients_upload_by_presigned_put_and_download_by_presigned_get() {
     let gw = start(&db, &s3);
     let bytes = bytes_of(7, 300_000);
     let id = blob_id(&bytes);
-    let mut alice = Peer::new(&gw, "alice");
+    let mut alice = NotesPeer::new(&gw.base_url, "alice");
     let att = alice.client.upload_blob(&bytes, Some("application/x-test".into()), Some("a.bin".into())).unwrap();
     let att = serde_json::to_string(&att).unwrap();
-    alice.write("n1", &att);
-    alice.sync(&gw);
+    alice.write("n1", "w1", Some(att.clone()));
+    sync(&mut alice, &gw);
     assert!(alice.client.pending_commit_ids().is_empty(), "the row referencing the blob was applied");
     assert_eq!(blob_row(&db, &id), Some((bytes.len() as i64, 0)), "a blob without chunks in Postgres");
     assert_eq!(object_row(&db, &id), Some(false), "the bucket holds the only copy");
@@ -149,8 +125,8 @@ fn real_clients_upload_by_presigned_put_and_download_by_presigned_get() {
     assert!(grant["url"].as_str().unwrap().contains("/t/up/"), "{grant}");
 
     // bob (same scope): the download is a presigned GET, the bytes identical.
-    let mut bob = Peer::new(&gw, "bob");
-    bob.sync(&gw);
+    let mut bob = NotesPeer::new(&gw.base_url, "bob");
+    sync(&mut bob, &gw);
     let got = bob.client.fetch_blob(&mut bob.transport, &att).unwrap_or_else(|e| panic!("bob's download: {e:?}"));
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(got["bytes"]["$bytes"], json!(hex));
@@ -217,9 +193,9 @@ fn an_upload_with_another_hash_or_size_never_becomes_a_blob() {
     let key = url.split('?').next().unwrap().split(&format!("/{}/", s3.bucket())).nth(1).unwrap().to_owned();
     assert!(!s3.object_path(&key).exists(), "the wrong object was deleted");
     // A push referencing it: blob.not_found (the grant is gone), nothing applied.
-    let mut alice = Peer::new(&gw, "alice");
+    let mut alice = NotesPeer::new(&gw.base_url, "alice");
     let att = format!(r#"{{"blobId":"{id}","byteLength":5000}}"#);
-    alice.write("n-bad", &att);
+    alice.write("n-bad", "w1", Some(att.clone()));
     let outcome = alice.client.sync_until_idle(&mut alice.transport, Some(4));
     assert!(matches!(outcome, SyncOutcome::Ok(_)), "the round itself succeeds");
     let notes: i64 = db.connect().query_one("SELECT count(*) FROM public.notes WHERE id = 'n-bad'", &[]).unwrap().get(0);
@@ -256,10 +232,10 @@ fn the_bucket_down_and_the_orphan_sweep() {
     // One blob only the bucket holds (presigned upload), one Postgres holds too.
     let only = bytes_of(4, 20_000);
     let only_id = blob_id(&only);
-    let mut alice = Peer::new(&gw, "alice");
+    let mut alice = NotesPeer::new(&gw.base_url, "alice");
     let att = serde_json::to_string(&alice.client.upload_blob(&only, None, None).unwrap()).unwrap();
-    alice.write("n1", &att);
-    alice.sync(&gw);
+    alice.write("n1", "w1", Some(att.clone()));
+    sync(&mut alice, &gw);
     let both = bytes_of(5, 20_000);
     let both_id = blob_id(&both);
     assert_eq!(request(&gw, "PUT", &format!("/blobs/{both_id}"), "alice", Some(&both)).0, 200);

@@ -24,7 +24,7 @@ use syncular_integration_tests::capture::held_tasks;
 use syncular_integration_tests::clients::subscribe_projects;
 use syncular_integration_tests::fixtures::{schema_ir, server_tasks, ServerTask};
 use syncular_integration_tests::gateway::{Gateway, Peer};
-use syncular_integration_tests::object_store_fixture::{eventually, segments_all_stored, tier_gateway, tier_healthy, TierDb};
+use syncular_integration_tests::object_store_fixture::{env_rows, eventually, segments_all_stored, serial, tier_gateway, tier_healthy, TierDb};
 use syncular_integration_tests::s3_fixture::S3Server;
 use syncular_integration_tests::transport::PgTransport;
 use syncular_integration_tests::wire::decode_response;
@@ -33,7 +33,7 @@ const PARTITION: &str = "objects";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn rows() -> i64 {
-    std::env::var("SYNCULAR_OBJECT_STORE_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+    env_rows("SYNCULAR_OBJECT_STORE_ROWS", 100_000)
 }
 
 /// The database (seeded once per test binary) and the server's rows.
@@ -48,12 +48,6 @@ fn loaded() -> &'static (TierDb, Vec<ServerTask>) {
     })
 }
 
-/// The tests share one database, whose tier configuration names one bucket: one test at a time,
-/// each with its own S3 server (configuring another bucket forgets what the previous one held).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn client(client_id: &str, accept: u8) -> SyncClient {
     let limits = ClientLimits { accept: Some(accept), limit_snapshot_rows: Some(50_000), ..ClientLimits::default() };
@@ -219,7 +213,7 @@ fn objects_deleted_or_replaced_behind_our_back_are_copied_again() {
 /// bootstrap is served by Postgres, the second entirely by the bucket.
 #[test]
 fn a_million_rows_bootstrap_through_a_presigned_image_url() {
-    let big: i64 = std::env::var("SYNCULAR_OBJECT_STORE_BIG_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let big = env_rows("SYNCULAR_OBJECT_STORE_BIG_ROWS", 1_000_000);
     let _serial = serial();
     let (db, _) = loaded();
     let partition = "objects-big";

@@ -22,7 +22,7 @@ use syncular_integration_tests::blob_fixture::{self, blob_id, Db};
 use syncular_integration_tests::fixtures::{server_tasks, ServerTask};
 use syncular_integration_tests::fleet::{as_server_tasks, FleetClient, Generation, Limits, Open};
 use syncular_integration_tests::gateway::Gateway;
-use syncular_integration_tests::object_store_fixture::{eventually, segments_all_stored, tier_gateway, tier_gateway_on, TierDb};
+use syncular_integration_tests::object_store_fixture::{env_rows, eventually, segments_all_stored, serial, tier_gateway, tier_gateway_on, TierDb};
 use syncular_integration_tests::s3_fixture::S3Server;
 
 const PARTITION: &str = "objects_v3";
@@ -31,7 +31,7 @@ const WAIT: Duration = Duration::from_secs(120);
 const PAGE: i32 = 50_000;
 
 fn rows() -> i64 {
-    std::env::var("SYNCULAR_OBJECT_STORE_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+    env_rows("SYNCULAR_OBJECT_STORE_ROWS", 100_000)
 }
 
 /// The database (seeded once per test binary) and the server's rows.
@@ -46,11 +46,6 @@ fn loaded() -> &'static (TierDb, Vec<ServerTask>) {
     })
 }
 
-/// The tier's configuration is database-wide (one bucket): one test at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn direct_served(gw: &Gateway) -> f64 {
     gw.metric("syncular_gateway_http_requests_total{route=\"/segments/{id}\",status=\"200\"")
@@ -135,7 +130,7 @@ fn the_v3_client_bootstraps_through_presigned_segment_urls() {
 /// from the bucket through one presigned URL and holds exactly the server's rows.
 #[test]
 fn a_million_rows_reach_the_v3_client_through_a_presigned_image_url() {
-    let big: i64 = std::env::var("SYNCULAR_OBJECT_STORE_BIG_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let big = env_rows("SYNCULAR_OBJECT_STORE_BIG_ROWS", 1_000_000);
     let _serial = serial();
     let (db, _) = loaded();
     let partition = "objects_v3_big";

@@ -35,7 +35,7 @@ mod tests {
         run(&format!(
             "INSERT INTO syncular.sync_auth_leases VALUES ('{p}', '{p}-c', 'lease-1', 'alice', '{{}}', 0, 1, NULL, '\\x00')"
         ));
-        run(&format!("INSERT INTO syncular.sync_blob_grants VALUES ('{p}', 'sha256:01', 1, 0, 1, 0, 0)"));
+        run(&format!("INSERT INTO syncular.sync_blob_grants VALUES ('{p}', 'sha256:01', 1, 0, 1, 0, 0, 'up/x')"));
         run(&format!("INSERT INTO syncular.sync_segments VALUES ('{p}', 'sha256:00', 1, 1, 1, 0)"));
         run(&format!("INSERT INTO syncular.sync_segment_chunks VALUES ('{p}', 'sha256:00', 0, '\\x00')"));
         run(&format!(
