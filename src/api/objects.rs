@@ -94,7 +94,7 @@ fn object_store_work(
 #[search_path(pg_catalog, pg_temp)]
 fn object_store_report(item: Option<JsonB>) -> String {
     let item = required(item.as_ref(), "item");
-    mover::report(&item.0).or_raise()
+    crate::engine::objects::report::report(&item.0).or_raise()
 }
 
 /// `syncular.object_store_blob_chunk(partition text, blob_id text, idx integer) returns bytea` —

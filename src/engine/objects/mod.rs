@@ -9,7 +9,7 @@
 //! does every request to the bucket: it copies bytes Postgres holds, verifies presigned uploads
 //! (length and SHA-256) before they count as blobs, deletes objects whose bytes are gone, HEADs
 //! stored objects to find ones changed or deleted behind our back, and keeps a heartbeat; the
-//! [`mover`] functions are its whole interface.
+//! [`mover`] and [`report`] functions are its whole interface.
 //!
 //! **Fail-open to Postgres.** A URL is minted only when the bucket holds the object
 //! (`sync_segment_objects` / `sync_blob_objects`) and the mover's heartbeat is live
@@ -17,6 +17,7 @@
 //! before (native signed URL or the direct endpoint) and Postgres serves the bytes.
 
 pub mod mover;
+pub mod report;
 pub mod urls;
 
 /// How long after its expiry a presigned upload may still land (a PUT started just before the
