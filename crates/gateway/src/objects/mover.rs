@@ -193,7 +193,12 @@ impl Mover {
             *keys_day = today;
         }
         let healthy_for = (args.object_store_interval_ms as i64 * 5).clamp(5_000, 600_000);
-        client.execute("SELECT syncular.object_store_heartbeat($1, $2)", &[&healthy_for, &self.fingerprint]).await.map_err(db_error)?;
+        let row = client.query_one("SELECT syncular.object_store_heartbeat($1, $2)", &[&healthy_for, &self.fingerprint]).await.map_err(db_error)?;
+        // The configuration row is gone (the extension was re-created): configure again next time.
+        if !row.try_get::<_, bool>(0).map_err(db_error)? {
+            *configured = false;
+            return Ok(false);
+        }
         Ok(true)
     }
 
