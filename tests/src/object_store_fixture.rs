@@ -77,6 +77,15 @@ pub fn tier_gateway(db: &TierDb, s3: &S3Server, extra: &[&str]) -> Gateway {
 
 /// [`tier_gateway`] on the database of `dsn`.
 pub fn tier_gateway_on(dsn: &str, s3: &S3Server, extra: &[&str]) -> Gateway {
+    let mut args = vec!["--object-store-interval-ms", "100"];
+    args.extend_from_slice(extra);
+    tier_gateway_prefixed(dsn, s3, "t/", &args)
+}
+
+/// A gateway (`--auth dev`) on the database of `dsn` whose mover uses `s3` under key prefix
+/// `prefix`, plus `extra` flags; returned once its mover configured this bucket and reported it
+/// healthy.
+pub fn tier_gateway_prefixed(dsn: &str, s3: &S3Server, prefix: &str, extra: &[&str]) -> Gateway {
     let endpoint = s3.endpoint();
     let mut args = vec![
         "--auth",
@@ -86,9 +95,7 @@ pub fn tier_gateway_on(dsn: &str, s3: &S3Server, extra: &[&str]) -> Gateway {
         "--object-store-bucket",
         s3.bucket(),
         "--object-store-prefix",
-        "t/",
-        "--object-store-interval-ms",
-        "100",
+        prefix,
     ];
     args.extend_from_slice(extra);
     let gw = Gateway::start_with_env(

@@ -32,10 +32,10 @@ pub fn first_missing(partition: &str, blob_ids: &[String]) -> EngineResult<Optio
     let present = bytes::lock_present_blobs(partition, blob_ids)?;
     let Some(missing) = blob_ids.iter().find(|id| !present.contains(id)).cloned() else { return Ok(None) };
     let abandon_before_ms = crate::engine::clock::now_ms()?.saturating_sub(crate::engine::objects::GRANT_GRACE_MS);
-    if let Some(pending) = crate::store::objects::grants::first_pending(partition, std::slice::from_ref(&missing), abandon_before_ms)? {
+    if crate::store::objects::grants::pending(partition, &missing, abandon_before_ms)? {
         return Err(EngineError::host(
             HostCode::BlobPending,
-            format!("blob {pending} was granted a presigned upload that is not verified yet: retry shortly (§5.9.3)"),
+            format!("blob {missing} was granted a presigned upload that is not verified yet: retry shortly (§5.9.3)"),
         ));
     }
     Ok(Some(missing))

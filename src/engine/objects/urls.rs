@@ -78,7 +78,7 @@ pub fn blob_put(partition: &str, blob_id: &str, byte_length: i64, now_ms: i64) -
     let Some(row) = signer(now_ms)? else { return Ok(None) };
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).map_err(|e| EngineError::internal(format!("no randomness for an upload key: {e}")))?;
-    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = crate::engine::segments::bytes::hex_of(&nonce);
     let Ok(key) = objects::staging_object_key(&row.key_prefix, &nonce, blob_id) else { return Ok(None) };
     let length = byte_length.to_string();
     let Some(presigned) = presign(&row, objects::Method::Put, &key, now_ms, &[("content-length", length.as_str())]) else {

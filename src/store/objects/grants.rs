@@ -34,24 +34,18 @@ pub fn upsert_grant(partition: &str, blob_id: &str, byte_length: i64, now_ms: i6
     .map_err(StoreError::spi("upsert_blob_grant"))
 }
 
-/// Of `blob_ids`, the first one with a grant in `partition` that is still checked (not past
-/// `abandon_before_ms`): its upload may have landed and not be verified yet. Errors: SPI failures.
-pub fn first_pending(partition: &str, blob_ids: &[String], abandon_before_ms: i64) -> StoreResult<Option<String>> {
-    if blob_ids.is_empty() {
-        return Ok(None);
-    }
+/// Whether `blob_id` has a grant in `partition` that is still checked (its URL expired no
+/// earlier than `abandon_before_ms`): its upload may have landed and not be verified yet — a
+/// primary-key probe. Errors: SPI failures.
+pub fn pending(partition: &str, blob_id: &str, abandon_before_ms: i64) -> StoreResult<bool> {
     Spi::connect_mut(|client| {
-        let t = plan_cache::execute(
+        plan_cache::execute(
             client,
-            "SELECT blob_id FROM syncular.sync_blob_grants \
-              WHERE partition = $1 AND blob_id = ANY($2) AND expires_at_ms >= $3 ORDER BY blob_id LIMIT 1",
+            "SELECT 1 FROM syncular.sync_blob_grants WHERE partition = $1 AND blob_id = $2 AND expires_at_ms >= $3",
             None,
-            &[DatumWithOid::from(partition), DatumWithOid::from(blob_ids.to_vec()), DatumWithOid::from(abandon_before_ms)],
-        )?;
-        match t.into_iter().next() {
-            Some(row) => row.get::<String>(1),
-            None => Ok(None),
-        }
+            &[DatumWithOid::from(partition), DatumWithOid::from(blob_id), DatumWithOid::from(abandon_before_ms)],
+        )
+        .map(|t| !t.is_empty())
     })
     .map_err(StoreError::spi("select_pending_blob_grant"))
 }

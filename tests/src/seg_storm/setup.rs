@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 
 use crate::gateway::{grant, setup, Gateway};
-use crate::object_store_fixture::tier_healthy;
 use crate::s3_fixture::S3Server;
 use crate::{connect_to, dsn_for_db};
 
@@ -63,28 +62,7 @@ pub fn plain_gateway(dsn: &str) -> Gateway {
 /// A dev-auth gateway on `dsn` whose mover copies into `s3` (prefix `storm/`, the mover's default
 /// interval), once its mover configured the bucket and reported it healthy.
 pub fn tier_gateway(dsn: &str, s3: &S3Server) -> Gateway {
-    let endpoint = s3.endpoint();
-    let args = [
-        "--auth",
-        "dev",
-        "--object-store-endpoint",
-        endpoint.as_str(),
-        "--object-store-bucket",
-        s3.bucket(),
-        "--object-store-prefix",
-        "storm/",
-    ];
-    let env = [
-        ("SYNCULAR_OBJECT_STORE_ACCESS_KEY_ID", s3.access_key_id()),
-        ("SYNCULAR_OBJECT_STORE_SECRET_ACCESS_KEY", s3.secret_access_key()),
-    ];
-    let gw = Gateway::start_with_env(dsn, &args, &env);
-    let mut c = connect_to(dsn);
-    wait_for("the mover to configure the bucket and report it healthy", Duration::from_secs(60), &gw, || {
-        let ours = c.query_opt("SELECT 1 FROM syncular.sync_object_store WHERE endpoint = $1", &[&endpoint]).unwrap().is_some();
-        ours && tier_healthy(&mut c)
-    });
-    gw
+    crate::object_store_fixture::tier_gateway_prefixed(dsn, s3, "storm/", &[])
 }
 
 /// Whether the bucket holds segment `id` (the mover copied it and recorded its ETag).

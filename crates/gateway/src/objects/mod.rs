@@ -13,3 +13,8 @@
 pub mod args;
 pub mod mover;
 pub mod s3;
+
+/// Lowercase hex of `bytes` (SHA-256 digests, signing keys).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

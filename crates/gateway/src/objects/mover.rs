@@ -45,11 +45,7 @@ fn fingerprint(parts: &[&str]) -> String {
         h.update([0u8]);
         h.update(p.as_bytes());
     }
-    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    super::hex(&h.finalize()[..16])
 }
 
 /// Starts the mover as a background task when `--object-store-endpoint` is given.
@@ -176,14 +172,14 @@ impl Mover {
             keys_day.clear();
             tracing::info!(bucket = %args.object_store_bucket, "object store configured");
         }
-        let now = now_ms();
+        let now = crate::realtime::session::now_ms();
         let (today, _) = syncular_object_store::amz_date(now).map_err(|e| e.to_string())?;
         if *keys_day != today {
             let mut keys = Vec::new();
             for at in [now, now + 86_400_000] {
                 let (day, _) = syncular_object_store::amz_date(at).map_err(|e| e.to_string())?;
                 let key = syncular_object_store::derive_signing_key(&self.secret_access_key, &day, &args.object_store_region);
-                let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+                let hex = super::hex(&key);
                 keys.push(json!({"day": day, "accessKeyId": self.access_key_id, "signingKey": hex}));
             }
             client

@@ -131,7 +131,7 @@ impl Bucket {
         match resp.status().as_u16() {
             200 => {
                 let etag = etag_of(resp.headers());
-                let hex = hasher.lock().map_err(|_| "hasher poisoned".to_owned())?.clone().finalize().iter().map(|b| format!("{b:02x}")).collect();
+                let hex = super::hex(&hasher.lock().map_err(|_| "hasher poisoned".to_owned())?.clone().finalize());
                 Ok(Some((hex, etag)))
             }
             412 => Ok(None),
@@ -158,7 +158,7 @@ impl Bucket {
             }
             hasher.update(&chunk);
         }
-        let hex = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let hex = super::hex(&hasher.finalize());
         Ok(Some((hex, len)))
     }
 
