@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{fingerprint, partition_name, server_tasks, Coverage, TASKS};
 use syncular_integration_tests::gateway::{grant, http_agent, post_sync, setup, Gateway, Peer};
@@ -73,6 +73,36 @@ fn two_real_clients_push_and_pull_over_http() {
     alice.sync_idle(6).unwrap();
     assert_eq!(alice.task_ids(), vec!["t1", "t2", "t3"]);
     assert!(gw.metric("syncular_gateway_rounds_total") >= 6.0);
+}
+
+/// A table past the §5.7 inline threshold (256 KiB) bootstraps through `SEGMENT_REF`s that the
+/// real client downloads from the gateway's `GET /segments/{id}` (§5.5) — on every gateway: a
+/// gateway without the route leaves such clients failing with 404 for ever.
+#[test]
+fn a_bootstrap_past_the_inline_threshold_downloads_its_segments_from_the_gateway() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-segments");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    let title = "x".repeat(400);
+    for batch in 0..6 {
+        let ops: Vec<Value> = (0..250)
+            .map(|i| json!({"table": TASKS, "op": "upsert", "row": {"id": format!("t{batch}-{i:03}"), "project_id": "p1", "title": title, "done": false, "priority": null}}))
+            .collect();
+        let out: Value = conn
+            .query_one("SELECT syncular.commit($1, 'seeder', $2::jsonb, allowed_scopes => '{\"project_id\": [\"*\"]}')", &[&partition, &Value::from(ops)])
+            .unwrap()
+            .get(0);
+        assert_eq!(out["status"], "applied", "{out}");
+    }
+    let gw = Gateway::start(&[]);
+    let downloads = r#"syncular_gateway_http_requests_total{route="/segments/{id}",status="200""#;
+    let mut alice = Peer::new(&gw.base_url, &partition, "alice", "alice-seg");
+    alice.subscribe("mine", &["p1"]);
+    alice.sync_idle(20).expect("alice bootstraps over HTTP");
+    assert_eq!(alice.task_ids().len(), 1500);
+    assert_eq!(alice.task_ids(), server_tasks(&mut conn, &partition).unwrap().into_iter().map(|r| r.0).collect::<Vec<_>>());
+    assert!(gw.metric(downloads) >= 1.0, "no segment was downloaded from the gateway");
 }
 
 #[test]

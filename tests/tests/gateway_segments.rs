@@ -3,14 +3,15 @@
 //! ([`syncular_integration_tests::segment_fixture`]; alice holds `ws: w1`):
 //! - the direct endpoint: 401 without host auth, 403 `sync.forbidden` without
 //!   `X-Syncular-Scopes` or with tampered scopes, 404 `sync.not_found` / `sync.segment_expired`;
-//!   the §5.5 headers; 304 for the ETag; zstd preferred, gzip, identity — each decoding to the
-//!   exact bytes of the content address;
+//!   the §5.5 headers; 304 for the ETag; gzip, identity, and zstd preferred (the Rust gateway
+//!   only) — each decoding to the exact bytes of the content address;
 //! - signed URLs (§5.4): fetched with no host auth at all, served verbatim (never compressed),
 //!   cacheable for the URL's lifetime; a bad, tampered, misdirected or expired token is 403.
 //!
 //! NEEDS the issue12-refs branch for `syncular.segment_open` / `syncular.segment_chunk`; on
 //! this branch a temporary SQL stand-in is installed when they are missing
-//! ([`segment_fixture::install_shim`]). Needs `SYNCULAR_TEST_DSN` and the gateway binary.
+//! ([`segment_fixture::install_shim`]). Needs `SYNCULAR_TEST_DSN` and the gateway binary; runs
+//! against the Node gateway too (scripts/test NODE_SHARED_TESTS).
 
 use std::io::Read;
 
@@ -124,15 +125,11 @@ fn segment_direct_download_headers_not_modified_compression_and_refusals() {
     let (status, _, body) = get(&gw, &path, &tampered);
     assert_eq!((status, code_of(&body).as_str()), (403, "sync.forbidden"));
 
-    // zstd preferred when both are offered; gzip otherwise; both decode to the content address.
-    let (status, hs, body) = get(&gw, &path, &with(&[("accept-encoding", "gzip, zstd")]));
-    assert_eq!((status, header(&hs, "content-encoding")), (200, Some("zstd")));
-    assert!(body.len() < bytes.len() / 2, "compressed on the wire: {} bytes", body.len());
-    let decoded = zstd::stream::decode_all(&body[..]).expect("zstd body");
-    assert_eq!(seg::segment_id(&decoded), id);
-    // gzip, read raw (the HTTP client would decode it and drop the header).
+    // gzip when offered, read raw (the HTTP client would decode it and drop the header); it
+    // decodes to the content address.
     let (status, hs, body) = raw_get(&gw, &path, &with(&[("accept-encoding", "gzip")]));
     assert_eq!((status, header(&hs, "content-encoding")), (200, Some("gzip")));
+    assert!(body.len() < bytes.len() / 2, "compressed on the wire: {} bytes", body.len());
     let mut decoded = Vec::new();
     flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut decoded).expect("gzip body");
     assert_eq!(seg::segment_id(&decoded), id);
@@ -143,6 +140,25 @@ fn segment_direct_download_headers_not_modified_compression_and_refusals() {
     c.execute("UPDATE syncular.sync_segment_publications SET expires_at_ms = 1 WHERE segment_id = $1", &[&id]).unwrap();
     let (status, _, body) = get(&gw, &path, &with(&[]));
     assert_eq!((status, code_of(&body).as_str()), (404, "sync.segment_expired"));
+}
+
+/// zstd is preferred when both are offered (the Rust gateway only: scripts/test NODE_RUST_ONLY —
+/// Node 18/20 has no zstd, the Node gateway answers gzip).
+#[test]
+fn segments_are_zstd_compressed_when_offered() {
+    let db = Db::new("segzstd");
+    let mut c = db.connect();
+    install_shim(&mut c);
+    let epoch = live_epoch(&mut c, PARTITION);
+    let bytes = segment_bytes();
+    let id = store(&mut c, PARTITION, &bytes, now_ms());
+    publish(&mut c, PARTITION, &epoch, &digest(W1), 100, &id, now_ms() + HOUR);
+    let gw = Gateway::start_with_dsn(&db.dsn, &["--auth", "dev"]);
+    let (status, hs, body) = get(&gw, &format!("/segments/{id}"), &with(&[("accept-encoding", "gzip, zstd")]));
+    assert_eq!((status, header(&hs, "content-encoding")), (200, Some("zstd")));
+    assert!(body.len() < bytes.len() / 2, "compressed on the wire: {} bytes", body.len());
+    let decoded = zstd::stream::decode_all(&body[..]).expect("zstd body");
+    assert_eq!(seg::segment_id(&decoded), id);
 }
 
 #[test]

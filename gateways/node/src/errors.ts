@@ -8,7 +8,7 @@ const STATUS: Record<string, number> = { 'invalid-request': 400, 'schema-mismatc
 // The codes the gateway raises itself (§10.2 metadata): [category, retryable, recommendedAction].
 const CATALOG: Record<string, [string, boolean, string]> = {
   'sync.invalid_request': ['invalid-request', false, 'fixRequest'], 'sync.auth_required': ['auth-required', true, 'refreshAuth'],
-  'sync.not_found': ['not-found', false, 'forceResync'], 'sync.websocket_connection_limit': ['rate-limited', true, 'retryLater'],
+  'sync.not_found': ['not-found', false, 'forceResync'], 'sync.forbidden': ['forbidden', false, 'checkPermissions'], 'sync.websocket_connection_limit': ['rate-limited', true, 'retryLater'],
   'sync.internal_error': ['internal', true, 'retryLater'], 'sync.schema_not_ready': ['schema-mismatch', true, 'retryLater'],
   'syncular.unavailable': ['internal', true, 'retryLater'], 'syncular.internal': ['internal', false, 'inspectServer'],
 };

@@ -13,6 +13,7 @@ import { pgConfig, runRound } from './db';
 import { ApiError, apiError, fromPg } from './errors';
 import { Logger, Metrics, stderrLogger } from './metrics';
 import { Hub, HubOptions } from './realtime';
+import { serveSegment } from './segments';
 
 /** `databaseUrl` (libpq key=value or postgres:// URL; never logged) and the settings of
  *  syncular-gateway's flags of the same names (camelCase); DEFAULTS holds the defaults. */
@@ -90,13 +91,17 @@ export function createGateway(options: GatewayOptions): Gateway {
   }
 
   function handle(req: IncomingMessage, res: ServerResponse, next?: () => void) {
-    const path = new URL(req.url ?? '/', 'http://gateway').pathname;
-    const route = ['/healthz', '/metrics'].includes(path) ? path : [`${mount}/sync`, `${mount}/realtime`].includes(path) ? path.slice(mount.length) : null;
+    const url = new URL(req.url ?? '/', 'http://gateway'), path = url.pathname;
+    const segment = path.startsWith(`${mount}/segments/`) ? /^[^/]+$/.exec(path.slice(mount.length + 10)) : null;
+    const route = ['/healthz', '/metrics'].includes(path) ? path : [`${mount}/sync`, `${mount}/realtime`].includes(path) ? path.slice(mount.length)
+      : segment ? '/segments/{id}' : null;
     if (!route && next) return next();
     res.on('finish', () => metrics.inc('http_requests_total', { route: route ?? 'unmatched', status: res.statusCode }));
     if (route && req.method !== (route === '/sync' ? 'POST' : 'GET')) return fail(res, apiError('sync.invalid_request', 'method not allowed on this route', 405));
-    if (route === '/sync' || route === '/healthz') {
-      return void (route === '/sync' ? sync(req, res) : healthz(res)).catch(e => (res.headersSent ? res.destroy() : fail(res, fromPg(e))));
+    if (route === '/sync' || route === '/healthz' || segment) {
+      const work = route === '/sync' ? sync(req, res) : route === '/healthz' ? healthz(res)
+        : serveSegment(pool, auth, req, res, decodeURIComponent(segment![0]), url.searchParams.get('st'));
+      return void work.catch(e => (res.headersSent ? res.destroy() : fail(res, e instanceof URIError ? apiError('sync.not_found', 'no such segment') : fromPg(e))));
     }
     if (route === '/metrics') return send(res, 200, 'text/plain; version=0.0.4', metrics.render());
     fail(res, route ? apiError('sync.invalid_request', 'expected a WebSocket upgrade (§8.1)') : apiError('sync.not_found', 'no such route'));
