@@ -251,3 +251,31 @@ fn unknown_routes_mount_health_and_metrics() {
     let logs = gw.logs.lock().unwrap().join("\n");
     assert!(logs.contains("UNSAFE"), "dev mode warns loudly at startup");
 }
+
+/// `GET target HTTP/1.1` on a socket of its own: the status code (0 when the connection closed
+/// without a status line).
+fn raw_status(gw: &Gateway, target: &str, extra: &str) -> u16 {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    write!(s, "GET {target} HTTP/1.1\r\nhost: x\r\nx-syncular-actor: a\r\n{extra}connection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// Request targets no URL parser takes, on plain requests and on upgrades, and undecodable
+/// segment ids: each is refused (4xx or a closed socket) and the gateway keeps serving.
+#[test]
+fn malformed_request_targets_are_refused_and_the_gateway_stays_up() {
+    let gw = Gateway::start(&[]);
+    let upgrade = "upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    for (target, extra) in [("http://[bad/x", ""), ("http://[bad/realtime", upgrade), ("/segments/%ZZ", ""), ("/segments/%ZZ?st=x", "")] {
+        let status = raw_status(&gw, target, extra);
+        assert!(status == 0 || (400..500).contains(&status), "{target}: {status}");
+        let (health, _) = gw.get("/healthz");
+        assert_eq!(health, 200, "the gateway answers after {target}");
+    }
+    let scopes = "x-syncular-scopes: {}\r\n";
+    assert_eq!(raw_status(&gw, "/segments/%ZZ", scopes), 404, "an undecodable segment id names no segment");
+}

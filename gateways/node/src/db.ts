@@ -1,6 +1,6 @@
 // Every SQL statement of the gateway: one sync round in ONE transaction (persist before
-// acknowledging: the bytes once COMMIT returned), and the realtime calls — the session rules
-// realtime_connect / realtime_reload / realtime_pass, realtime_ack, error_response. Values are always
+// acknowledging: the bytes once COMMIT returned), the segment downloads, and the realtime calls — the
+// session rules realtime_connect / realtime_reload / realtime_pass, realtime_ack, error_response. Values are always
 // bound; session states travel as the JSON text Postgres prints (`::text` out, `$n::text::jsonb` in).
 import { Pool, PoolConfig } from 'pg';
 import { fromPg, withRetry } from './errors';
@@ -73,3 +73,12 @@ export const realtimeAck = async (pool: Pool, partition: string, acks: object[])
   (await rows(pool, 'SELECT syncular.realtime_ack($1::text, $2::jsonb) AS n', [partition, JSON.stringify(acks)]))[0].n;
 export const errorResponse = async (pool: Pool, partition: string, wire: number, error: object): Promise<Buffer> =>
   (await rows(pool, 'SELECT syncular.error_response($1::text, $2::integer, $3::jsonb) AS b', [partition, wire, JSON.stringify(error)]))[0].b;
+
+/** A segment download (§5.4, §5.5): opened by host auth + scopes header, or by a signed URL's token (which names the partition). */
+export type SegmentMeta = { segmentId: string; byteLength: number; chunkCount: number; partition?: string; urlExpiresAtMs?: number };
+export const segmentOpen = async (pool: Pool, partition: string, actor: string, id: string, scopes: string, allowed: unknown | null): Promise<SegmentMeta> =>
+  (await rows(pool, 'SELECT syncular.segment_open($1::text, $2::text, $3::text, $4::text, $5::jsonb) AS m', [partition, actor, id, scopes, json(allowed)]))[0].m;
+export const segmentOpenSigned = async (pool: Pool, id: string, token: string): Promise<SegmentMeta> =>
+  (await rows(pool, 'SELECT syncular.segment_open_signed($1::text, $2::text) AS m', [id, token]))[0].m;
+export const segmentChunk = async (pool: Pool, partition: string, id: string, idx: number): Promise<Buffer> =>
+  (await pool.query('SELECT syncular.segment_chunk($1::text, $2::text, $3::integer) AS c', [partition, id, idx])).rows[0].c;

@@ -90,8 +90,12 @@ export function createGateway(options: GatewayOptions): Gateway {
       auth: o.auth === 'dev' ? 'dev (UNSAFE: actor and partition are taken from request headers; never expose this gateway)' : 'jwt' }));
   }
 
+  /** The request target as a URL, null when it does not parse (`http://[x`): a request never throws. */
+  const target = (req: IncomingMessage) => { try { return new URL(req.url ?? '/', 'http://gateway'); } catch { return null; } };
   function handle(req: IncomingMessage, res: ServerResponse, next?: () => void) {
-    const url = new URL(req.url ?? '/', 'http://gateway'), path = url.pathname;
+    const url = target(req);
+    if (!url) return fail(res, apiError('sync.invalid_request', 'malformed request target'));
+    const path = url.pathname;
     const segment = path.startsWith(`${mount}/segments/`) ? /^[^/]+$/.exec(path.slice(mount.length + 10)) : null;
     const route = ['/healthz', '/metrics'].includes(path) ? path : [`${mount}/sync`, `${mount}/realtime`].includes(path) ? path.slice(mount.length)
       : segment ? '/segments/{id}' : null;
@@ -100,16 +104,16 @@ export function createGateway(options: GatewayOptions): Gateway {
     if (route && req.method !== (route === '/sync' ? 'POST' : 'GET')) return fail(res, apiError('sync.invalid_request', 'method not allowed on this route', 405));
     if (route === '/sync' || route === '/healthz' || segment) {
       const work = route === '/sync' ? sync(req, res) : route === '/healthz' ? healthz(res)
-        : serveSegment(pool, auth, req, res, decodeURIComponent(segment![0]), url.searchParams.get('st'));
-      return void work.catch(e => (res.headersSent ? res.destroy() : fail(res, e instanceof URIError ? apiError('sync.not_found', 'no such segment') : fromPg(e))));
+        : serveSegment(pool, auth, req, res, segment![0], url.searchParams.get('st'));
+      return void work.catch(e => (res.headersSent ? res.destroy() : fail(res, fromPg(e))));
     }
     if (route === '/metrics') return send(res, 200, 'text/plain; version=0.0.4', metrics.render());
     fail(res, route ? apiError('sync.invalid_request', 'expected a WebSocket upgrade (§8.1)') : apiError('sync.not_found', 'no such route'));
   }
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
-    const url = new URL(req.url ?? '/', 'http://gateway');
-    if (url.pathname !== `${mount}/realtime`) return false;
+    const url = target(req);
+    if (url?.pathname !== `${mount}/realtime`) return false;
     hub.upgrade(req, socket, head, url).catch(e => { log('error', 'upgrade failed', { error: (e as Error).message }); socket.destroy(); });
     return true;
   }
