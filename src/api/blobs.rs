@@ -8,6 +8,7 @@
 //! the actor and allowed scopes exactly like `syncular.sync`.
 
 use pgrx::callbacks::{register_subxact_callback, register_xact_callback, PgSubXactCallbackEvent, PgXactCallbackEvent};
+use super::json_arg::Jsonb;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
@@ -128,7 +129,7 @@ fn blob_open(
     partition: Option<&str>,
     actor_id: Option<&str>,
     blob_id: Option<&str>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
 ) -> JsonB {
     let allowed = allowed_scopes.map(|j| j.0);
     let caller = caller(partition, actor_id, allowed.as_ref());
@@ -149,7 +150,7 @@ fn blob_read(
     actor_id: Option<&str>,
     blob_id: Option<&str>,
     chunk: Option<i32>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
 ) -> Vec<u8> {
     let allowed = allowed_scopes.map(|j| j.0);
     let caller = caller(partition, actor_id, allowed.as_ref());

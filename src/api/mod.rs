@@ -3,6 +3,7 @@
 //! [`errors`] — nothing else.
 
 pub mod errors;
+pub mod json_arg;
 pub mod schema;
 pub mod realtime;
 pub mod realtime_session;

@@ -5,6 +5,7 @@
 //! minted by the sync functions (`SEGMENT_REF.url`, `blob_open`, `blob_upload_grant`).
 
 use pgrx::prelude::*;
+use super::json_arg::Jsonb;
 use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
@@ -49,7 +50,7 @@ fn object_store_configure(
 /// `syncular.object_store_conflict` (55000: another mover owns the configuration).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn object_store_signing_keys(keys: Option<JsonB>, mover_fingerprint: default!(Option<&str>, "''")) -> i64 {
+fn object_store_signing_keys(keys: Option<Jsonb>, mover_fingerprint: default!(Option<&str>, "''")) -> i64 {
     let keys = required(keys.as_ref(), "keys");
     let fingerprint = required(mover_fingerprint, "mover_fingerprint");
     mover::put_signing_keys(&keys.0, fingerprint).or_raise()
@@ -92,7 +93,7 @@ fn object_store_work(
 /// Errors: `syncular.invalid_argument` (22023) for a malformed report.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn object_store_report(item: Option<JsonB>) -> String {
+fn object_store_report(item: Option<Jsonb>) -> String {
     let item = required(item.as_ref(), "item");
     crate::engine::objects::report::report(&item.0).or_raise()
 }

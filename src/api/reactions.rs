@@ -12,6 +12,7 @@
 //! `syncular.invalid_argument` (22023).
 
 use pgrx::prelude::*;
+use super::json_arg::Jsonb;
 use pgrx::JsonB;
 
 use crate::api::errors::{raise, OrRaise};
@@ -172,7 +173,7 @@ fn fail_reaction(
     idempotency_key: Option<&str>,
     lease_owner: Option<&str>,
     code: Option<&str>,
-    details: default!(Option<JsonB>, "NULL"),
+    details: default!(Option<Jsonb>, "NULL"),
     permanent: default!(Option<bool>, false),
     initial_backoff_ms: default!(Option<i64>, 1000),
     max_backoff_ms: default!(Option<i64>, 300000),

@@ -9,6 +9,7 @@
 //! arguments fail with `syncular.invalid_argument` (22023).
 
 use pgrx::prelude::*;
+use super::json_arg::Jsonb;
 use pgrx::JsonB;
 
 use crate::api::errors::{raise, OrRaise};
@@ -42,7 +43,7 @@ fn realtime_open(
     partition: Option<&str>,
     actor_id: Option<&str>,
     client_id: Option<&str>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
 ) -> JsonB {
     let partition = required_text(partition, "partition");
     let actor_id = required_text(actor_id, "actor_id");
@@ -78,7 +79,7 @@ fn realtime_open(
 #[search_path(pg_catalog, pg_temp)]
 fn realtime_deltas(
     partition: Option<&str>,
-    groups: Option<JsonB>,
+    groups: Option<Jsonb>,
     max_delta_bytes: default!(Option<i32>, 1048576),
     through_seq: default!(Option<i64>, "NULL"),
 ) -> TableIterator<
@@ -113,7 +114,7 @@ fn realtime_deltas(
 /// Errors: `syncular.invalid_argument` (22023) for malformed `acks`.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn realtime_ack(partition: Option<&str>, acks: Option<JsonB>) -> i32 {
+fn realtime_ack(partition: Option<&str>, acks: Option<Jsonb>) -> i32 {
     let partition = required_text(partition, "partition");
     let acks = required(acks.as_ref(), "acks");
     let updated = ack::run(partition, &acks.0).or_raise();
@@ -170,7 +171,7 @@ fn notification_key() -> Vec<u8> {
 /// malformed object.
 #[pg_extern(stable, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
-fn error_response(partition: Option<&str>, wire_version: Option<i32>, error: Option<JsonB>) -> Vec<u8> {
+fn error_response(partition: Option<&str>, wire_version: Option<i32>, error: Option<Jsonb>) -> Vec<u8> {
     let partition = required_text(partition, "partition");
     let wire_version = *required(wire_version.as_ref(), "wire_version");
     let error = required(error.as_ref(), "error");

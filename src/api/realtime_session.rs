@@ -9,6 +9,7 @@
 //! `syncular.invalid_argument` (22023).
 
 use pgrx::prelude::*;
+use super::json_arg::Jsonb;
 use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
@@ -35,7 +36,7 @@ fn realtime_connect(
     partition: Option<&str>,
     actor_id: Option<&str>,
     client_id: Option<&str>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
 ) -> JsonB {
     let partition = required_text(partition, "partition");
     let actor_id = required_text(actor_id, "actor_id");
@@ -63,8 +64,8 @@ fn realtime_reload(
     partition: Option<&str>,
     actor_id: Option<&str>,
     client_id: Option<&str>,
-    allowed_scopes: Option<JsonB>,
-    state: Option<JsonB>,
+    allowed_scopes: Option<Jsonb>,
+    state: Option<Jsonb>,
     reason: Option<&str>,
     wire_version: default!(Option<i32>, "NULL"),
 ) -> JsonB {
@@ -98,7 +99,7 @@ fn realtime_reload(
 #[allow(clippy::type_complexity)]
 fn realtime_pass(
     partition: Option<&str>,
-    states: Option<JsonB>,
+    states: Option<Jsonb>,
     max_delta_bytes: default!(Option<i32>, 1048576),
     through_seq: default!(Option<i64>, "NULL"),
     in_round: default!(Option<Vec<Option<bool>>>, "NULL"),

@@ -4,7 +4,7 @@
 //! (docs/src/sql/schema.md).
 
 use pgrx::prelude::*;
-use pgrx::JsonB;
+use super::json_arg::Jsonb;
 
 use crate::api::errors::OrRaise;
 use crate::engine::auth::resolver;
@@ -21,7 +21,7 @@ use crate::engine::schema;
 /// Admin only (EXECUTE not granted to `syncular_gateway`).
 #[pg_extern(volatile)]
 fn register_schema(
-    ir: Option<JsonB>,
+    ir: Option<Jsonb>,
     app_schema: default!(Option<String>, "'public'"),
     allow_drop: default!(Option<bool>, false),
 ) {

@@ -9,6 +9,7 @@
 //! requested scopes are the `X-Syncular-Scopes` header text as sent.
 
 use pgrx::prelude::*;
+use super::json_arg::Jsonb;
 use pgrx::JsonB;
 
 use crate::api::errors::OrRaise;
@@ -34,7 +35,7 @@ fn segment(
     actor_id: Option<&str>,
     segment_id: Option<&str>,
     requested_scopes: Option<&str>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
 ) -> Vec<u8> {
     let allowed = allowed_scopes.map(|j| j.0);
     let caller = caller(partition, actor_id, allowed.as_ref());
@@ -57,7 +58,7 @@ fn segment_open(
     actor_id: Option<&str>,
     segment_id: Option<&str>,
     requested_scopes: Option<&str>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
 ) -> JsonB {
     let allowed = allowed_scopes.map(|j| j.0);
     let caller = caller(partition, actor_id, allowed.as_ref());

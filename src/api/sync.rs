@@ -9,6 +9,7 @@
 //! `syncular_gateway` only (sql/privileges.sql).
 
 use pgrx::prelude::*;
+use super::json_arg::Jsonb;
 use pgrx::JsonB;
 
 use crate::api::errors::{raise, OrRaise};
@@ -60,7 +61,7 @@ fn round(
     partition: Option<&str>,
     actor_id: Option<&str>,
     request: Option<&[u8]>,
-    allowed_scopes: Option<JsonB>,
+    allowed_scopes: Option<Jsonb>,
     connection_client_id: Option<&str>,
     halves: Halves,
 ) -> Vec<u8> {
@@ -112,7 +113,7 @@ fn sync(
     partition: Option<&str>,
     actor_id: Option<&str>,
     request: Option<&[u8]>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
     round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both)
@@ -131,7 +132,7 @@ fn push(
     partition: Option<&str>,
     actor_id: Option<&str>,
     request: Option<&[u8]>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
     round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PushOnly)
@@ -148,7 +149,7 @@ fn pull(
     partition: Option<&str>,
     actor_id: Option<&str>,
     request: Option<&[u8]>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
     round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PullOnly)
@@ -181,10 +182,10 @@ fn commit_notification_payload(partition: &str, commit_seq: i64) -> String {
 fn commit(
     partition: Option<&str>,
     actor_id: Option<&str>,
-    operations: Option<JsonB>,
+    operations: Option<Jsonb>,
     client_id: default!(Option<&str>, "NULL"),
     client_commit_id: default!(Option<&str>, "NULL"),
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
 ) -> JsonB {
     let partition = required_text(partition, "partition");
     let actor_id = required_text(actor_id, "actor_id");

@@ -13,7 +13,7 @@
 //! `syncular_gateway` only, like the functions they stream.
 
 use pgrx::prelude::*;
-use pgrx::JsonB;
+use super::json_arg::Jsonb;
 
 use crate::api::errors::OrRaise;
 use crate::api::sync::{required, required_text};
@@ -23,7 +23,7 @@ fn stream(
     partition: Option<&str>,
     actor_id: Option<&str>,
     request: Option<&[u8]>,
-    allowed_scopes: Option<JsonB>,
+    allowed_scopes: Option<Jsonb>,
     connection_client_id: Option<&str>,
     halves: Halves,
 ) -> SetOfIterator<'static, Vec<u8>> {
@@ -63,7 +63,7 @@ fn sync_stream(
     partition: Option<&str>,
     actor_id: Option<&str>,
     request: Option<&[u8]>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> SetOfIterator<'static, Vec<u8>> {
     stream(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both)
@@ -83,7 +83,7 @@ fn pull_stream(
     partition: Option<&str>,
     actor_id: Option<&str>,
     request: Option<&[u8]>,
-    allowed_scopes: default!(Option<JsonB>, "NULL"),
+    allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> SetOfIterator<'static, Vec<u8>> {
     stream(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PullOnly)

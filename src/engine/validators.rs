@@ -74,7 +74,7 @@ pub(crate) fn invalid(message: String) -> EngineError {
     EngineError::host(HostCode::InvalidValidator, message)
 }
 
-fn malformed(validator: &ResolverName, kind: &str, message: impl std::fmt::Display) -> EngineError {
+pub fn malformed(validator: &ResolverName, kind: &str, message: impl std::fmt::Display) -> EngineError {
     EngineError::host(
         HostCode::ValidatorMalformed,
         format!("{kind} {}.{} {message}", validator.schema, validator.name),
@@ -135,6 +135,22 @@ impl Drop for Running {
     }
 }
 
+/// Calls the validator-shaped function `function` on `input`, marked
+/// [`Running`]: its answer (`None` = SQL NULL). An answer this extension
+/// cannot read (a number beyond a 64-bit float, nesting deeper than 127
+/// levels) is `malformed(problem)`; an ERROR the function raises unwinds.
+pub fn call(
+    function: &ResolverName,
+    input: &Value,
+    malformed: impl FnOnce(&str) -> EngineError,
+) -> EngineResult<Option<Value>> {
+    let _running = Running::begin();
+    validator_store::call_validator(function, input).map_err(|e| match e.unreadable_json() {
+        Some(problem) => malformed(problem),
+        None => e.into(),
+    })
+}
+
 /// `true` while a validator runs: a write it makes to a synced table would
 /// be logged as its own commit ahead of the commit being validated (§6.7,
 /// §6.8: a validator must not mutate storage), so the capture refuses it.
@@ -184,10 +200,7 @@ pub fn resolve(oid: pgrx::pg_sys::Oid, what: &str) -> EngineResult<ResolverName>
 /// ([`resolve`]); an ERROR the validator raises unwinds to the caller.
 pub fn validate(oid: pgrx::pg_sys::Oid, write: &Write<'_>) -> EngineResult<Option<Rejection>> {
     let validator = resolve(oid, &format!("the write validator of table {:?}", write.table.name))?;
-    let out = {
-        let _running = Running::begin();
-        validator_store::call_validator(&validator, &input(write))?
-    };
+    let out = call(&validator, &input(write), |problem| malformed(&validator, "write validator", problem))?;
     parse_output(&validator, out)
 }
 

@@ -27,6 +27,12 @@ impl StoreError {
         matches!(self.statement, "write_request_log" | "allocate_commit") && self.detail == crate::store::log::MISSING_COUNTER
     }
 
+    /// The detail when a host function's answer was `jsonb` this extension
+    /// cannot read ([`crate::store::spi::host_json`]); `None` otherwise.
+    pub fn unreadable_json(&self) -> Option<&str> {
+        self.detail.starts_with(crate::store::spi::host_json::UNREADABLE).then_some(self.detail.as_str())
+    }
+
     /// Adapts a `pgrx::spi::Error` (for use with `map_err`).
     pub fn spi(statement: &'static str) -> impl FnOnce(pgrx::spi::Error) -> StoreError {
         move |e| StoreError::new(statement, e.to_string())

@@ -9,6 +9,7 @@ use pgrx::JsonB;
 use serde_json::Value;
 
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::spi::host_json;
 use crate::store::auth::resolver::{signature_of_param, ResolverName};
 
 /// Stores `function` as the validator of IR table `tbl` (replacing any).
@@ -187,14 +188,13 @@ pub fn call_validator(validator: &ResolverName, input: &Value) -> StoreResult<Op
     const STATEMENT: &str = "call_validator";
     // Identifiers come from pg_proc and are quoted; the value is a parameter.
     let sql = format!(
-        "SELECT {}.{}($1::pg_catalog.jsonb)::pg_catalog.jsonb",
+        "SELECT ({}.{}($1::pg_catalog.jsonb)::pg_catalog.jsonb)::pg_catalog.text",
         pgrx::spi::quote_identifier(&validator.schema),
         pgrx::spi::quote_identifier(&validator.name),
     );
     Spi::connect_mut(|client| {
         let rows = crate::store::spi::plan_cache::execute(client, &sql, Some(1), &[DatumWithOid::from(JsonB(input.clone()))])
             .map_err(StoreError::spi(STATEMENT))?;
-        let value: Option<JsonB> = rows.first().get(1).map_err(StoreError::spi(STATEMENT))?;
-        Ok(value.map(|j| j.0))
+        host_json::parse(STATEMENT, rows.first().get(1).map_err(StoreError::spi(STATEMENT))?)
     })
 }

@@ -135,4 +135,26 @@ mod tests {
         }
         assert_eq!(stored_results(), 0);
     }
+
+    /// Every jsonb argument is read by `api::json_arg::Jsonb`: a value serde
+    /// cannot hold is `syncular.invalid_argument` (22023), never XX000.
+    #[pg_test]
+    fn jsonb_arguments_serde_cannot_hold_are_invalid_arguments() {
+        setup_tasks();
+        let huge = "'{\"project_id\": [1e400]}'::jsonb";
+        let deep = "(repeat('[', 300) || repeat(']', 300))::jsonb";
+        for sql in [
+            format!("SELECT syncular.sync('{P}', 'alice', '\\x00'::bytea, {huge})"),
+            format!("SELECT syncular.pull('{P}', 'alice', '\\x00'::bytea, {deep})"),
+            format!("SELECT syncular.commit('{P}', 'alice', '[{{\"n\": 1e400}}]'::jsonb)"),
+            format!("SELECT syncular.realtime_connect('{P}', 'alice', 'c1', {deep})"),
+            format!("SELECT syncular.realtime_ack('{P}', '[{{\"cursor\": 1e400}}]'::jsonb)"),
+            format!("SELECT syncular.error_response('{P}', 2, {huge})"),
+            format!("SELECT syncular.register_schema({deep})"),
+            format!("SELECT syncular.segment_open('{P}', 'alice', 'sha256:00', '{{}}', {huge})"),
+        ] {
+            expect_error(try_run(&sql), "22023", "syncular.invalid_argument", "a jsonb argument cannot be read");
+        }
+        assert_eq!(count("SELECT count(*) FROM syncular.sync_commits"), 0);
+    }
 }

@@ -71,6 +71,15 @@ mod tests {
     }
 
     #[pg_test]
+    fn an_answer_serde_cannot_hold_is_malformed_not_an_internal_error() {
+        for answer in ["'{\"project_id\": [1e400]}'::jsonb", "(repeat('[', 300) || repeat(']', 300))::jsonb"] {
+            set_resolver(&format!("RETURN {answer};"));
+            let message = malformed(resolve_allowed("p", "a"));
+            assert!(message.starts_with("scope resolver public.test_resolver returned jsonb this extension cannot read"), "{message}");
+        }
+    }
+
+    #[pg_test]
     fn malformed_surfaces_as_sqlstate_39000() {
         set_resolver("RETURN '\"x\"'::jsonb;");
         let err = crate::store::spi::subtransaction::run(|| {

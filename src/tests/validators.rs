@@ -217,6 +217,7 @@ mod tests {
             ("'{\"code\": \"sync.forbidden\"}'::jsonb", "reserved for protocol codes"),
             ("'{\"code\": \"x\", \"details\": {\"bogus\": 1}}'::jsonb", "details outside §6.3.1"),
             ("'42'::jsonb", "returned 42"),
+            ("'{\"code\": \"x\", \"details\": {\"n\": 1e400}}'::jsonb", "returned jsonb this extension cannot read: number out of range"),
         ] {
             set_validator(&format!("RETURN {answer};"));
             let req = request(2, "c1", 1, Some(&epoch), vec![commit("m", vec![upsert(&task("t1", "p1", "x", None), None)])], None);

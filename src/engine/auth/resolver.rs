@@ -133,7 +133,10 @@ pub fn resolve(partition: &str, actor_id: &str) -> EngineResult<Resolution> {
                 reason: format!("scope resolver raised [{}]: {}", raised.sqlstate, raised.message),
             }))
         }
-        Ok(result) => result?,
+        Ok(result) => result.map_err(|e| match e.unreadable_json() {
+            Some(problem) => EngineError::host(HostCode::ResolverMalformed, format!("scope resolver {name} {problem}")),
+            None => e.into(),
+        })?,
     };
     match returned {
         None => Err(EngineError::host(

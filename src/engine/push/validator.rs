@@ -87,10 +87,9 @@ pub fn input(client_id: &str, client_commit_id: &str, actor_id: &str, partition:
 /// superuser: `validators::resolve`); an ERROR it raises unwinds.
 pub fn validate(oid: pgrx::pg_sys::Oid, input: &Value, operations: usize) -> EngineResult<Verdict> {
     let validator = crate::engine::validators::resolve(oid, "the commit validator")?;
-    let out = {
-        let _running = crate::engine::validators::Running::begin();
-        validator_store::call_validator(&validator, input)?
-    };
+    let out = crate::engine::validators::call(&validator, input, |problem| {
+        crate::engine::validators::malformed(&validator, "commit validator", problem)
+    })?;
     parse_output(&validator, out, operations)
 }
 

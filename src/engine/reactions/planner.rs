@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::reactions::records::{self, Planned};
-use crate::engine::validators::{resolve, Running};
+use crate::engine::validators::{call, resolve};
 use crate::store::validator_store;
 
 /// `syncular.set_reaction_planner(fn)`: registers `function` as the reaction
@@ -46,10 +46,7 @@ pub fn failed(name: &str, what: impl std::fmt::Display) -> EngineError {
 /// push classifies it).
 pub fn plan(oid: pgrx::pg_sys::Oid, input: &Value) -> EngineResult<Vec<Planned>> {
     let planner = resolve(oid, "the reaction planner")?;
-    let out = {
-        let _running = Running::begin();
-        validator_store::call_validator(&planner, input)?
-    };
+    let out = call(&planner, input, |problem| failed(&format!("{}.{}", planner.schema, planner.name), problem))?;
     records::parse(out).map_err(|e| failed(&format!("{}.{}", planner.schema, planner.name), e))
 }
 

@@ -3,9 +3,10 @@
 //! function, and the call itself.
 
 use pgrx::prelude::*;
-use pgrx::{JsonB, PgBuiltInOids};
+use pgrx::PgBuiltInOids;
 
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::spi::host_json;
 
 /// A function as the catalog describes it (for `set_scope_resolver`'s check).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +189,7 @@ pub fn call_scope_resolver(
     // The explicit casts select the (text, text) overload that
     // set_scope_resolver checked.
     let sql = format!(
-        "SELECT {}.{}($1::pg_catalog.text, $2::pg_catalog.text)::pg_catalog.jsonb",
+        "SELECT ({}.{}($1::pg_catalog.text, $2::pg_catalog.text)::pg_catalog.jsonb)::pg_catalog.text",
         pgrx::spi::quote_identifier(&resolver.schema),
         pgrx::spi::quote_identifier(&resolver.name),
     );
@@ -196,8 +197,7 @@ pub fn call_scope_resolver(
         let rows = client
             .update(sql.as_str(), Some(1), &[partition.into(), actor_id.into()])
             .map_err(StoreError::spi(STATEMENT))?;
-        let value: Option<JsonB> = rows.first().get(1).map_err(StoreError::spi(STATEMENT))?;
-        Ok(value.map(|j| j.0))
+        host_json::parse(STATEMENT, rows.first().get(1).map_err(StoreError::spi(STATEMENT))?)
     })
 }
 
