@@ -32,6 +32,11 @@ class Session {
   rate = new Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>(); // presence rate cap per scope key
   constructor(readonly id: number, readonly partition: string, readonly actorId: string, readonly clientId: string,
               readonly allowedScopes: unknown | null, readonly ws: WebSocket, readonly scanner: RequestScanner) {}
+  /** Keeps a reload's answer. Another logEpoch is another timeline: the old one's acks are forgotten. */
+  adopt(a: { state: string; resume: db.Resume; logEpoch: string }) {
+    if (a.logEpoch !== this.logEpoch) this.acked = -1;
+    Object.assign(this, { state: a.state, resume: a.resume, logEpoch: a.logEpoch, generation: this.generation + 1 });
+  }
 }
 type Work = ['commit', number] | ['pass'] | ['scopes', string | null] | ['resync'];
 type Peer = { actorId: string; clientId: string; doc: object };
@@ -266,7 +271,7 @@ export class Hub {
         if (i === chunks.length - 1) {
           await reloaded;
           const end = s.roundEnd as Session['roundEnd']; // set by the reload meanwhile
-          if (end) Object.assign(s, { state: end.state, resume: end.resume, logEpoch: end.logEpoch, roundEnd: null, generation: s.generation + 1 });
+          if (end) { s.adopt(end); s.roundEnd = null; }
           s.streaming = s.inRound = false;
         }
         s.ws.send(Buffer.concat([Buffer.of(TAG_ROUND), chunks[i]]));
@@ -294,7 +299,7 @@ export class Hub {
     count(a.emptied ? 'emptied' : 'applied');
     // A round's answer is kept at its END, changed or not (passes may have woken the session since).
     if (reason === 'round-end' && s.inRound) s.roundEnd = { state: a.state, resume: a.resume, logEpoch: a.logEpoch };
-    else if (a.changed) Object.assign(s, { state: a.state, resume: a.resume, logEpoch: a.logEpoch, generation: s.generation + 1 });
+    else if (a.changed) s.adopt(a);
     a.send.forEach(text => this.wake(s, text));
     const old = s.scopeKeys;
     s.scopeKeys = new Set(a.scopeKeys);

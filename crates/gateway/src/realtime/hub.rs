@@ -365,8 +365,7 @@ impl Hub {
                             }
                             _ if a.answer.changed => {
                                 st.generation += 1;
-                                st.adopt(a.state, a.resume);
-                                st.log_epoch = a.answer.log_epoch;
+                                st.adopt_reloaded(a.state, a.resume, a.answer.log_epoch);
                             }
                             _ => {}
                         }

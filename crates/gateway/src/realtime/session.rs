@@ -110,6 +110,17 @@ impl SessionState {
         self.resume = resume;
     }
 
+    /// Keeps a reload's state, resume rule and log epoch. Another epoch is another timeline
+    /// (its cursors restart): the acks of the old one say nothing about it and are forgotten, so
+    /// an old high ack cannot satisfy the new resume rule before the client caught up.
+    pub fn adopt_reloaded(&mut self, state: StateText, resume: Resume, log_epoch: String) {
+        if log_epoch != self.log_epoch {
+            self.acked = -1;
+            self.log_epoch = log_epoch;
+        }
+        self.adopt(state, resume);
+    }
+
     /// The round in flight ends: its `END` is being handed to the socket (the caller holds the
     /// state lock, so nothing is queued between this and `END`). The state the round-end reload
     /// answered is kept — the rules moved it to what the client holds after the round, so the
@@ -119,8 +130,7 @@ impl SessionState {
         self.round_in_flight = false;
         if let Some((state, resume, log_epoch)) = self.round_end.take() {
             self.generation += 1;
-            self.adopt(state, resume);
-            self.log_epoch = log_epoch;
+            self.adopt_reloaded(state, resume, log_epoch);
         }
     }
 
@@ -652,5 +662,21 @@ mod tests {
         assert_eq!(&*st.state, "woken again");
         st.ack(6);
         assert_eq!(&*st.state, "resumed again");
+    }
+
+    #[test]
+    fn a_reload_into_another_log_epoch_forgets_the_old_timelines_acks() {
+        let mut st = SessionState::new(Arc::from("s"), None, "e1".into(), BTreeSet::new(), -1);
+        st.ack(5000);
+        // Same epoch: the ack stands.
+        st.adopt_reloaded(Arc::from("same"), Some((10, Arc::from("resumed"))), "e1".into());
+        assert_eq!((st.acked, st.log_epoch.as_str()), (5000, "e1"));
+        // A new timeline restarts at cursor 0: ack 5000 of the old one must not resume it.
+        st.adopt_reloaded(Arc::from("caught up?"), Some((10, Arc::from("resumed"))), "e2".into());
+        assert_eq!((st.acked, st.log_epoch.as_str()), (-1, "e2"));
+        st.ack(3);
+        assert_eq!(&*st.state, "caught up?", "not caught up yet");
+        st.ack(10);
+        assert_eq!(&*st.state, "resumed");
     }
 }

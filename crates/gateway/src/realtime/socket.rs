@@ -109,8 +109,7 @@ async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, mut slot:
                     Ok(a) => {
                         latest = a.answer.latest_cursor;
                         let mut st = session.state();
-                        st.adopt(a.state, a.resume);
-                        st.log_epoch = a.answer.log_epoch;
+                        st.adopt_reloaded(a.state, a.resume, a.answer.log_epoch);
                         st.scope_keys = a.answer.scope_keys.into_iter().collect();
                         session.send_wakes(a.answer.send);
                     }
