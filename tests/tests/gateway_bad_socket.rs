@@ -11,7 +11,7 @@ use serde_json::Value;
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{partition_name, TASKS};
 use syncular_integration_tests::gateway::{
-    grant, raw_ws, read_until_closed, setup, sql_commit_task, wait_until, Gateway, Peer,
+    grant, raw_ws, read_until_closed, read_until_hello, setup, sql_commit_task, wait_until, Gateway, Peer,
 };
 use syncular_integration_tests::wire::{commit, pull_header, request, subscription, upsert, Task};
 use tungstenite::client::IntoClientRequest;
@@ -65,6 +65,60 @@ fn refused_upgrades_answer_json_before_upgrading() {
     let (status, body) = refused(&gw, "?clientId=cap-3", &auth);
     assert_eq!((status, body["code"].as_str()), (429, Some("sync.websocket_connection_limit")));
     assert_eq!(body["retryable"], true);
+}
+
+/// An upgrade of alice's with the given version, key and extra header lines, on a socket of its own
+/// (dropped on return): the status code (0 when the connection closed without one).
+fn handshake(gw: &Gateway, partition: &str, client_id: &str, version: &str, key: &str, extra: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /realtime?clientId={client_id} HTTP/1.1\r\nhost: x\r\nx-syncular-actor: alice\r\n\
+         x-syncular-partition: {partition}\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+         sec-websocket-version: {version}\r\nsec-websocket-key: {key}\r\n{extra}\r\n"
+    )
+    .unwrap();
+    // The status line is enough (the gateway may keep the connection open after a refusal).
+    let (mut out, mut byte) = (Vec::new(), [0u8]);
+    while !out.ends_with(b"\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
+        out.push(byte[0]);
+    }
+    String::from_utf8_lossy(&out).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// Handshakes the WebSocket layer refuses — a version it does not speak, a malformed key (both
+/// answered before the session is counted), a subprotocol list `ws` cannot parse (refused by `ws`
+/// after the Node gateway counted it; the Rust one ignores subprotocols and upgrades) — give their
+/// session slot back: with one slot, after fifteen of them the session the caps allow still opens.
+#[test]
+fn refused_handshakes_give_their_session_slot_back() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-handshake");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    let gw = Gateway::start(&["--max-sessions-per-client", "1", "--max-sessions", "1"]);
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    for i in 0..5 {
+        let status = handshake(&gw, &partition, "slot", "12", key, "");
+        assert_eq!(status, 400, "version 12, attempt {i}");
+        let status = handshake(&gw, &partition, "slot", "13", "not-a-key", "");
+        assert_eq!(status, 400, "a key that is not 16 bytes of base64, attempt {i}");
+        let status = handshake(&gw, &partition, "slot", "13", key, "sec-websocket-protocol: a b\r\n");
+        assert!([0, 101, 400].contains(&status), "an unparsable subprotocol list, attempt {i}: {status}");
+    }
+    // A socket dropped right after its 101 frees its slot once the gateway notices: wait for it.
+    let mut opened = None;
+    wait_until("the slot is free again", || {
+        let mut req = format!("{}?clientId=slot", gw.ws_url()).into_client_request().unwrap();
+        req.headers_mut().insert("x-syncular-actor", "alice".parse().unwrap());
+        req.headers_mut().insert("x-syncular-partition", partition.parse().unwrap());
+        opened = tungstenite::connect(req).ok().map(|(ws, _)| ws);
+        opened.is_some()
+    });
+    let mut ws = opened.unwrap();
+    assert!(read_until_hello(&mut ws)["sessionId"].is_string(), "the session opens");
 }
 
 fn push_request(conn: &mut postgres::Client, partition: &str, client: &str) -> Vec<u8> {

@@ -99,8 +99,10 @@ export class Hub {
     };
     socket.on('error', () => socket.destroy());
     const clientId = url.searchParams.get('clientId');
-    if (req.headers.upgrade?.toLowerCase() !== 'websocket' || !req.headers['sec-websocket-key'] || !clientId)
-      return refuse(apiError('sync.invalid_request', 'a WebSocket upgrade with the query parameter clientId is required (§8.1)'));
+    const key = req.headers['sec-websocket-key'] ?? '', version = req.headers['sec-websocket-version'];
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket' || Buffer.from(key, 'base64').toString('base64') !== key
+      || Buffer.byteLength(key, 'base64') !== 16 || (version !== '13' && version !== '8') || !clientId)
+      return refuse(apiError('sync.invalid_request', 'a WebSocket upgrade (RFC 6455) with the query parameter clientId is required (§8.1)'));
     let id: Identity;
     try { id = await this.auth(req.headers, url.searchParams.get('access_token')); } catch (e) { return refuse(fromPg(e)); }
     if (this.shutting) return refuse(apiError('syncular.unavailable', 'the gateway is shutting down'));
@@ -115,8 +117,11 @@ export class Hub {
     const epoch = p.epochOf(id.actorId);
     let opened: db.Connected | undefined, error: unknown;
     try { opened = await db.realtimeConnect(this.pool, id.partition, id.actorId, clientId, id.allowedScopes); } catch (e) { error = e; }
-    if (!opened || socket.destroyed) { count(-1); p.joining--; this.forget(p); return opened ? undefined : refuse(fromPg(error)); }
-    this.wss.handleUpgrade(req, socket, head, ws => this.serve(ws, id, clientId, opened!, p, epoch, () => count(-1)).catch(e => {
+    let served = false; // a handshake ws refuses (it never calls back) gives the slot back when its socket closes
+    const release = () => { if (!served) { served = true; count(-1); p.joining--; this.forget(p); } };
+    if (!opened || socket.destroyed) return release(), opened ? undefined : refuse(fromPg(error));
+    socket.once('close', release);
+    this.wss.handleUpgrade(req, socket, head, ws => (served = true) && this.serve(ws, id, clientId, opened!, p, epoch, () => count(-1)).catch(e => {
       this.log('error', 'session failed', { error: (e as Error).message });
       ws.terminate();
     }));

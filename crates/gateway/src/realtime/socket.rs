@@ -48,6 +48,9 @@ pub async fn upgrade(
     let Ok(ws) = ws else {
         return error_response(&gw, route, ApiError::invalid_request("expected a WebSocket upgrade (§8.1)"));
     };
+    if !valid_key(&headers) {
+        return error_response(&gw, route, ApiError::invalid_request("Sec-WebSocket-Key must be 16 bytes in base64 (RFC 6455 §4.2.1)"));
+    }
     let client_id = match query.get("clientId") {
         Some(c) if !c.is_empty() => c.clone(),
         _ => return error_response(&gw, route, ApiError::invalid_request("query parameter clientId is required (§8.1)")),
@@ -82,6 +85,13 @@ pub async fn upgrade(
             serve(hub, identity, client_id, opened, epoch, (slot, actor_slot), socket).await;
         })
         .into_response()
+}
+
+/// RFC 6455 §4.2.1: the key is the base64 of 16 bytes (the upgrade extractor only checks it is there).
+fn valid_key(headers: &HeaderMap) -> bool {
+    use base64::Engine;
+    let key = headers.get("sec-websocket-key").map(|k| k.as_bytes()).unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.decode(key).is_ok_and(|k| k.len() == 16)
 }
 
 /// Registers the session with registrations resolved after the last host refresh: when a
