@@ -20,6 +20,7 @@ pub mod push;
 pub mod budget;
 pub mod pull;
 pub mod scope_match;
+pub mod storable;
 pub mod realtime;
 pub mod capture;
 pub mod lifecycle;

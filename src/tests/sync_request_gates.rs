@@ -474,6 +474,62 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM syncular.sync_push_results WHERE result->>'status' = 'rejected'"), 2);
     }
 
+    /// `n` hex digits Postgres cannot compress (an over-long key part would otherwise reach a
+    /// btree as is: `54000 index row size … exceeds maximum`).
+    fn noise(n: usize) -> String {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut digit = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from_digit((x % 16) as u32, 16).unwrap()
+        };
+        (0..n).map(|_| digit()).collect()
+    }
+
+    #[pg_test]
+    fn key_parts_past_the_index_limit_are_refused_cleanly() {
+        setup_tasks();
+        let (long, edge) = (noise(4000), noise(crate::engine::storable::MAX_KEY_PART_BYTES));
+        let all = json!({"project_id": ["*"]});
+        let epoch = acquire_epoch(P, "alice", "c1");
+        // A clientId (the client starts over) or a commit id: request-level, nothing applied.
+        let req = request(2, &long, 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        expect_error(call("sync", P, "alice", &req, Some(&all)), "22023", "sync.invalid_client_id", "4000 bytes long");
+        let req = request(2, "c1", 1, Some(&epoch), vec![commit(&long, vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        expect_error(call("sync", P, "alice", &req, Some(&all)), "22023", "sync.invalid_request", "at most 512 bytes");
+        assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
+        // A row id or a scope value: that commit is rejected; at the limit, applied.
+        let r = push(
+            P,
+            "alice",
+            "c1",
+            &epoch,
+            vec![
+                commit("k2", vec![upsert(&task(&long, "p1", "a", None), None)]),
+                commit("k3", vec![upsert(&task("t3", &long, "a", None), None)]),
+                commit(&edge, vec![upsert(&task(&edge, &edge, "fine", None), None)]),
+            ],
+            Some(&all),
+        );
+        assert_eq!(rejection(&r[0]), (0, "sync.invalid_request".into(), false));
+        assert_eq!(rejection(&r[1]), (0, "sync.invalid_request".into(), false));
+        assert_eq!(r[2].status, PushStatus::Applied);
+        assert_eq!(count(&format!("SELECT count(*) FROM syncular.sync_row_scopes WHERE row_id = '{edge}'")), 1);
+        // The host's syncular.commit and realtime_connect answer the same codes.
+        let ops = r#"[{"table":"tasks","op":"upsert","row":{"id":"h1","project_id":"p1","title":"x","done":false}}]"#;
+        let host = |client: &str, commit_id: &str| {
+            crate::tests::support::try_run(&format!(
+                "SELECT syncular.commit('{P}', 'alice', '{ops}'::jsonb, '{client}', '{commit_id}', '{all}'::jsonb)"
+            ))
+        };
+        expect_error(host(&long, "h"), "22023", "sync.invalid_client_id", "at most 512 bytes");
+        expect_error(host("c1", &long), "22023", "sync.invalid_request", "client_commit_id");
+        let connect = format!("SELECT syncular.realtime_connect('{P}', 'alice', '{long}', '{all}'::jsonb)");
+        expect_error(crate::tests::support::try_run(&connect), "22023", "sync.invalid_client_id", "4000 bytes long");
+        assert_eq!(count("SELECT count(*) FROM public.tasks"), 1, "only the commit at the limit applied");
+    }
+
     #[pg_test]
     fn overlong_partitions_are_an_invalid_argument() {
         setup_tasks();

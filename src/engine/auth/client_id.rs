@@ -6,6 +6,7 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::clock;
 use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::storable::{preview, unstorable};
 use crate::store::clients::binding;
 use crate::store::round::context::ClientRow;
 
@@ -68,14 +69,18 @@ pub fn client_bound_elsewhere() -> EngineError {
 }
 
 /// The §1.5 checks of a `clientId` that need no storage: a NUL character
-/// (`sync.invalid_request`: Postgres `text` cannot hold it) and the reserved
-/// server-command prefix (`sync.invalid_client_id`).
+/// (`sync.invalid_request`: Postgres `text` cannot hold it), more than
+/// [`crate::engine::storable::MAX_KEY_PART_BYTES`] bytes and the reserved server-command prefix
+/// (`sync.invalid_client_id`: the client starts over with a fresh id).
 pub fn check_client_id(client_id: &str) -> EngineResult<()> {
     if client_id.contains('\0') {
         return Err(EngineError::protocol(
             ErrorCode::InvalidRequest,
             "clientId contains a NUL character, which this server cannot store",
         ));
+    }
+    if let Some(why) = unstorable(client_id) {
+        return Err(EngineError::protocol(ErrorCode::InvalidClientId, format!("clientId {} {why}", preview(client_id))));
     }
     if client_id.starts_with(REMOTE_COMMAND_PREFIX) {
         return Err(EngineError::protocol(

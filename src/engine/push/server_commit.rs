@@ -37,6 +37,7 @@ use crate::engine::push::apply::{table_schema, PayloadForm};
 use crate::engine::auth::caller::{check_caller, resolve_allowed, Caller};
 use crate::engine::auth::client_id::bind_client_id;
 use crate::engine::schema::RegisteredSchema;
+use crate::engine::storable::{preview, unstorable};
 use crate::engine::{clock, partition, push};
 use crate::store::log;
 
@@ -223,7 +224,10 @@ pub fn run(
     }
     let client_commit_id = match client_commit_id {
         Some("") => return Err(invalid("client_commit_id must be non-empty")),
-        Some(id) => id.to_owned(),
+        Some(id) => match unstorable(id) {
+            Some(why) => return Err(invalid(format!("client_commit_id {} {why}", preview(id)))),
+            None => id.to_owned(),
+        },
         None => log::generate_commit_id()?,
     };
     let (ops, forms) = parse_operations(schema, operations)?;

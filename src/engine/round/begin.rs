@@ -19,6 +19,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::partition::{self, EpochGate};
 use crate::engine::pull::subscriptions;
 use crate::engine::schema::RegisteredSchema;
+use crate::engine::storable::{preview, unstorable};
 use crate::engine::{clock, pull, push};
 use crate::store::auth::leases::LeaseContext;
 use crate::store::partitions::RegistryRow;
@@ -154,7 +155,7 @@ fn gated_response(
 
 /// The request-level limits checked after the client record: the §6.1
 /// operation cap (`sync.too_many_operations`) and a `clientCommitId`
-/// Postgres cannot store (`sync.invalid_request`).
+/// Postgres cannot store or index (`sync.invalid_request`, [`unstorable`]).
 fn check_request_limits(req: &Request, total_ops: usize) -> EngineResult<()> {
     let max_operations = crate::settings::max_operations();
     if total_ops > max_operations {
@@ -163,11 +164,8 @@ fn check_request_limits(req: &Request, total_ops: usize) -> EngineResult<()> {
             format!("request carries {total_ops} operations; the limit is {max_operations} per request (§6.1)"),
         ));
     }
-    if let Some(c) = req.commits.iter().find(|c| c.client_commit_id.contains('\0')) {
-        return Err(EngineError::protocol(
-            ErrorCode::InvalidRequest,
-            format!("clientCommitId {:?} contains a NUL character, which this server cannot store", c.client_commit_id),
-        ));
+    if let Some((id, why)) = req.commits.iter().find_map(|c| unstorable(&c.client_commit_id).map(|why| (&c.client_commit_id, why))) {
+        return Err(EngineError::protocol(ErrorCode::InvalidRequest, format!("clientCommitId {} {why}", preview(id))));
     }
     Ok(())
 }

@@ -75,6 +75,7 @@ use crate::engine::error::{EngineError, EngineResult};
 use crate::engine::push::outcomes::StoredOpResult;
 use crate::engine::auth::allowed::Allowed;
 use crate::engine::schema::RegisteredTable;
+use crate::engine::storable::{preview, unstorable};
 use crate::engine::scope_match::parse_stored_scopes_lenient;
 use crate::engine::blobs::refs as blob_refs;
 use crate::engine::push::validator as commit_validator;
@@ -409,14 +410,8 @@ impl Target<'_> {
     }
 
     fn apply(&self) -> Result<Option<StagedChange>, Stop> {
-        if self.op.row_id.contains('\0') {
-            return Err(self.error(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "rowId {:?} contains a NUL character, which this server cannot store",
-                    self.op.row_id
-                ),
-            ));
+        if let Some(why) = unstorable(&self.op.row_id) {
+            return Err(self.error(ErrorCode::InvalidRequest, format!("rowId {} {why}", preview(&self.op.row_id))));
         }
         let stored = app_rows::select_app_row(self.sql, &self.ctx.partition, &self.op.row_id)?;
         if self.op.op == Op::Delete {

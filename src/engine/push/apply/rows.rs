@@ -244,11 +244,8 @@ impl Target<'_> {
             )
         })?;
         authorize(self.table, &scopes, &self.ctx.allowed, self.op_index)?;
-        if let Some((variable, _)) = scopes.iter().find(|(_, v)| v.contains('\0')) {
-            return Err(self.error(
-                ErrorCode::InvalidRequest,
-                format!("scope value of {variable:?} contains a NUL character, which this server cannot store"),
-            ));
+        if let Some((variable, why)) = scopes.iter().find_map(|(k, v)| unstorable(v).map(|why| (k, why))) {
+            return Err(self.error(ErrorCode::InvalidRequest, format!("scope value of {variable:?} {why}")));
         }
         if self.op.base_version.is_some_and(|b| b != 0) {
             return Err(self.error(
