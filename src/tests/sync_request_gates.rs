@@ -7,7 +7,8 @@
 mod tests {
     use pgrx::prelude::*;
     use serde_json::json;
-    use syncular_protocol::response::{PushStatus, ResponseFrame};
+    use syncular_protocol::request::PushCommit;
+    use syncular_protocol::response::{PushResult, PushStatus, ResponseFrame};
 
     use crate::tests::support::expect_error;
     use crate::tests::sync_support::*;
@@ -444,30 +445,26 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 1);
     }
 
+    /// `bad` as a clientId and as a clientCommitId: request-level errors (`client_id_code`, then
+    /// `sync.invalid_request`, both naming `fragment`), nothing applied. Then one push of three
+    /// commits — `bad` as a rowId, `bad` as a scope value, and `last` — answering their results.
+    fn refused_as_key_parts(bad: &str, client_id_code: &str, fragment: &str, last: PushCommit) -> Vec<PushResult> {
+        let all = serde_json::json!({"project_id": ["*"]});
+        let epoch = acquire_epoch(P, "alice", "c1");
+        let req = request(2, bad, 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        expect_error(call("sync", P, "alice", &req, Some(&all)), "22023", client_id_code, fragment);
+        let req = request(2, "c1", 1, Some(&epoch), vec![commit(bad, vec![upsert(&task("t1", "p1", "a", None), None)])], None);
+        expect_error(call("sync", P, "alice", &req, Some(&all)), "22023", "sync.invalid_request", fragment);
+        assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
+        let ops = |id: &str, project: &str| vec![upsert(&task(id, project, "a", None), None)];
+        push(P, "alice", "c1", &epoch, vec![commit("k2", ops(bad, "p1")), commit("k3", ops("t3", bad)), last], Some(&all))
+    }
+
     #[pg_test]
     fn nul_characters_postgres_cannot_store_are_refused_cleanly() {
         setup_tasks();
-        let a = allowed_p1_p2();
-        let epoch = acquire_epoch(P, "alice", "c1");
-        // In the client id or a commit id: request-level, nothing applied.
-        let req = request(2, "c\u{0}1", 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
-        expect_error(call("sync", P, "alice", &req, Some(&a)), "22023", "sync.invalid_request", "NUL");
-        let req = request(2, "c1", 1, Some(&epoch), vec![commit("k\u{0}1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
-        expect_error(call("sync", P, "alice", &req, Some(&a)), "22023", "sync.invalid_request", "NUL");
-        assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
-        // In a row id or a scope value: that commit is rejected (and its rejection persists).
-        let r = push(
-            P,
-            "alice",
-            "c1",
-            &epoch,
-            vec![
-                commit("k2", vec![upsert(&task("t\u{0}2", "p1", "a", None), None)]),
-                commit("k3", vec![upsert(&task("t3", "p\u{0}1", "a", None), None)]),
-                commit("k4", vec![upsert(&task("t4", "p1", "fine", None), None)]),
-            ],
-            Some(&serde_json::json!({"project_id": ["*"]})),
-        );
+        let r = refused_as_key_parts("x\u{0}y", "sync.invalid_request", "NUL", commit("k4", vec![upsert(&task("t4", "p1", "fine", None), None)]));
+        // The two commits are rejected (and their rejections persist); the third applies.
         assert_eq!(rejection(&r[0]), (0, "sync.invalid_request".into(), false));
         assert_eq!(rejection(&r[1]), (0, "sync.invalid_request".into(), false));
         assert_eq!(r[2].status, PushStatus::Applied);
@@ -491,32 +488,15 @@ mod tests {
     fn key_parts_past_the_index_limit_are_refused_cleanly() {
         setup_tasks();
         let (long, edge) = (noise(4000), noise(crate::engine::storable::MAX_KEY_PART_BYTES));
-        let all = json!({"project_id": ["*"]});
-        let epoch = acquire_epoch(P, "alice", "c1");
-        // A clientId (the client starts over) or a commit id: request-level, nothing applied.
-        let req = request(2, &long, 1, Some(&epoch), vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], None);
-        expect_error(call("sync", P, "alice", &req, Some(&all)), "22023", "sync.invalid_client_id", "4000 bytes long");
-        let req = request(2, "c1", 1, Some(&epoch), vec![commit(&long, vec![upsert(&task("t1", "p1", "a", None), None)])], None);
-        expect_error(call("sync", P, "alice", &req, Some(&all)), "22023", "sync.invalid_request", "at most 512 bytes");
-        assert_eq!(count("SELECT count(*) FROM public.tasks"), 0);
-        // A row id or a scope value: that commit is rejected; at the limit, applied.
-        let r = push(
-            P,
-            "alice",
-            "c1",
-            &epoch,
-            vec![
-                commit("k2", vec![upsert(&task(&long, "p1", "a", None), None)]),
-                commit("k3", vec![upsert(&task("t3", &long, "a", None), None)]),
-                commit(&edge, vec![upsert(&task(&edge, &edge, "fine", None), None)]),
-            ],
-            Some(&all),
-        );
+        // A clientId: the client starts over with a fresh one (sync.invalid_client_id).
+        let at_limit = commit(&edge, vec![upsert(&task(&edge, &edge, "fine", None), None)]);
+        let r = refused_as_key_parts(&long, "sync.invalid_client_id", "4000 bytes long", at_limit);
         assert_eq!(rejection(&r[0]), (0, "sync.invalid_request".into(), false));
         assert_eq!(rejection(&r[1]), (0, "sync.invalid_request".into(), false));
-        assert_eq!(r[2].status, PushStatus::Applied);
+        assert_eq!(r[2].status, PushStatus::Applied, "a commit id, row id and scope value at the limit");
         assert_eq!(count(&format!("SELECT count(*) FROM syncular.sync_row_scopes WHERE row_id = '{edge}'")), 1);
         // The host's syncular.commit and realtime_connect answer the same codes.
+        let all = json!({"project_id": ["*"]});
         let ops = r#"[{"table":"tasks","op":"upsert","row":{"id":"h1","project_id":"p1","title":"x","done":false}}]"#;
         let host = |client: &str, commit_id: &str| {
             crate::tests::support::try_run(&format!(
