@@ -3,9 +3,10 @@
 //! `rowId` or scope value is a part of such keys, next to the partition and a table name
 //! (`sync_push_results`, `sync_row_scopes`, `sync_change_scopes`, `sync_blob_refs`, the app
 //! tables; a reaction's idempotency key holds the partition twice). Capping each part at
-//! [`MAX_KEY_PART_BYTES`] keeps those keys under that limit for partitions up to 512 bytes, so an
-//! over-long id is a clear protocol error instead of Postgres's `54000 index row size … exceeds
-//! maximum` from deep inside a write.
+//! [`MAX_KEY_PART_BYTES`], and partitions at as many
+//! ([`crate::engine::auth::caller::MAX_PARTITION_BYTES`]), keeps every key under that limit, so
+//! an over-long id is a clear protocol error instead of Postgres's `54000 index row size …
+//! exceeds maximum` from deep inside a write.
 
 /// Longest `clientId`, `clientCommitId`, `rowId` or scope value accepted, in UTF-8 bytes.
 pub const MAX_KEY_PART_BYTES: usize = 512;

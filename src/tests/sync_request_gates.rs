@@ -471,10 +471,10 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM syncular.sync_push_results WHERE result->>'status' = 'rejected'"), 2);
     }
 
-    /// `n` hex digits Postgres cannot compress (an over-long key part would otherwise reach a
-    /// btree as is: `54000 index row size … exceeds maximum`).
-    fn noise(n: usize) -> String {
-        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    /// `n` hex digits from `seed` that Postgres cannot compress (an over-long key part would
+    /// otherwise reach a btree as is: `54000 index row size … exceeds maximum`).
+    fn noise(seed: u64, n: usize) -> String {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64 ^ seed;
         let mut digit = || {
             x ^= x << 13;
             x ^= x >> 7;
@@ -487,7 +487,7 @@ mod tests {
     #[pg_test]
     fn key_parts_past_the_index_limit_are_refused_cleanly() {
         setup_tasks();
-        let (long, edge) = (noise(4000), noise(crate::engine::storable::MAX_KEY_PART_BYTES));
+        let (long, edge) = (noise(1, 4000), noise(2, crate::engine::storable::MAX_KEY_PART_BYTES));
         // A clientId: the client starts over with a fresh one (sync.invalid_client_id).
         let at_limit = commit(&edge, vec![upsert(&task(&edge, &edge, "fine", None), None)]);
         let r = refused_as_key_parts(&long, "sync.invalid_client_id", "4000 bytes long", at_limit);
@@ -513,12 +513,15 @@ mod tests {
     #[pg_test]
     fn overlong_partitions_are_an_invalid_argument() {
         setup_tasks();
-        let long = "p".repeat(4097);
+        let long = "p".repeat(513);
         let req = request(2, "c1", 1, None, vec![], Some(empty_pull()));
-        expect_error(call("sync", &long, "alice", &req, None), "22023", "syncular.invalid_argument", "4096");
-        let ok = "p".repeat(4096);
-        let epoch = acquire_epoch(&ok, "alice", "c1");
-        let r = push(&ok, "alice", "c1", &epoch, vec![commit("k1", vec![upsert(&task("t1", "p1", "a", None), None)])], Some(&allowed_p1_p2()));
-        assert_eq!((r[0].status, r[0].commit_seq), (PushStatus::Applied, Some(1)), "a 4096-byte partition still notifies");
+        expect_error(call("sync", &long, "alice", &req, None), "22023", "syncular.invalid_argument", "at most 512 bytes");
+        // The longest partition with the longest ids, none compressible: every key still fits.
+        let max = crate::engine::storable::MAX_KEY_PART_BYTES;
+        let (ok, client, row, scope) = (noise(3, 512), noise(4, max), noise(5, max), noise(6, max));
+        let epoch = acquire_epoch(&ok, "alice", &client);
+        let ops = vec![upsert(&task(&row, &scope, "a", None), None)];
+        let r = push(&ok, "alice", &client, &epoch, vec![commit(&noise(7, max), ops)], Some(&json!({"project_id": ["*"]})));
+        assert_eq!((r[0].status, r[0].commit_seq), (PushStatus::Applied, Some(1)), "a 512-byte partition still notifies");
     }
 }

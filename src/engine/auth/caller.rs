@@ -14,10 +14,13 @@ use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::schema::RegisteredSchema;
 use crate::store::auth::leases::LeaseContext;
 
-/// Longest partition name accepted, in bytes: its commit NOTIFY payload
-/// (`base64url(partition) + ":" + commitSeq`) must stay under Postgres's
-/// 8000-byte payload limit.
-pub const MAX_PARTITION_BYTES: usize = 4096;
+/// Longest partition name accepted, in bytes. The partition leads every index
+/// key of the sync tables (twice in a reaction's idempotency key) next to
+/// client-chosen parts of up to [`crate::engine::storable::MAX_KEY_PART_BYTES`]
+/// each, and a btree entry holds at most 2704 bytes: at 512 every key fits
+/// whatever the bytes (its commit NOTIFY payload, `base64url(partition) + ":"
+/// + commitSeq`, stays far under Postgres's 8000-byte limit too).
+pub const MAX_PARTITION_BYTES: usize = 512;
 
 /// Checks the caller's identity arguments: a partition of at most
 /// [`MAX_PARTITION_BYTES`]. Errors: `syncular.invalid_argument`.
@@ -35,7 +38,7 @@ pub fn check_partition(partition: &str) -> EngineResult<()> {
             HostCode::InvalidArgument,
             format!(
                 "partition is {} bytes long; at most {MAX_PARTITION_BYTES} bytes are accepted \
-                 (the commit NOTIFY payload must stay under 8000 bytes)",
+                 (it is part of every index key of the sync tables)",
                 partition.len()
             ),
         ));

@@ -104,7 +104,7 @@ pub fn unfinished() -> Option<EngineError> {
 /// known (a `Content-Length`). Returns whether the blob is already stored.
 /// Errors: `sync.invalid_request` (malformed id), `blob.too_large`
 /// (declared size over `syncular.blob_max_bytes`), `syncular.invalid_argument`
-/// (a negative size, another upload in progress, a partition over 4096 bytes).
+/// (a negative size, another upload in progress, a partition over 512 bytes).
 pub fn begin(partition: &str, blob_id: &str, declared: Option<i64>) -> EngineResult<bool> {
     check_partition(partition)?;
     check_blob_id(blob_id)?;

@@ -150,7 +150,7 @@ mod tests {
     #[pg_test]
     fn a_partition_longer_than_the_sync_functions_accept_is_refused() {
         setup();
-        set_partition(&"p".repeat(4097));
-        refused_in(APP_TABLES, "INSERT INTO public.parents (id, ws) VALUES ('a', 'w1')", "22023", "syncular.invalid_argument", "4097 bytes long");
+        set_partition(&"p".repeat(513));
+        refused_in(APP_TABLES, "INSERT INTO public.parents (id, ws) VALUES ('a', 'w1')", "22023", "syncular.invalid_argument", "513 bytes long");
     }
 }

@@ -104,7 +104,7 @@ mod tests {
             try_run(&format!("SELECT syncular.refresh_scopes('{}')", "p".repeat(5000))),
             "22023",
             "syncular.invalid_argument",
-            "at most 4096 bytes",
+            "at most 512 bytes",
         );
         let key = crate::tests::support::bytea("SELECT syncular.notification_key()");
         assert_eq!(key.len(), 32, "a 32-byte key");

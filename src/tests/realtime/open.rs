@@ -91,6 +91,6 @@ mod tests {
             "no table declares",
         );
         let err = open(&"p".repeat(5000), "alice", "c", None).unwrap_err();
-        expect_error(Err::<(), _>(err), "22023", "syncular.invalid_argument", "at most 4096 bytes");
+        expect_error(Err::<(), _>(err), "22023", "syncular.invalid_argument", "at most 512 bytes");
     }
 }
