@@ -278,4 +278,17 @@ fn malformed_request_targets_are_refused_and_the_gateway_stays_up() {
     }
     let scopes = "x-syncular-scopes: {}\r\n";
     assert_eq!(raw_status(&gw, "/segments/%ZZ", scopes), 404, "an undecodable segment id names no segment");
+    // A NUL (%00) decodes into nothing Postgres text can hold: refused before any SQL (was a 500).
+    let zeros = "0".repeat(64);
+    for (target, extra) in [
+        ("/realtime?clientId=a%00b", upgrade),
+        ("/segments/a%00b", scopes),
+        (&format!("/segments/sha256:{zeros}?st=a%00b"), ""),
+        ("/blobs/a%00b", ""),
+        ("/sync?x=%00", ""),
+    ] {
+        assert_eq!(raw_status(&gw, target, extra), 400, "{target}");
+    }
+    let (health, _) = gw.get("/healthz");
+    assert_eq!(health, 200);
 }

@@ -94,7 +94,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const target = (req: IncomingMessage) => { try { return new URL(req.url ?? '/', 'http://gateway'); } catch { return null; } };
   function handle(req: IncomingMessage, res: ServerResponse, next?: () => void) {
     const url = target(req);
-    if (!url) return fail(res, apiError('sync.invalid_request', 'malformed request target'));
+    if (!url || req.url?.includes('%00')) return fail(res, apiError('sync.invalid_request', 'malformed request target (or a NUL, %00, in it)'));
     const path = url.pathname;
     const segment = path.startsWith(`${mount}/segments/`) ? /^[^/]+$/.exec(path.slice(mount.length + 10)) : null;
     const route = ['/healthz', '/metrics'].includes(path) ? path : [`${mount}/sync`, `${mount}/realtime`].includes(path) ? path.slice(mount.length)

@@ -43,11 +43,12 @@ pub fn router(gw: AppState) -> Router {
     app.route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(gw.clone(), observe))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(gw.config.request_timeout_secs.max(1)),
         ))
+        // Outside the timeout, so a request cut by it is answered §10.1 JSON too.
+        .layer(middleware::from_fn_with_state(gw.clone(), observe))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|req: &Request<Body>| {
@@ -78,10 +79,15 @@ async fn not_found(State(gw): State<AppState>) -> Response {
 }
 
 /// Counts every response by route and status and turns the bodiless/plain-text errors of the
-/// transport layers into §10.1 JSON.
+/// transport layers into §10.1 JSON. A request target holding `%00` is refused first (400
+/// `sync.invalid_request`): a NUL decodes into no id, token or clientId Postgres `text` can hold.
 async fn observe(State(gw): State<AppState>, req: Request, next: Next) -> Response {
     let route = req.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned();
-    let resp = next.run(req).await;
+    let resp = if req.uri().path_and_query().is_some_and(|t| t.as_str().contains("%00")) {
+        error_response(&gw, &route, ApiError::invalid_request("the request target holds a NUL (%00)"))
+    } else {
+        next.run(req).await
+    };
     let resp = jsonify(&gw, resp);
     gw.metrics.http_requests.get_or_create(&HttpLabels { route, status: resp.status().as_u16() }).inc();
     resp
