@@ -151,6 +151,11 @@ fn broken_streams_and_garbage_close_the_socket_with_a_clear_code() {
         ("a JSON array", vec![Message::Text("[1,2]".into())], 1007),
         ("malformed ack", vec![Message::Text(r#"{"type":"ack","cursor":"7"}"#.into())], 1007),
         ("malformed presence", vec![Message::Text(r#"{"event":"presence","data":{"scopeKey":"project:p1","doc":5}}"#.into())], 1007),
+        // JSON a serde reader refuses must not reach the peers (a gateway would relay it altered
+        // — 1e400 as null — or break their clients): a number beyond f64, a lone surrogate, depth.
+        ("presence beyond f64", vec![Message::Text(r#"{"event":"presence","data":{"scopeKey":"project:p1","doc":{"a":1e400}}}"#.into())], 1007),
+        ("presence lone surrogate", vec![Message::Text(r#"{"event":"presence","data":{"scopeKey":"project:p1","doc":{"a":"\ud800"}}}"#.into())], 1007),
+        ("ack nested 200 deep", vec![Message::Text(format!(r#"{{"type":"ack","cursor":1,"x":{}{}}}"#, "[".repeat(200), "]".repeat(200)).into())], 1007),
         ("unknown channel tag", vec![tagged(0x05, b"hello")], 1002),
         ("a delta tag from the client", vec![tagged(0x00, &pull)], 1002),
         ("empty binary", vec![Message::Binary(Vec::new().into())], 1002),

@@ -57,6 +57,10 @@ class Partition {
 
 const now = () => Date.now(), sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+const LONE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** JSON a serde reader (the Rust gateway, the clients) takes too: finite numbers, well-formed strings, depth ≤ 127. */
+const portable = (v: unknown, depth = 0): boolean => typeof v === 'number' ? Number.isFinite(v) : typeof v === 'string' ? !LONE.test(v)
+  : !v || typeof v !== 'object' || (depth < 127 && Object.entries(v).every(([k, x]) => !LONE.test(k) && portable(x, depth + 1)));
 /** The `reason` of a wake-up text the rules built (metrics label). */
 const wakeReason = (text: string) => ['catchup-required', 'delta-too-large', 'reset-required'].find(r => text.includes(r)) ?? 'other';
 /** Strict unpadded base64url of non-empty UTF-8 text; null otherwise. */
@@ -199,7 +203,7 @@ export class Hub {
   private onText(s: Session, text: string) {
     let v: any, d: any;
     try { v = JSON.parse(text); } catch { /* malformed */ }
-    const malformed = !v || typeof v !== 'object' || Array.isArray(v) || ('type' in v
+    const malformed = !v || typeof v !== 'object' || Array.isArray(v) || !portable(v) || ('type' in v
       ? typeof v.type !== 'string' || (v.type === 'ack' && !Number.isSafeInteger(v.cursor))
       : typeof v.event !== 'string' || (['hello', 'sync', 'heartbeat', 'presence'].includes(v.event)
         && (!(d = v.data) || typeof d !== 'object' || Array.isArray(d) || (v.event === 'presence' && (typeof d.scopeKey !== 'string'
