@@ -292,3 +292,50 @@ fn malformed_request_targets_are_refused_and_the_gateway_stays_up() {
     let (health, _) = gw.get("/healthz");
     assert_eq!(health, 200);
 }
+
+/// `GET target` with the header lines `headers` written as raw bytes: the status code.
+fn raw_bytes_status(gw: &Gateway, target: &str, headers: &[u8]) -> u16 {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    s.write_all(&[format!("GET {target} HTTP/1.1\r\nhost: x\r\n").as_bytes(), headers, b"\r\n"].concat()).unwrap();
+    // The status line is enough (an upgraded socket stays open).
+    let (mut out, mut byte) = (Vec::new(), [0u8]);
+    while !out.ends_with(b"\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
+        out.push(byte[0]);
+    }
+    String::from_utf8_lossy(&out).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// Identities and ids are UTF-8 or refused — never read as Latin-1 or with U+FFFD in place of
+/// the bytes (different bytes would collide into one id): dev headers, the segment scopes
+/// header, a WebSocket clientId. Valid UTF-8 names the same actor on both gateways.
+#[test]
+fn identities_that_are_not_utf8_are_refused() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-utf8");
+    let gw = Gateway::start(&[]);
+    let dev = |actor: &[u8], partition: &[u8]| [b"x-syncular-actor: ", actor, b"\r\nx-syncular-partition: ", partition, b"\r\n"].concat();
+    let p = partition.as_bytes();
+    assert_eq!(raw_bytes_status(&gw, "/healthz", b""), 200);
+    let upgrade: &[u8] = b"upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+    let realtime = |actor: &[u8], partition: &[u8], client: &str| raw_bytes_status(&gw, &format!("/realtime?clientId={client}"), &[dev(actor, partition).as_slice(), upgrade].concat());
+    assert_eq!(realtime(b"\xff\xfe", p, "c1"), 401, "an actor that is not UTF-8");
+    assert_eq!(realtime(b"alice", b"\xff\xfe", "c1"), 401, "a partition that is not UTF-8");
+    assert_eq!(realtime(b"alice", p, "%ff"), 400, "a clientId that is not UTF-8");
+    assert_eq!(realtime(b"alice", p, "%C3%A9t%C3%A9"), 101, "a UTF-8 clientId opens");
+    let scopes: &[u8] = b"x-syncular-scopes: {\"project_id\":[\"\xff\"]}\r\n";
+    let segment = format!("/segments/sha256:{}", "0".repeat(64));
+    assert_eq!(raw_bytes_status(&gw, &segment, &[dev(b"alice", p).as_slice(), scopes].concat()), 403, "scopes that are not UTF-8");
+    // The same UTF-8 actor through a real round: bound to "jörg", not to its Latin-1 reading.
+    grant(&mut conn, &partition, "jörg", &["p1"]);
+    let mut peer = Peer::new(&gw.base_url, &partition, "jörg", "utf8-peer");
+    peer.subscribe("s", &["p1"]);
+    peer.sync_idle(6).unwrap();
+    let actor: String = conn
+        .query_one("SELECT actor_id FROM syncular.sync_clients WHERE partition = $1 AND client_id = 'utf8-peer'", &[&partition])
+        .unwrap()
+        .get(0);
+    assert_eq!(actor, "jörg");
+}

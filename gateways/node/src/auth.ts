@@ -18,7 +18,12 @@ export interface AuthOptions {
 }
 
 const denied = (message: string) => apiError('sync.auth_required', message);
-const header = (h: IncomingHttpHeaders, name: string) => { const v = h[name]; return Array.isArray(v) ? v[0] : v; };
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** A header's value as UTF-8 (Node reads header bytes as Latin-1): undefined when absent, null when not UTF-8. */
+export const header = (h: IncomingHttpHeaders, name: string) => {
+  const v = h[name], s = Array.isArray(v) ? v[0] : v;
+  try { return s === undefined ? undefined : utf8.decode(Buffer.from(s, 'latin1')); } catch { return null; }
+};
 const isAllowedMap = (v: unknown) => !!v && typeof v === 'object' && !Array.isArray(v)
   && Object.values(v).every(a => Array.isArray(a) && a.every(x => typeof x === 'string'));
 
@@ -27,8 +32,8 @@ export function authenticator(o: AuthOptions): Authenticate {
   if (o.auth === 'dev') {
     return async h => {
       const actor = header(h, 'x-syncular-actor'), partition = header(h, 'x-syncular-partition');
-      if (!actor) throw denied('dev auth: header x-syncular-actor is required');
-      if (partition === '') throw denied('dev auth: header x-syncular-partition is empty');
+      if (!actor) throw denied('dev auth: header x-syncular-actor is required (UTF-8)');
+      if (partition === '' || partition === null) throw denied('dev auth: header x-syncular-partition is empty or not UTF-8');
       return { actorId: actor, partition: partition ?? o.defaultPartition, allowedScopes: null, expiresAtMs: null };
     };
   }
@@ -41,7 +46,7 @@ export function authenticator(o: AuthOptions): Authenticate {
     : (() => { try { return createPublicKey(raw); } catch { throw new Error(`${alg} public key does not parse`); } })();
   if (alg === 'HS256' && (key as Buffer).length < 32) throw new Error(`${flag}: an HS256 secret must be at least 32 bytes`);
   return async (h, queryToken) => {
-    const authz = header(h, 'authorization'), bearer = authz === undefined ? null : /^bearer +(\S.*)$/i.exec(authz.trim());
+    const authz = header(h, 'authorization'), bearer = authz === undefined ? null : /^bearer +(\S.*)$/i.exec((authz ?? '').trim());
     if (authz !== undefined && !bearer) throw denied('Authorization header is not `Bearer <token>`');
     const token = bearer?.[1].trim() || queryToken;
     if (!token) throw denied('a bearer token is required (Authorization: Bearer …)');

@@ -105,6 +105,9 @@ export class Hub {
     const clientId = url.searchParams.get('clientId');
     const key = req.headers['sec-websocket-key'] ?? '', version = req.headers['sec-websocket-version'];
     if (req.url?.includes('%00')) return refuse(apiError('sync.invalid_request', 'the request target holds a NUL (%00)'));
+    try { decodeURIComponent(url.search); } catch { // URLSearchParams would read invalid UTF-8 as U+FFFD: ids would collide
+      return refuse(apiError('sync.invalid_request', 'the query string is not percent-encoded UTF-8'));
+    }
     if (req.headers.upgrade?.toLowerCase() !== 'websocket' || Buffer.from(key, 'base64').toString('base64') !== key
       || Buffer.byteLength(key, 'base64') !== 16 || (version !== '13' && version !== '8') || !clientId)
       return refuse(apiError('sync.invalid_request', 'a WebSocket upgrade (RFC 6455) with the query parameter clientId is required (§8.1)'));

@@ -8,7 +8,7 @@ import { Readable } from 'stream';
 import { pipeline } from 'stream/promises';
 import { createGzip } from 'zlib';
 import type { Pool } from 'pg';
-import type { Authenticate } from './auth';
+import { header, type Authenticate } from './auth';
 import { SegmentMeta, segmentChunk, segmentOpen, segmentOpenSigned } from './db';
 import { apiError } from './errors';
 
@@ -18,9 +18,9 @@ export async function serveSegment(pool: Pool, auth: Authenticate, req: Incoming
   let meta: SegmentMeta, partition: string;
   if (token !== null) partition = (meta = await segmentOpenSigned(pool, id, token)).partition ?? '';
   else {
-    const who = await auth(req.headers), scopes = req.headers['x-syncular-scopes'];
-    if (typeof scopes !== 'string') throw apiError('sync.forbidden', "a segment download needs X-Syncular-Scopes: the canonical JSON of the subscription's requested scopes (§5.5)");
-    meta = await segmentOpen(pool, partition = who.partition, who.actorId, id, Buffer.from(scopes, 'latin1').toString('utf8'), who.allowedScopes);
+    const who = await auth(req.headers), scopes = header(req.headers, 'x-syncular-scopes');
+    if (typeof scopes !== 'string') throw apiError('sync.forbidden', "a segment download needs X-Syncular-Scopes (UTF-8): the canonical JSON of the subscription's requested scopes (§5.5)");
+    meta = await segmentOpen(pool, partition = who.partition, who.actorId, id, scopes, who.allowedScopes);
   }
   const etag = `"${meta.segmentId}"`, zip = token === null && /\bgzip\b/.test(String(req.headers['accept-encoding'] ?? ''));
   const headers: Record<string, string> = token === null ? { etag, 'cache-control': 'private, max-age=0', vary: 'Authorization, X-Syncular-Scopes, Accept-Encoding' }

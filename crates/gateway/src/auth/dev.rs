@@ -32,7 +32,8 @@ impl DevAuth {
         let header = |name: &str| -> Result<Option<String>, ApiError> {
             match headers.get(name) {
                 None => Ok(None),
-                Some(v) => match v.to_str() {
+                // UTF-8, not only the visible ASCII `to_str` takes: "jörg" is an actor too.
+                Some(v) => match std::str::from_utf8(v.as_bytes()) {
                     Ok(s) if !s.is_empty() => Ok(Some(s.to_owned())),
                     _ => Err(ApiError::auth_required(format!("dev auth: header {name} is empty or not UTF-8"))),
                 },
@@ -48,6 +49,7 @@ impl DevAuth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     #[test]
     fn reads_actor_and_partition() {
@@ -57,6 +59,11 @@ mod tests {
         h.insert(ACTOR_HEADER, "u1".parse().unwrap());
         let id = auth.authenticate(&h).unwrap();
         assert_eq!((id.actor_id.as_str(), id.partition.as_str(), id.allowed_scopes), ("u1", "dflt", None));
+        h.insert(ACTOR_HEADER, HeaderValue::from_bytes("jörg".as_bytes()).unwrap());
+        assert_eq!(auth.authenticate(&h).unwrap().actor_id, "jörg", "UTF-8, not only ASCII");
+        h.insert(ACTOR_HEADER, HeaderValue::from_bytes(b"\xff\xfe").unwrap());
+        assert_eq!(auth.authenticate(&h).unwrap_err().status.as_u16(), 401, "not UTF-8");
+        h.insert(ACTOR_HEADER, "u1".parse().unwrap());
         h.insert(PARTITION_HEADER, "t1".parse().unwrap());
         assert_eq!(auth.authenticate(&h).unwrap().partition, "t1");
         h.insert(ACTOR_HEADER, "".parse().unwrap());

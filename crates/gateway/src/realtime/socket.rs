@@ -40,11 +40,16 @@ use crate::AppState;
 pub async fn upgrade(
     State(gw): State<AppState>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let route = "/realtime";
-    let query = query.map(|q| q.0).unwrap_or_default();
+    // `Query` decodes lossily (%ff → U+FFFD): different clientIds would become one.
+    let utf8 = uri.query().is_none_or(|q| percent_encoding::percent_decode_str(q).decode_utf8().is_ok());
+    let (Ok(Query(query)), true) = (query, utf8) else {
+        return error_response(&gw, route, ApiError::invalid_request("the query string is not percent-encoded UTF-8"));
+    };
     let Ok(ws) = ws else {
         return error_response(&gw, route, ApiError::invalid_request("expected a WebSocket upgrade (§8.1)"));
     };
