@@ -505,6 +505,9 @@ mod tests {
         };
         expect_error(host(&long, "h"), "22023", "sync.invalid_client_id", "at most 512 bytes");
         expect_error(host("c1", &long), "22023", "sync.invalid_request", "client_commit_id");
+        // No client_id: the error names its default ("sql:" + actor_id), not a clientId never sent.
+        let defaulted = format!("SELECT syncular.commit('{P}', '{}', '{ops}'::jsonb, allowed_scopes => '{all}'::jsonb)", "a".repeat(509));
+        expect_error(crate::tests::support::try_run(&defaulted), "22023", "sync.invalid_request", "client_id defaults to \"sql:\" + actor_id, which is 513 bytes long");
         let connect = format!("SELECT syncular.realtime_connect('{P}', 'alice', '{long}', '{all}'::jsonb)");
         expect_error(crate::tests::support::try_run(&connect), "22023", "sync.invalid_client_id", "4000 bytes long");
         assert_eq!(count("SELECT count(*) FROM public.tasks"), 1, "only the commit at the limit applied");

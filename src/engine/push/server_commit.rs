@@ -218,7 +218,17 @@ pub fn run(
     // A drop batch of the partition waits for this commit, or this commit for it.
     crate::store::lifecycle::fence::share_writes(caller.partition);
     let registry = partition::touch(caller.partition, now_ms)?;
-    let client_id = client_id.map_or_else(|| format!("sql:{}", caller.actor_id), str::to_owned);
+    let client_id = match client_id {
+        Some(id) => id.to_owned(),
+        // No client id passed: an error names the default, not a clientId the caller never sent.
+        None => {
+            let default = format!("sql:{}", caller.actor_id);
+            if let Some(why) = unstorable(&default) {
+                return Err(invalid(format!("client_id defaults to \"sql:\" + actor_id, which {why}; pass client_id")));
+            }
+            default
+        }
+    };
     if client_id.is_empty() {
         return Err(invalid("client_id must be non-empty"));
     }
