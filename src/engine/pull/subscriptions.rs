@@ -26,6 +26,7 @@ use syncular_protocol::ErrorCode;
 
 use crate::engine::context::SyncContext;
 use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::storable::preview;
 use crate::engine::pull::limits::PullLimits;
 
 /// §3.2 outcome of one subscription.
@@ -87,10 +88,7 @@ pub fn validate(ctx: &SyncContext<'_>, pull: &PullRequest) -> EngineResult<Vec<R
     let mut out = Vec::with_capacity(pull.subscriptions.len());
     for sub in &pull.subscriptions {
         if !seen.insert(sub.id.as_str()) {
-            return Err(invalid_subscription(format!(
-                "duplicate subscription id {:?} (§4.1)",
-                sub.id
-            )));
+            return Err(invalid_subscription(format!("duplicate subscription id {} (§4.1)", preview(&sub.id))));
         }
         refuse_nul(sub)?;
         let requested = check_scopes(ctx, sub)?;
@@ -141,12 +139,12 @@ fn check_scopes(ctx: &SyncContext<'_>, sub: &Subscription) -> EngineResult<Scope
     let Some(table) = ctx.schema.table(&sub.table) else {
         return Err(EngineError::protocol(
             ErrorCode::UnknownTable,
-            format!("subscription {:?} names unknown table {:?} (§4.3)", sub.id, sub.table),
+            format!("subscription {} names unknown table {} (§4.3)", preview(&sub.id), preview(&sub.table)),
         ));
     };
     let requested: ScopeMap = sub.scopes.iter().cloned().collect();
     validate_requested(&table.table, &requested).map_err(|e| {
-        invalid_subscription(format!("subscription {:?}: {}", sub.id, e.message))
+        invalid_subscription(format!("subscription {}: {}", preview(&sub.id), e.message))
     })?;
     Ok(requested)
 }

@@ -457,7 +457,7 @@ pub fn apply_operation(
 ) -> EngineResult<(OpOutcome, Vec<SideEffect>)> {
     let Some(registered) = ctx.schema.table(&op.table) else {
         return Ok((
-            Err(StoredOpResult::error(op_index, ErrorCode::UnknownTable, format!("table {:?} is not handled by this server", op.table)).into()),
+            Err(StoredOpResult::error(op_index, ErrorCode::UnknownTable, format!("table {} is not handled by this server", preview(&op.table))).into()),
             Vec::new(),
         ));
     };
