@@ -170,10 +170,12 @@ fn blob_read(
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn blob_sweep_orphans(
-    older_than_ms: default!(i64, 86400000),
-    max_rows: default!(i32, 1000),
+    older_than_ms: default!(Option<i64>, 86400000),
+    max_rows: default!(Option<i32>, 1000),
     partition: default!(Option<&str>, "NULL"),
 ) -> i64 {
     debug_assert_eq!(sweep::DEFAULT_GRACE_MS, 86_400_000);
+    let older_than_ms = *required(older_than_ms.as_ref(), "older_than_ms");
+    let max_rows = *required(max_rows.as_ref(), "max_rows");
     sweep::sweep(partition, older_than_ms, i64::from(max_rows)).or_raise()
 }

@@ -31,7 +31,7 @@ fn batch_size(max_rows: Option<i32>) -> i32 {
         Some(n) if n >= 1 => n,
         other => raise(EngineError::host(
             HostCode::InvalidArgument,
-            format!("argument max_rows must be at least 1, got {other:?}"),
+            format!("argument max_rows must be at least 1, got {}", other.map_or("NULL".into(), |n| n.to_string())),
         )),
     }
 }

@@ -179,6 +179,11 @@ mod tests {
         put(P, b"young orphan");
         set_now(1_000_001 + 86_400_000);
         assert_eq!(int8(&format!("SELECT syncular.blob_sweep_orphans(partition => '{P}')")), Some(1));
+        // NULL arguments are invalid arguments (they were XX000 with a Rust backtrace).
+        for args in ["NULL", "1, NULL"] {
+            let r = crate::tests::support::try_run(&format!("SELECT syncular.blob_sweep_orphans({args})"));
+            expect_error(r, "22023", "syncular.invalid_argument", "must not be NULL");
+        }
         let left = stored(P);
         assert!(left.contains(&blob_id_of(b"kept: referenced")[..13]) && left.contains(&blob_id_of(b"young orphan")[..13]), "{left}");
         assert!(!left.contains(&blob_id_of(b"orphan")[..13]), "{left}");
