@@ -484,6 +484,21 @@ pub fn raw_ws(
     ws
 }
 
+/// Sends `request` (raw bytes, a whole HTTP request) on a socket of its own and returns the
+/// status code of the answer's status line (0 when the connection closed first). Only the status
+/// line is read: a gateway may keep the connection open (an upgrade, a kept-alive refusal).
+pub fn raw_request_status(gw: &Gateway, request: &[u8]) -> u16 {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.write_all(request).expect("write the request");
+    let (mut out, mut byte) = (Vec::new(), [0u8]);
+    while !out.ends_with(b"\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
+        out.push(byte[0]);
+    }
+    String::from_utf8_lossy(&out).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
 /// Reads from a raw socket until the `hello` (§8.1) arrived — the session is joined, so a later
 /// notification reaches it. Panics when the socket closes first or nothing comes within [`WAIT`].
 pub fn read_until_hello(ws: &mut tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<std::net::TcpStream>>) -> Value {

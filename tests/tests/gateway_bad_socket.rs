@@ -11,7 +11,7 @@ use serde_json::Value;
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{partition_name, TASKS};
 use syncular_integration_tests::gateway::{
-    grant, raw_ws, read_until_closed, read_until_hello, setup, sql_commit_task, wait_until, Gateway, Peer,
+    grant, raw_request_status, raw_ws, read_until_closed, read_until_hello, setup, sql_commit_task, wait_until, Gateway, Peer,
 };
 use syncular_integration_tests::wire::{commit, pull_header, request, subscription, upsert, Task};
 use tungstenite::client::IntoClientRequest;
@@ -70,22 +70,12 @@ fn refused_upgrades_answer_json_before_upgrading() {
 /// An upgrade of alice's with the given version, key and extra header lines, on a socket of its own
 /// (dropped on return): the status code (0 when the connection closed without one).
 fn handshake(gw: &Gateway, partition: &str, client_id: &str, version: &str, key: &str, extra: &str) -> u16 {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-    write!(
-        s,
+    let request = format!(
         "GET /realtime?clientId={client_id} HTTP/1.1\r\nhost: x\r\nx-syncular-actor: alice\r\n\
          x-syncular-partition: {partition}\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
          sec-websocket-version: {version}\r\nsec-websocket-key: {key}\r\n{extra}\r\n"
-    )
-    .unwrap();
-    // The status line is enough (the gateway may keep the connection open after a refusal).
-    let (mut out, mut byte) = (Vec::new(), [0u8]);
-    while !out.ends_with(b"\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
-        out.push(byte[0]);
-    }
-    String::from_utf8_lossy(&out).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    );
+    raw_request_status(gw, request.as_bytes())
 }
 
 /// Handshakes the WebSocket layer refuses — a version it does not speak, a malformed key (both

@@ -11,7 +11,7 @@ use std::io::Write;
 use serde_json::{json, Value};
 use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{fingerprint, partition_name, server_tasks, Coverage, TASKS};
-use syncular_integration_tests::gateway::{grant, http_agent, post_sync, setup, Gateway, Peer};
+use syncular_integration_tests::gateway::{grant, http_agent, post_sync, raw_request_status, setup, Gateway, Peer};
 use syncular_integration_tests::wire::{pull_header, request, subscription};
 
 const SSP2: &str = "application/vnd.syncular.sync.v2";
@@ -295,16 +295,7 @@ fn malformed_request_targets_are_refused_and_the_gateway_stays_up() {
 
 /// `GET target` with the header lines `headers` written as raw bytes: the status code.
 fn raw_bytes_status(gw: &Gateway, target: &str, headers: &[u8]) -> u16 {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-    s.write_all(&[format!("GET {target} HTTP/1.1\r\nhost: x\r\n").as_bytes(), headers, b"\r\n"].concat()).unwrap();
-    // The status line is enough (an upgraded socket stays open).
-    let (mut out, mut byte) = (Vec::new(), [0u8]);
-    while !out.ends_with(b"\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
-        out.push(byte[0]);
-    }
-    String::from_utf8_lossy(&out).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    raw_request_status(gw, &[format!("GET {target} HTTP/1.1\r\nhost: x\r\n").as_bytes(), headers, b"\r\n"].concat())
 }
 
 /// Identities and ids are UTF-8 or refused — never read as Latin-1 or with U+FFFD in place of
