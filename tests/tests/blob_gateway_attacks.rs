@@ -1,6 +1,6 @@
 //! Attacks on the gateway's blob routes (§5.9) kept as regression tests: slow readers of a large
 //! blob hold no pooled connection or open transaction (another request is served, a schema bump is
-//! not blocked); a BlobRef pushed with a JSON escape keeps its reference through a plain SQL update.
+//! not blocked), slow uploaders hold at most a quarter of the pool; a BlobRef pushed with a JSON escape keeps its reference through a plain SQL update.
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use serde_json::Map;
 use syncular_client::native_transport::HostTransport;
 use syncular_client::{ClientLimits, Mutation, SyncClient, SyncOutcome};
 use syncular_integration_tests::gateway::{http_agent, transport_config, Gateway};
-use syncular_integration_tests::blob_fixture::{blob_id, ir, Db, PARTITION};
+use syncular_integration_tests::blob_fixture::{blob_id, ir, Db, NotesPeer, PARTITION};
 
 
 fn store_and_reference(c: &mut Client, row: &str, bytes: &[u8]) -> String {
@@ -96,6 +96,87 @@ fn slow_blob_readers_hold_no_pooled_connection() {
     assert_eq!(status, 200, "an innocent request was starved by two slow blob readers (pool exhausted; {held} transactions held open)");
     assert_eq!(held, 0, "slow blob readers hold no transaction open");
     assert!(bump.is_ok(), "a schema bump is not blocked by slow blob readers: {bump:?}");
+}
+
+/// Blob uploads whose bodies stall, with a pool of four connections: four small ones (a declared
+/// 100 bytes, 10 sent) hold no connection (a body of at most 1 MiB is read first), four large ones
+/// trickling a byte every 300 ms hold at most one (a quarter of the pool), so a client's sync round
+/// is served meanwhile. Once the holder stops sending, it fails after the 10 s stall limit with
+/// nothing stored. (Each upload took a connection and opened its transaction when its headers
+/// arrived: eight stalled uploads starved every sync round until the request timeout.)
+#[test]
+fn slow_blob_uploaders_hold_no_pooled_connection() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let db = Db::new("slowup");
+    let gw = Gateway::start_with_dsn(
+        &format!("{} options='-c syncular.blob_max_bytes={}'", db.dsn, 64 * 1024 * 1024),
+        &["--auth", "dev", "--pool-size", "4", "--request-timeout-secs", "120"],
+    );
+    let addr = gw.base_url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let put = |declared: usize, sent: &[u8]| {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "PUT /blobs/{} HTTP/1.1\r\nHost: x\r\nx-syncular-actor: alice\r\nx-syncular-partition: {PARTITION}\r\ncontent-length: {declared}\r\n\r\n",
+            blob_id(&vec![1u8; declared])
+        )
+        .unwrap();
+        s.write_all(sent).unwrap();
+        s
+    };
+    let small: Vec<TcpStream> = (0..4).map(|_| put(100, &[1u8; 10])).collect();
+    let large: Vec<TcpStream> = (0..4).map(|_| put(4 << 20, &vec![1u8; 2 << 20])).collect();
+    let trickle = Arc::new(AtomicBool::new(true));
+    let handle = std::thread::spawn({
+        let (large, trickle) = (large.iter().map(|s| s.try_clone().unwrap()).collect::<Vec<_>>(), trickle.clone());
+        move || {
+            while trickle.load(Ordering::SeqCst) {
+                for s in &large {
+                    let _ = (&*s).write_all(&[1u8]);
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let mut admin = db.connect();
+    let in_tx = |admin: &mut Client| -> i64 {
+        admin
+            .query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'", &[])
+            .unwrap()
+            .get(0)
+    };
+    let held = in_tx(&mut admin);
+    // A real client's sync round (push + pull), bounded so a starved one fails the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let base = gw.base_url.clone();
+    std::thread::spawn(move || {
+        let mut bob = NotesPeer::new(&base, "bob");
+        bob.write("n1", "w1", None);
+        let _ = tx.send(bob.sync());
+    });
+    let round = rx.recv_timeout(Duration::from_secs(20));
+    assert!(held <= 1, "stalled uploads hold {held} pool connections in open transactions (at most one upload slot of a pool of 4)");
+    assert!(matches!(round, Ok(Ok(_))), "a sync round is served while uploads stall: {round:?}");
+    // The holder stops sending: the stall limit fails it (400), its transaction rolls back.
+    trickle.store(false, Ordering::SeqCst);
+    handle.join().unwrap();
+    let (answers, answer) = std::sync::mpsc::channel();
+    for s in &large {
+        let (mut s, answers) = (s.try_clone().unwrap(), answers.clone());
+        std::thread::spawn(move || {
+            let mut head = [0u8; 512];
+            let n = s.read(&mut head).unwrap_or(0);
+            let _ = answers.send(String::from_utf8_lossy(&head[..n]).into_owned());
+        });
+    }
+    let first = answer.recv_timeout(Duration::from_secs(30)).expect("the holder's upload answers once its body stalls");
+    assert!(first.starts_with("HTTP/1.1 400") && first.contains("stalled"), "{first}");
+    let stored: i64 = admin.query_one("SELECT count(*) FROM syncular.sync_blobs", &[]).unwrap().get(0);
+    assert_eq!(stored, 0, "no stalled upload stored a blob");
+    drop((small, large));
 }
 
 /// A client pushes a BlobRef whose `blobId` uses a JSON escape (valid JSON, the same id to every

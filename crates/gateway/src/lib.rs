@@ -43,6 +43,8 @@ pub struct Gateway {
     pub hub: Arc<Hub>,
     /// Open TCP connections (`--max-connections`).
     pub connections: http::server::Connections,
+    /// Blob uploads that may hold a pool connection at once (`db::blobs::upload_slots`).
+    pub upload_slots: tokio::sync::Semaphore,
 }
 
 /// The handlers' state.
@@ -121,7 +123,8 @@ pub async fn run(config: Config) -> Result<(), String> {
         idle_timeout: Duration::from_secs(config.http_idle_timeout_secs),
     };
     warn_if_fd_limit_is_low(config.max_connections, config.pool_size);
-    let gw = Arc::new(Gateway { config, pool, auth, metrics: metrics.clone(), hub: hub.clone(), connections: connections.clone() });
+    let upload_slots = db::blobs::upload_slots(config.pool_size);
+    let gw = Arc::new(Gateway { config, pool, auth, metrics: metrics.clone(), hub: hub.clone(), connections: connections.clone(), upload_slots });
     let app = http::router(gw);
     // Signal handlers before the address is announced: a SIGTERM right after it drains.
     let stop = CancellationToken::new();

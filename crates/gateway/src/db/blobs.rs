@@ -12,7 +12,9 @@ use bytes::{Bytes, BytesMut};
 use deadpool_postgres::Pool;
 use futures_util::{Stream, StreamExt};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Semaphore};
 
 use super::{checkout, ApiError};
 
@@ -23,41 +25,75 @@ fn pg(e: tokio_postgres::Error) -> ApiError {
     ApiError::from_pg(&e)
 }
 
+/// How long an upload that holds a database connection may wait for the next piece of its body;
+/// past it the upload fails (`sync.invalid_request`) and its transaction rolls back.
+pub const UPLOAD_STALL: Duration = Duration::from_secs(10);
+
+/// The uploads that may hold a pool connection at once: a quarter of the pool, at least one, so
+/// that uploads waiting for their bodies never take the connections sync rounds need.
+pub fn upload_slots(pool_size: usize) -> Semaphore {
+    Semaphore::new((pool_size / 4).max(1))
+}
+
 /// Streams `body` into blob `blob_id` of `partition`; `declared` is the `Content-Length` of an
-/// unencoded body (checked against the cap before any byte is read).
+/// unencoded body. A body of at most one append (1 MiB; most blobs) is read before a connection
+/// is taken, a larger declared one is checked against the cap first (before any byte is read);
+/// a connection is held only with one of `slots` and only while the body keeps coming (each
+/// piece within [`UPLOAD_STALL`]).
 ///
 /// Errors: the extension's (`blob.hash_mismatch`, `blob.too_large`, `sync.invalid_request` for a
-/// malformed id), `sync.invalid_request` for an unreadable body, database failures.
-pub async fn upload<S, E>(pool: &Pool, partition: &str, blob_id: &str, declared: Option<i64>, mut body: S) -> Result<(), ApiError>
+/// malformed id), `sync.invalid_request` for an unreadable or stalled body, database failures.
+pub async fn upload<S, E>(pool: &Pool, slots: &Semaphore, partition: &str, blob_id: &str, declared: Option<i64>, mut body: S) -> Result<(), ApiError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
+    let mut buf = BytesMut::with_capacity(APPEND_BYTES);
+    let mut done = false;
+    if declared.is_none_or(|n| n <= APPEND_BYTES as i64) {
+        done = fill(&mut body, &mut buf, None).await?;
+    }
+    let _slot = slots.acquire().await.map_err(|_| ApiError::unavailable("the gateway is shutting down"))?;
     let mut client = checkout(pool).await?;
     let tx = client.transaction().await.map_err(pg)?;
     tx.query_one("SELECT syncular.blob_upload_begin($1::text, $2::text, $3::int8)", &[&partition, &blob_id, &declared])
         .await
         .map_err(pg)?;
     let append = tx.prepare_cached("SELECT syncular.blob_upload_append($1::text, $2::text, $3::bytea)").await.map_err(pg)?;
-    let mut buf = BytesMut::with_capacity(APPEND_BYTES);
     loop {
-        let next = body.next().await;
-        let done = next.is_none();
-        if let Some(piece) = next {
-            let piece = piece.map_err(|e| ApiError::invalid_request(format!("request body could not be read: {e}")))?;
-            buf.extend_from_slice(&piece);
-        }
         while buf.len() >= APPEND_BYTES || (done && !buf.is_empty()) {
-            let take = buf.len().min(APPEND_BYTES);
-            let chunk = buf.split_to(take);
+            let chunk = buf.split_to(buf.len().min(APPEND_BYTES));
             tx.query_one(&append, &[&partition, &blob_id, &&chunk[..]]).await.map_err(pg)?;
         }
         if done {
             break;
         }
+        done = fill(&mut body, &mut buf, Some(UPLOAD_STALL)).await?;
     }
     tx.query_one("SELECT syncular.blob_upload_finish($1::text, $2::text)", &[&partition, &blob_id]).await.map_err(pg)?;
     tx.commit().await.map_err(pg)
+}
+
+/// Reads pieces of `body` into `buf` until it holds one append's bytes (`false`) or the body
+/// ended (`true`); with `stall`, a piece that takes longer fails.
+async fn fill<S, E>(body: &mut S, buf: &mut BytesMut, stall: Option<Duration>) -> Result<bool, ApiError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    while buf.len() < APPEND_BYTES {
+        let next = match stall {
+            None => body.next().await,
+            Some(limit) => tokio::time::timeout(limit, body.next())
+                .await
+                .map_err(|_| ApiError::invalid_request(format!("request body stalled for {} s", limit.as_secs())))?,
+        };
+        match next {
+            None => return Ok(true),
+            Some(piece) => buf.extend_from_slice(&piece.map_err(|e| ApiError::invalid_request(format!("request body could not be read: {e}")))?),
+        }
+    }
+    Ok(false)
 }
 
 /// `syncular.blob_upload_grant`: `{"present": bool}`.

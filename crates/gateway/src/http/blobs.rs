@@ -2,9 +2,12 @@
 //! extension, which verifies the content address; this module only moves bytes.
 //!
 //! - `PUT` (host auth; §5.9.3): the body (decoded per `Content-Encoding: gzip`) streams into
-//!   `syncular.blob_upload_*` in 1 MiB appends inside one transaction. A `Content-Length` over
-//!   the cap (`syncular.blob_max_bytes`) is refused before the body is read, a streamed count
-//!   over it as soon as it passes. 200 with an empty body (also for a blob already stored);
+//!   `syncular.blob_upload_*` in 1 MiB appends inside one transaction. A body of at most 1 MiB
+//!   is read before a pool connection is taken; a larger one holds a connection only with one of
+//!   the upload slots (a quarter of `--pool-size`) and while its pieces keep coming (10 s stall
+//!   limit), so slow uploads never starve sync rounds. A `Content-Length` over 1 MiB and over the
+//!   cap (`syncular.blob_max_bytes`) is refused before the body is read, a streamed count over
+//!   the cap as soon as it passes. 200 with an empty body (also for a blob already stored);
 //!   400 `blob.hash_mismatch`; 413 `blob.too_large`; 400 `sync.invalid_request` (malformed id).
 //! - `POST …/upload-grant` (host auth; §5.9.3): body `{"byteLength": n, "mediaType"?}`; the
 //!   extension's answer verbatim: `{"present": true}` (stored: skip the upload), a presigned PUT
@@ -67,7 +70,7 @@ pub async fn put_blob(State(gw): State<AppState>, headers: HeaderMap, Path(id): 
         Some(_) => None,
         None => headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok()),
     };
-    match blobs::upload(&gw.pool, &identity.partition, &id, declared, body.into_data_stream()).await {
+    match blobs::upload(&gw.pool, &gw.upload_slots, &identity.partition, &id, declared, body.into_data_stream()).await {
         Ok(()) => {
             let mut resp = StatusCode::OK.into_response();
             resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
