@@ -330,3 +330,38 @@ fn identities_that_are_not_utf8_are_refused() {
         .get(0);
     assert_eq!(actor, "jörg");
 }
+
+/// What arrives too slowly is cut by the HTTP timeouts the flags set, on both gateways: a head
+/// that stops half-way is dropped after `--http-header-read-timeout-secs` (the Node gateway answers
+/// it 503 first), and a body announced and never sent is answered after `--request-timeout-secs`
+/// like every other error: 503 with the §10.1 object (the Node gateway ignored these flags and
+/// held both for minutes).
+#[test]
+fn slow_heads_and_silent_bodies_are_cut_by_the_http_timeouts() {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let gw = Gateway::start(&["--http-header-read-timeout-secs", "1", "--request-timeout-secs", "2"]);
+    let answer = |request: &[u8]| -> (String, Duration) {
+        let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.write_all(request).unwrap();
+        let (started, mut out) = (Instant::now(), Vec::new());
+        let read = s.read_to_end(&mut out);
+        assert!(read.is_ok() || !out.is_empty(), "the connection was still open after 20 s: {read:?}");
+        (String::from_utf8_lossy(&out).into_owned(), started.elapsed())
+    };
+    let (text, took) = answer(b"GET /heal");
+    assert!(took < Duration::from_secs(8), "half a request head held the connection for {took:?}");
+    assert!(text.is_empty() || text.starts_with("HTTP/1.1 503"), "{text}");
+    let (text, took) = answer(
+        format!("POST /sync HTTP/1.1\r\nhost: x\r\nx-syncular-actor: a\r\ncontent-type: {SSP2}\r\ncontent-length: 100\r\nconnection: close\r\n\r\n").as_bytes(),
+    );
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(took < Duration::from_secs(10), "cut by the 2 s request timeout, not after {took:?}");
+    let body: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap_or_default()).unwrap_or_else(|_| panic!("JSON: {text}"));
+    // syncular.unavailable, answered as the catalog code clients retry on their own.
+    assert_eq!((body["code"].as_str(), body["retryable"].as_bool()), (Some("sync.internal_error"), Some(true)), "{body}");
+    assert_eq!(body["details"]["hostCode"], "syncular.unavailable");
+    let (health, _) = gw.get("/healthz");
+    assert_eq!(health, 200);
+}

@@ -11,6 +11,7 @@
 //!   and stores them again — no publication ever names missing bytes;
 //! - a refresh of an expired publication racing its deletion: the sweep waits, re-checks and
 //!   keeps it (and its bytes).
+//!
 //! Needs `SYNCULAR_TEST_DSN`.
 
 use std::sync::mpsc;

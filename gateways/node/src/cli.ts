@@ -5,10 +5,11 @@ import { createServer } from 'http';
 import type { AddressInfo } from 'net';
 import { parseArgs } from 'util';
 import { createGateway } from './gateway';
+import { apiError, rawResponse } from './errors';
 import { stderrLogger } from './metrics';
 
 // [flag, kind]: `n` a number, `s` a string, `l` repeatable (its env twin comma-separated), `-` accepted
-// and ignored: tuning of the Rust gateway's own HTTP server, queues and relay (docs/src/operate/gateway-node.md).
+// and ignored: tuning of the Rust gateway's queues, connection cap and relay (docs/src/operate/gateway-node.md).
 const FLAGS: Record<string, 'n' | 's' | 'l' | '-'> = {
   'database-url': 's', 'notify-database-url': 'l', listen: 's', mount: 's', auth: 's', 'default-partition': 's', 'jwt-algorithm': 's',
   'jwt-secret-file': 's', 'jwt-public-key-file': 's', 'jwt-leeway-secs': 'n', 'jwt-issuer': 's', 'jwt-audience': 's', 'jwt-actor-claim': 's',
@@ -16,7 +17,7 @@ const FLAGS: Record<string, 'n' | 's' | 'l' | '-'> = {
   'max-sessions-per-client': 'n', 'max-sessions-per-actor': 'n', 'write-timeout-secs': 'n', 'heartbeat-secs': 'n', 'ack-flush-ms': 'n',
   'presence-max-bytes': 'n', 'presence-min-interval-ms': 'n', 'ws-max-message-bytes': 'n', 'idle-timeout-secs': 'n', 'shutdown-grace-secs': 'n',
   'gateway-id': 's', 'log-format': 's', 'log-filter': 's', 'round-buffer-bytes': '-', 'session-queue': '-', 'max-connections': '-',
-  'http-header-read-timeout-secs': '-', 'http-idle-timeout-secs': '-', 'request-timeout-secs': '-', 'presence-heartbeat-secs': '-',
+  'http-header-read-timeout-secs': 'n', 'http-idle-timeout-secs': 'n', 'request-timeout-secs': 'n', 'presence-heartbeat-secs': '-',
 };
 const ENV: Record<string, string> = { 'notify-database-url': 'NOTIFY_DATABASE_URLS', 'gateway-id': 'ID', 'log-filter': 'LOG' };
 const envName = (flag: string) => `SYNCULAR_GATEWAY_${ENV[flag] ?? flag.toUpperCase().replace(/-/g, '_')}`;
@@ -57,7 +58,16 @@ async function main() {
   if (o.auth === 'dev') process.stderr.write('syncular-gateway-node: UNSAFE: --auth dev trusts the x-syncular-actor / x-syncular-partition headers of every request; never expose this gateway\n');
   const [, host, port] = /^\[?(.*?)\]?:(\d+)$/.exec(o.listen ?? '127.0.0.1:8080') ?? usage(2, `--listen: ${JSON.stringify(o.listen)} is not ip:port`);
   const gw = createGateway({ ...o, databaseUrl: o.databaseUrl, logger: log });
-  const server = createServer((req, res) => gw.handle(req, res));
+  // The HTTP timeouts as the Rust gateway's flags set them (a slow head, a silent body, an idle connection).
+  const server = createServer({ connectionsCheckingInterval: 500 }, (req, res) => gw.handle(req, res));
+  const secs = (v: number | undefined, d: number) => (v ?? d) * 1000;
+  Object.assign(server, { requestTimeout: secs(o.requestTimeoutSecs, 60), keepAliveTimeout: secs(o.httpIdleTimeoutSecs, 60), timeout: secs(o.httpIdleTimeoutSecs, 60),
+    headersTimeout: Math.min(secs(o.httpHeaderReadTimeoutSecs, 10), secs(o.requestTimeoutSecs, 60) || Infinity) });
+  server.on('clientError', (e: NodeJS.ErrnoException, socket) => { // §10.1 JSON, not Node's bare 408 / 400
+    if (!socket.writable || e.code === 'ECONNRESET') return socket.destroy();
+    socket.end(rawResponse(e.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? apiError('syncular.unavailable', 'the request did not arrive in time', 503)
+      : apiError('sync.invalid_request', `malformed HTTP request (${e.code ?? 'parse error'})`)));
+  });
   server.on('upgrade', (req, socket, head) => gw.upgrade(req, socket, head) || socket.destroy());
   server.on('error', e => { process.stderr.write(`syncular-gateway-node: cannot listen on ${o.listen}: ${e.message}\n`); process.exit(1); });
   const stop = async () => { // stop accepting, drain the gateway, exit 0

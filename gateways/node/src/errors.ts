@@ -27,6 +27,13 @@ export class ApiError extends Error {
   }
 }
 
+/** `e` as a whole HTTP/1.1 response that closes the connection (refusals before a request handler runs). */
+export function rawResponse(e: ApiError): string {
+  const body = JSON.stringify(e.toJSON());
+  return `HTTP/1.1 ${e.status} Refused\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n`
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
 /** An error of CATALOG with `message` (and a status for transport-level rules: 405, 413, 415). */
 export function apiError(code: string, message: string, status?: number, transient = false): ApiError {
   const [category, retryable, recommendedAction] = CATALOG[code];

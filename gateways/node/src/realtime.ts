@@ -12,7 +12,7 @@ import { Client, Pool } from 'pg';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { Authenticate, Identity } from './auth';
 import * as db from './db';
-import { ApiError, apiError, fromPg } from './errors';
+import { ApiError, apiError, fromPg, rawResponse } from './errors';
 import { FramingError, RequestScanner, roundChunks, TAG_ROUND } from './framing';
 import type { Logger, Metrics } from './metrics';
 
@@ -97,9 +97,7 @@ export class Hub {
     const refuse = (e: ApiError) => {
       this.metrics.inc('errors_total', { code: e.code });
       this.metrics.inc('http_requests_total', { route: '/realtime', status: e.status });
-      const body = JSON.stringify(e.toJSON());
-      socket.end(`HTTP/1.1 ${e.status} Refused\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n`
-        + `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      socket.end(rawResponse(e));
     };
     socket.on('error', () => socket.destroy());
     const clientId = url.searchParams.get('clientId');
