@@ -4,7 +4,8 @@
 //! server in the same run (issues 8 and 30; modules in
 //! `syncular_integration_tests::rtbench`).
 //!
-//! Once: the server's commit capacity (closed-loop single-row commits). Then
+//! Once: the server's commit capacity (closed-loop single-row commits) and the
+//! send floor (CPU of one bare write per (message, socket), `rtbench::send_floor`). Then
 //! one lane per gateway (`rtbench::lane`), each with its own gateway process:
 //! 1. Gateway memory per idle session: VmRSS before and after opening the
 //!    largest session count of `BENCH_RT_SESSIONS`.
@@ -37,6 +38,11 @@ use syncular_integration_tests::rtbench::procstat::postmaster_of;
 use syncular_integration_tests::rtbench::report;
 use syncular_integration_tests::rtbench::setup::{self, new_partition};
 use syncular_integration_tests::rtbench::lane;
+use syncular_integration_tests::rtbench::send_floor;
+
+/// The send floor's message payload (a one-row delta's size) and rounds over every socket.
+const FLOOR_PAYLOAD: usize = 200;
+const FLOOR_ROUNDS: usize = 200;
 
 fn main() -> ExitCode {
     match run() {
@@ -102,6 +108,11 @@ fn run() -> Result<bool, String> {
     }
     report::print_capacity(&capacity);
 
+    let floor_sockets = cfg.sessions.iter().copied().max().unwrap_or(1000);
+    step(t0, &format!("send floor: one write per (message, socket) to {floor_sockets} loopback sockets"));
+    let floor = send_floor::run(&rt, floor_sockets, FLOOR_PAYLOAD, FLOOR_ROUNDS)?;
+    report::print_send_floor(&floor);
+
     let mut lanes = Vec::new();
     for &kind in &cfg.gateways {
         step(t0, &format!("=== {} gateway", kind.name()));
@@ -124,6 +135,7 @@ fn run() -> Result<bool, String> {
 
     println!();
     report::print_capacity(&capacity);
+    report::print_send_floor(&floor);
     let mut ok = true;
     for (kind, outcome) in &lanes {
         match outcome {
@@ -142,7 +154,7 @@ fn run() -> Result<bool, String> {
             Outcome::Skipped(_) => {}
         }
     }
-    goals::print_goals(&lanes, &capacity);
+    goals::print_goals(&lanes, &capacity, &floor);
     Ok(ok)
 }
 

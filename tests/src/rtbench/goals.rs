@@ -7,6 +7,7 @@ use super::gateway::Kind;
 use super::lane::Lane;
 use super::report::{best_rounds, f, overhead, Cell};
 use super::rounds::{Layout, Path};
+use super::send_floor::SendFloor;
 
 /// Gateway CPU per (delta, session) delivery, µs, in the largest cell.
 pub const GOAL_FANOUT_US: f64 = 1.0;
@@ -54,7 +55,7 @@ type Row = (String, Vec<Option<(String, &'static str)>>);
 
 /// Prints the goals table (one column per gateway), the definitions, and the
 /// machine's commit capacity (`(connections, commits/s)`).
-pub fn print_goals(lanes: &[(Kind, Outcome)], capacity: &[(usize, f64)]) {
+pub fn print_goals(lanes: &[(Kind, Outcome)], capacity: &[(usize, f64)], floor: &SendFloor) {
     let ran: Vec<Option<&Lane>> = lanes
         .iter()
         .map(|(_, o)| match o {
@@ -181,6 +182,14 @@ pub fn print_goals(lanes: &[(Kind, Outcome)], capacity: &[(usize, f64)]) {
     }
     println!(
         "  (gateway CPU: utime + stime of the process holding the gateway's listening socket and its children; a delivery is one binary delta message received by one session)"
+    );
+    println!(
+        "  send floor on this machine: {} µs CPU per bare write of a {}-byte frame to one of {} loopback sockets (system {} µs) — a delivery costs at least one such write, so the fan-out goal of {GOAL_FANOUT_US} µs is {} here",
+        f(floor.us_per_write()),
+        floor.bytes,
+        floor.sockets,
+        f(floor.sys_us),
+        if floor.us_per_write() > GOAL_FANOUT_US { "BELOW the floor (unreachable by any gateway)" } else { "above the floor" }
     );
     let parts: Vec<String> = capacity
         .iter()

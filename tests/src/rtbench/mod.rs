@@ -10,6 +10,8 @@
 //! - [`setup`]: resolver, partitions, client records, the request shapes
 //! - [`commits`]: single-row pushes through `syncular.sync` at a fixed rate
 //! - [`notify_baseline`]: bare `pg_notify` → `LISTEN` latency at the same rate
+//! - [`send_floor`]: CPU of one bare write per (message, socket) to loopback sockets, the floor
+//!   under the fan-out goal on this machine
 //! - [`sessions`]: raw WebSocket sessions (hello, decode deltas, ack, catch up after a wake);
 //!   [`session_io`] their upgrade and catch-up pulls, [`decode`] the shared delta decoding
 //! - [`storm`]: the reconnect storm (reconnect → caught-up latency, lost / duplicated deliveries)
@@ -33,6 +35,7 @@ pub mod notify_baseline;
 pub mod procstat;
 pub mod report;
 pub mod rounds;
+pub mod send_floor;
 pub mod session_io;
 pub mod sessions;
 pub mod setup;

@@ -226,6 +226,19 @@ pub fn print_capacity(capacity: &[(usize, f64)]) {
     );
 }
 
+/// Prints the send floor.
+pub fn print_send_floor(fl: &super::send_floor::SendFloor) {
+    println!(
+        "send floor (one thread writing a {}-byte frame to each of {} loopback sockets, {} writes): {} µs CPU per write (user {} + system {})",
+        fl.bytes,
+        fl.sockets,
+        fl.writes,
+        f(fl.us_per_write()),
+        f(fl.user_us),
+        f(fl.sys_us)
+    );
+}
+
 /// Prints the memory sample.
 pub fn print_memory(m: &Memory) {
     println!();
