@@ -242,6 +242,10 @@ fn unknown_routes_mount_health_and_metrics() {
     let health: Value = serde_json::from_str(&health).unwrap();
     assert_eq!(health["status"], "ok");
     assert!(health["auth"].as_str().unwrap().contains("UNSAFE"));
+    // HEAD where GET is a route (the Node gateway answered 405), with no body.
+    let head = http_agent().head(format!("{}/healthz", gw.base_url)).call().map(|r| r.status().as_u16());
+    assert_eq!(head.ok(), Some(200));
+    assert_eq!(raw_request_status(&gw, b"HEAD /api/v1/sync HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"), 405);
     assert!(gw.metric("syncular_gateway_http_requests_total") >= 5.0);
     let (status, text) = gw.get("/metrics");
     assert_eq!(status, 200);
