@@ -73,6 +73,17 @@ pub enum Reason {
     Host,
 }
 
+impl Reason {
+    /// The `reason` argument (and metrics label): `connect`, `round-end` or `host`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Connect => "connect",
+            Reason::RoundEnd(_) => "round-end",
+            Reason::Host => "host",
+        }
+    }
+}
+
 /// `syncular.realtime_reload(partition, actor_id, client_id, allowed_scopes, state, reason,
 /// wire_version)`.
 ///
@@ -85,15 +96,11 @@ pub async fn reload(
     state: &str,
     reason: Reason,
 ) -> Result<Answer<Reloaded>, ApiError> {
-    let (reason, wire): (&str, Option<i32>) = match reason {
-        Reason::Connect => ("connect", None),
-        Reason::RoundEnd(w) => ("round-end", Some(i32::from(w))),
-        Reason::Host => ("host", None),
-    };
+    let wire = if let Reason::RoundEnd(w) = reason { Some(i32::from(w)) } else { None };
     let sql = format!(
         "SELECT {ANSWER_COLUMNS} FROM syncular.realtime_reload($1::text, $2::text, $3::text, $4::jsonb, $5::text::jsonb, $6::text, $7::integer) a"
     );
-    answer(pool, &sql, &[&partition, &actor_id, &client_id, &allowed, &state, &reason, &wire]).await
+    answer(pool, &sql, &[&partition, &actor_id, &client_id, &allowed, &state, &reason.as_str(), &wire]).await
 }
 
 /// What a socket that cannot take a row's message keeps and sends instead.

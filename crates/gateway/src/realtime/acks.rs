@@ -11,6 +11,7 @@ use deadpool_postgres::Pool;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::lock;
 use crate::db::realtime::realtime_ack;
 use crate::metrics::Metrics;
 
@@ -30,7 +31,7 @@ pub struct AckBuffer {
 impl AckBuffer {
     /// Buffers an ack (MAX semantics per client and epoch).
     pub fn add(&self, partition: &str, client_id: &str, actor_id: &str, cursor: i64, log_epoch: &str) {
-        let mut map = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.pending);
         let clients = map.entry(partition.to_owned()).or_default();
         match clients.get_mut(client_id) {
             Some(p) if p.log_epoch == log_epoch && p.actor_id == actor_id => p.cursor = p.cursor.max(cursor),
@@ -43,20 +44,10 @@ impl AckBuffer {
         }
     }
 
-    /// Number of clients with a buffered ack.
-    pub fn len(&self) -> usize {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).values().map(HashMap::len).sum()
-    }
-
-    /// True when nothing is buffered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Writes every buffered ack: one call per partition. Returns the number of records
     /// updated.
     pub async fn flush(&self, pool: &Pool, metrics: &Metrics) -> usize {
-        let batch = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let batch = std::mem::take(&mut *lock(&self.pending));
         let mut updated = 0;
         for (partition, clients) in batch {
             let acks: Vec<Value> = clients
@@ -92,9 +83,7 @@ impl AckBuffer {
                 _ = ticker.tick() => {}
                 _ = stop.cancelled() => return,
             }
-            if !self.is_empty() {
-                self.flush(&pool, &metrics).await;
-            }
+            self.flush(&pool, &metrics).await;
         }
     }
 }
@@ -110,8 +99,8 @@ mod tests {
         b.add("p", "c1", "u1", 3, "e1");
         b.add("p", "c2", "u2", 1, "e1");
         b.add("q", "c1", "u1", 9, "e1");
-        assert_eq!(b.len(), 3);
         let map = b.pending.lock().unwrap();
+        assert_eq!(map.values().map(HashMap::len).sum::<usize>(), 3);
         assert_eq!(map["p"]["c1"].cursor, 5);
         drop(map);
         // A new epoch replaces the old ack (an ack for a rotated log is meaningless).

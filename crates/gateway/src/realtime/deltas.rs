@@ -1,17 +1,18 @@
 //! Per-partition delta delivery (§8.2, §8.3; docs/src/sql/realtime.md "Session rules").
 //!
-//! Each partition with sessions has one worker task that processes its events strictly in
-//! the order the LISTEN connections delivered them (Postgres delivers one connection's
+//! Each partition with sessions has one worker task that handles its events strictly in the
+//! order the LISTEN connections delivered them (Postgres delivers one connection's
 //! `syncular_commit` and `syncular_scopes` in commit order; a partition's are notified on the
 //! node its sync calls run on). Consecutive commit notifications coalesce into ONE
 //! `syncular.realtime_pass` call with the distinct states of the partition's sessions (equal
 //! states share one row and one encoded delta), capped at the highest `commitSeq` notified so
-//! far (`through_seq`): a host refresh is applied before any commit notified after it, so a
-//! commit made after a membership change is never served under the registrations that change
-//! revokes (fail-closed). After a LISTEN reconnect (notifications were lost) every session is
-//! refreshed first and the pass is capped at the smallest `latestCursor` those refreshes read
-//! (before resolving scopes). A pass returns once its deltas reached the sockets (at most
-//! 50 ms), so the commits notified meanwhile coalesce into the next one.
+//! far (`through_seq`). A host refresh runs after the commits notified before it and is
+//! followed by a pass, so a commit made after a membership change is never served under the
+//! registrations that change revokes (fail-closed). After a LISTEN reconnect (notifications
+//! were lost) every session is refreshed first and the cap is raised to the smallest
+//! `latestCursor` those refreshes read (before resolving scopes). A new `logEpoch` restarts
+//! the cap ([`Partition::restart_timeline`]). A pass returns once its deltas reached the
+//! sockets (at most 50 ms), so the commits notified meanwhile coalesce into the next one.
 //!
 //! What each session gets and keeps is the rules' answer; a session whose state changed while
 //! the call ran (a reload, an ack that resumed it, a round begun) is not served it: it is
@@ -19,74 +20,28 @@
 //! otherwise the partition's sessions are closed (their clients reconnect and pull).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::hub::{Hub, RefreshMode};
-use super::session::{FanOut, Session};
-use crate::db::session::{self as session_rules, StateText};
+use super::hub::Hub;
+use super::lock;
+use super::session::{close_code, wake_reason, Session};
+use crate::db::session::{self as session_rules, Reason, StateText};
 
-/// An event for a partition worker, processed in the order it was scheduled.
+/// An event for a partition worker, handled in the order it was scheduled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Work {
     /// A commit notification (`commitSeq`).
     Commit(i64),
     /// Run a pass up to what was already notified (a new session to catch up, a retry).
     Pass,
-    /// Host refresh for one actor (`Some`) or every actor (`None`).
+    /// Host refresh for one actor (`Some`) or every actor (`None`), then a pass.
     Scopes(Option<String>),
     /// The LISTEN connection (re)connected: refresh every session, then a pass.
     Resync,
-}
-
-/// What a worker does for a batch of events, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// One `realtime_deltas` call capped at `through`.
-    Pass { through: i64 },
-    /// Host-refresh the sessions of one actor (`Some`) or all (`None`).
-    Refresh(Option<String>),
-    /// Host-refresh every session, then raise `through` to the smallest `latestCursor` read.
-    Resync,
-}
-
-/// Plans a batch: commits coalesce into one pass capped at the highest `commitSeq` seen so
-/// far (`through` starts at what earlier batches reached); every refresh runs after a pass
-/// over the commits notified before it, and is followed by a pass. A `Resync` step raises the
-/// cap itself (its pass is planned with the cap known before it; the worker substitutes).
-pub fn plan(events: &[Work], mut through: i64) -> (Vec<Step>, i64) {
-    let mut steps = Vec::new();
-    let mut pending = false;
-    for event in events {
-        match event {
-            Work::Commit(seq) => {
-                through = through.max(*seq);
-                pending = true;
-            }
-            Work::Pass => pending = true,
-            Work::Scopes(actor) => {
-                if pending {
-                    steps.push(Step::Pass { through });
-                }
-                steps.push(Step::Refresh(actor.clone()));
-                pending = true;
-            }
-            Work::Resync => {
-                if pending {
-                    steps.push(Step::Pass { through });
-                }
-                steps.push(Step::Resync);
-                pending = true;
-            }
-        }
-    }
-    if pending {
-        steps.push(Step::Pass { through });
-    }
-    (steps, through)
 }
 
 /// A partition with sessions on this gateway.
@@ -96,19 +51,18 @@ pub struct Partition {
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
     queue: Mutex<VecDeque<Work>>,
     signal: Notify,
+    /// The cap the passes have reached (highest commitSeq handled in order).
     through: AtomicI64,
     stopped: AtomicBool,
     /// Sessions reserved but not yet joined (being opened): the partition stays while > 0.
     pub joining: AtomicUsize,
-    /// Bumped (under the hub's partitions lock) by every partition-wide host refresh of this
-    /// partition and every LISTEN (re)connect; `actor_epochs` by an actor's refreshes. A
-    /// session whose registrations were resolved before a bump that concerns it reloads
-    /// before it joins ([`super::hub::Hub::add`]).
-    scopes_epoch: AtomicU64,
-    actor_epochs: Mutex<HashMap<String, u64>>,
-    /// The partition's `logEpoch` as last seen by an open or reload, and how many times a new
-    /// one restarted the timeline ([`Partition::restart_timeline`]).
-    timeline: Mutex<(String, u64)>,
+    /// (partition-wide epoch, per-actor epochs): bumped (under the hub's partitions lock) by
+    /// every host refresh of this partition — of every actor or of one — and every LISTEN
+    /// (re)connect. A session whose registrations were resolved before a bump that concerns
+    /// it reloads before it joins ([`super::hub::Hub::add`]).
+    scopes_epochs: Mutex<(u64, HashMap<String, u64>)>,
+    /// The partition's `logEpoch` as last seen by an open or reload.
+    log_epoch: Mutex<String>,
 }
 
 /// What [`Partition::scopes_epoch`] reads: (partition-wide epoch, the actor's epoch).
@@ -119,15 +73,14 @@ impl Partition {
     pub fn spawn(hub: Arc<Hub>, name: String) -> Arc<Self> {
         let p = Arc::new(Partition {
             name,
-            sessions: Mutex::new(HashMap::new()),
-            queue: Mutex::new(VecDeque::new()),
+            sessions: Mutex::default(),
+            queue: Mutex::default(),
             signal: Notify::new(),
             through: AtomicI64::new(0),
             stopped: AtomicBool::new(false),
             joining: AtomicUsize::new(0),
-            scopes_epoch: AtomicU64::new(0),
-            actor_epochs: Mutex::new(HashMap::new()),
-            timeline: Mutex::new((String::new(), 0)),
+            scopes_epochs: Mutex::default(),
+            log_epoch: Mutex::default(),
         });
         tokio::spawn(run_worker(hub, p.clone()));
         p
@@ -135,74 +88,63 @@ impl Partition {
 
     /// Adds a session.
     pub fn insert(&self, s: Arc<Session>) {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(s.id, s);
+        lock(&self.sessions).insert(s.id, s);
     }
 
     /// Removes a session; true when it was present.
     pub fn remove(&self, id: u64) -> bool {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
+        lock(&self.sessions).remove(&id).is_some()
     }
 
     /// No session left.
     pub fn is_empty(&self) -> bool {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        lock(&self.sessions).is_empty()
     }
 
-    /// A snapshot of the sessions.
-    pub fn sessions(&self) -> Vec<Arc<Session>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    /// A snapshot of the sessions of `actor` (of every actor when `None`).
+    pub fn sessions(&self, actor: Option<&str>) -> Vec<Arc<Session>> {
+        lock(&self.sessions).values().filter(|s| actor.is_none_or(|a| a == s.actor_id)).cloned().collect()
     }
 
     /// The scopes epoch that concerns `actor` (see the field).
     pub fn scopes_epoch(&self, actor: &str) -> ScopesEpoch {
-        let actor_epoch = self.actor_epochs.lock().unwrap_or_else(|p| p.into_inner()).get(actor).copied().unwrap_or(0);
-        (self.scopes_epoch.load(Ordering::SeqCst), actor_epoch)
+        let epochs = lock(&self.scopes_epochs);
+        (epochs.0, epochs.1.get(actor).copied().unwrap_or(0))
     }
 
     /// Bumps the epoch of `actor`, or the partition-wide one when `None` (the caller holds the
     /// hub's partitions lock).
     pub fn bump_scopes_epoch(&self, actor: Option<&str>) {
+        let mut epochs = lock(&self.scopes_epochs);
         match actor {
-            Some(a) => *self.actor_epochs.lock().unwrap_or_else(|p| p.into_inner()).entry(a.to_owned()).or_insert(0) += 1,
-            None => {
-                self.scopes_epoch.fetch_add(1, Ordering::SeqCst);
-            }
+            Some(a) => *epochs.1.entry(a.to_owned()).or_default() += 1,
+            None => epochs.0 += 1,
         }
     }
 
     /// Records the `logEpoch` an open or reload read with that read's `latestCursor`. A
     /// different epoch than the one recorded is a new timeline (SPEC §2.1: an epoch rotation
     /// after a restore, a dropped and recreated partition): its log may end below what this
-    /// gateway saw on the old one, so the pass cap restarts at `latest`
-    /// (otherwise the new timeline's commits up to the old max would never be served).
-    /// Returns whether the timeline restarted.
-    pub fn restart_timeline(&self, epoch: &str, latest: i64) -> bool {
-        let mut t = self.timeline.lock().unwrap_or_else(|p| p.into_inner());
-        if t.0 == epoch {
-            return false;
+    /// gateway saw on the old one, so the pass cap restarts at `latest` (otherwise the new
+    /// timeline's commits up to the old max would never be served).
+    pub fn restart_timeline(&self, epoch: &str, latest: i64) {
+        let mut current = lock(&self.log_epoch);
+        if *current != epoch {
+            if !current.is_empty() {
+                self.through.store(latest, Ordering::SeqCst);
+            }
+            *current = epoch.to_owned();
         }
-        let restarted = !t.0.is_empty();
-        t.0 = epoch.to_owned();
-        if restarted {
-            t.1 += 1;
-            self.through.store(latest, Ordering::SeqCst);
-        }
-        restarted
     }
 
-    /// How many times the timeline restarted (see [`Partition::restart_timeline`]).
-    pub fn timeline_generation(&self) -> u64 {
-        self.timeline.lock().unwrap_or_else(|p| p.into_inner()).1
-    }
-
-    /// The cap the worker's passes have reached (highest commitSeq processed in order).
+    /// The cap the worker's passes have reached.
     pub fn through(&self) -> i64 {
         self.through.load(Ordering::SeqCst)
     }
 
     /// Queues work and wakes the worker.
     pub fn schedule(&self, work: Work) {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(work);
+        lock(&self.queue).push_back(work);
         self.signal.notify_one();
     }
 
@@ -210,10 +152,6 @@ impl Partition {
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::SeqCst);
         self.signal.notify_one();
-    }
-
-    fn take(&self) -> Vec<Work> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
     }
 }
 
@@ -223,39 +161,40 @@ async fn run_worker(hub: Arc<Hub>, p: Arc<Partition>) {
         if p.stopped.load(Ordering::SeqCst) {
             return;
         }
-        let events = p.take();
-        let (steps, _) = plan(&events, p.through());
-        let mut raised = p.through();
-        let mut timeline = p.timeline_generation();
-        for step in steps {
-            match step {
-                Step::Pass { through } => {
-                    // A refresh of this batch met a new timeline: the caps planned on the old
-                    // one no longer apply; the restarted cap covers every commit notified so
-                    // far (the reload read it after they committed).
-                    let through = if p.timeline_generation() != timeline {
-                        timeline = p.timeline_generation();
-                        p.through()
-                    } else {
-                        through.max(raised)
-                    };
-                    raised = through;
+        loop {
+            let Some(work) = lock(&p.queue).pop_front() else { break };
+            match work {
+                Work::Scopes(actor) => {
+                    refresh_many(&hub, &p.sessions(actor.as_deref())).await;
+                    lock(&p.queue).push_front(Work::Pass);
+                }
+                Work::Resync => {
+                    if let Some(latest) = refresh_many(&hub, &p.sessions(None)).await {
+                        p.through.fetch_max(latest, Ordering::SeqCst);
+                    }
+                    lock(&p.queue).push_front(Work::Pass);
+                }
+                first => {
+                    let through = coalesce(&mut lock(&p.queue), first, p.through());
                     p.through.fetch_max(through, Ordering::SeqCst);
                     pass(&hub, &p, through).await;
-                }
-                Step::Refresh(actor) => {
-                    let targets: Vec<_> =
-                        p.sessions().into_iter().filter(|s| actor.as_deref().is_none_or(|a| a == s.actor_id)).collect();
-                    refresh_many(&hub, &targets).await;
-                }
-                Step::Resync => {
-                    if let Some(latest) = refresh_many(&hub, &p.sessions()).await {
-                        raised = raised.max(latest);
-                    }
                 }
             }
         }
     }
+}
+
+/// The cap of the pass `first` (a commit or a pass request) starts: the highest commitSeq of
+/// `first` and of the commits and pass requests queued right behind it (taken off the queue),
+/// never below `through`. A refresh stays queued: the commits notified after it wait for it.
+fn coalesce(queue: &mut VecDeque<Work>, first: Work, through: i64) -> i64 {
+    let seq = |w: &Work| if let Work::Commit(seq) = w { *seq } else { through };
+    let mut through = through.max(seq(&first));
+    while let Some(w @ (Work::Commit(_) | Work::Pass)) = queue.front() {
+        through = through.max(seq(w));
+        queue.pop_front();
+    }
+    through
 }
 
 /// Host-refreshes sessions, 8 at a time; returns the smallest `latestCursor` the successful
@@ -263,7 +202,7 @@ async fn run_worker(hub: Arc<Hub>, p: Arc<Partition>) {
 async fn refresh_many(hub: &Arc<Hub>, sessions: &[Arc<Session>]) -> Option<i64> {
     let mut smallest: Option<i64> = None;
     for batch in sessions.chunks(8) {
-        let futures = batch.iter().map(|s| hub.refresh(s, RefreshMode::Host));
+        let futures = batch.iter().map(|s| hub.refresh(s, Reason::Host));
         for latest in futures_util::future::join_all(futures).await.into_iter().flatten() {
             smallest = Some(smallest.map_or(latest, |m| m.min(latest)));
         }
@@ -271,33 +210,18 @@ async fn refresh_many(hub: &Arc<Hub>, sessions: &[Arc<Session>]) -> Option<i64> 
     smallest
 }
 
-/// What a pass member looked like when the call was prepared.
-struct Member {
-    session: Arc<Session>,
-    state: StateText,
-    generation: u64,
-    rounds_started: u64,
-}
-
-impl Member {
-    /// Whether the call's answer still describes this session: the same state (no ack resumed
-    /// it, no reload or round end replaced it), the same generation, no round begun since.
-    fn current(&self, st: &super::session::SessionState) -> bool {
-        Arc::ptr_eq(&st.state, &self.state) && st.generation == self.generation && st.rounds_started == self.rounds_started
-    }
-}
-
 /// One delta pass: one `syncular.realtime_pass` call with the distinct states of the
 /// partition's sessions — flagged `in_round` for sessions whose socket round is in flight
-/// (§8.7: wake-ups, never a delta) — capped at `through` (the highest commitSeq processed in
+/// (§8.7: wake-ups, never a delta) — capped at `through` (the highest commitSeq handled in
 /// notification order); every session of a row keeps the row's state and is sent its message
 /// (one buffer for all) and text.
 pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     let mut states: Vec<StateText> = Vec::new();
     let mut in_round: Vec<bool> = Vec::new();
-    let mut members: Vec<Vec<Member>> = Vec::new();
+    // Per row: each session with the state and generation it had when the call was prepared.
+    let mut members: Vec<Vec<(Arc<Session>, StateText, u64)>> = Vec::new();
     let mut index: HashMap<(StateText, bool), usize> = HashMap::new();
-    for session in p.sessions() {
+    for session in p.sessions(None) {
         if session.is_closing() {
             continue;
         }
@@ -308,9 +232,9 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
             members.push(Vec::new());
             states.len() - 1
         });
-        let member = Member { state: st.state.clone(), generation: st.generation, rounds_started: st.rounds_started, session: session.clone() };
+        let member = (st.state.clone(), st.generation);
         drop(st);
-        members[i].push(member);
+        members[i].push((session, member.0, member.1));
     }
     if states.is_empty() {
         return;
@@ -334,33 +258,35 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
             } else {
                 // Fail safe, never silent: without an answer nothing says what the sessions
                 // missed; they are closed and their clients reconnect and pull.
-                for m in members.iter().flatten() {
-                    m.session.close(super::session::close_code::INTERNAL, "realtime deltas could not be computed");
+                for (session, ..) in members.iter().flatten() {
+                    session.close(close_code::INTERNAL, "realtime deltas could not be computed");
                 }
             }
             return;
         }
     };
     let mut rerun = false;
-    let fan_out = Arc::new(FanOut::default());
+    let (fan_out, mut drained) = tokio::sync::mpsc::channel::<()>(1);
     for row in rows {
         let Some(group) = members.get(row.index) else { continue };
         if let Some(control) = &row.control {
-            hub.metrics.wake(super::session::wake_reason(control));
+            hub.metrics.wake(wake_reason(control));
         }
-        for m in group {
-            let mut st = m.session.state();
-            if !m.current(&st) {
-                // The state changed while the call ran: recompute from it in the next pass.
+        for (session, state, generation) in group {
+            let mut st = session.state();
+            // The answer describes the session only while it has the same state (no ack resumed
+            // it, no reload or round end replaced it) and generation (no round begun, no scopes
+            // notification since); otherwise the next pass recomputes it from its state.
+            if !Arc::ptr_eq(&st.state, state) || st.generation != *generation {
                 rerun = true;
                 continue;
             }
             st.adopt(row.state.clone(), row.resume.clone());
             if let Some(message) = &row.message {
-                m.session.send_message(&mut st, message, row.overflow.as_ref(), Some(&fan_out));
+                session.send_message(&mut st, message, row.overflow.as_ref(), Some(&fan_out));
             }
             if let Some(control) = &row.control {
-                m.session.send_text(control.clone());
+                session.send_text(control.clone());
             }
         }
     }
@@ -369,7 +295,8 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     }
     // The next pass waits for this one's deltas to reach the sockets (bounded): commits that
     // land meanwhile coalesce into one delta per session instead of one each.
-    fan_out.drained(FAN_OUT_WAIT).await;
+    drop(fan_out);
+    let _ = tokio::time::timeout(FAN_OUT_WAIT, drained.recv()).await;
 }
 
 /// The longest a pass waits for its deltas to be written before the next pass may start.
@@ -380,38 +307,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn commits_coalesce_and_refreshes_split_them_in_notification_order() {
-        let (steps, through) = plan(&[Work::Commit(10), Work::Commit(11)], 9);
-        assert_eq!((steps, through), (vec![Step::Pass { through: 11 }], 11));
-        // A refresh notified between two commits: the first commit is served under the old
-        // registrations, the second only after the refresh.
-        let (steps, _) = plan(&[Work::Commit(10), Work::Scopes(Some("bob".into())), Work::Commit(11)], 9);
-        assert_eq!(
-            steps,
-            vec![Step::Pass { through: 10 }, Step::Refresh(Some("bob".into())), Step::Pass { through: 11 }]
-        );
-        // A refresh first: no pass before it, one after.
-        let (steps, _) = plan(&[Work::Scopes(None), Work::Commit(12)], 11);
-        assert_eq!(steps, vec![Step::Refresh(None), Step::Pass { through: 12 }]);
+    fn commits_coalesce_up_to_a_refresh_and_never_lower_the_cap() {
+        // Consecutive commits coalesce into one pass, the same commit heard twice (two LISTEN
+        // nodes, a repeated NOTIFY) too; a refresh notified between two commits: the first is
+        // served under the old registrations, the second only after the refresh.
+        let bob = Work::Scopes(Some("bob".into()));
+        let mut queue = VecDeque::from([Work::Commit(11), Work::Commit(10), bob.clone(), Work::Commit(12)]);
+        assert_eq!(coalesce(&mut queue, Work::Commit(10), 9), 11);
+        assert_eq!(queue, [bob, Work::Commit(12)]);
         // A catch-up pass never exceeds what was notified.
-        assert_eq!(plan(&[Work::Pass], 7).0, vec![Step::Pass { through: 7 }]);
-        // Resync: pass what was notified before it, then refresh all, then pass.
-        let (steps, _) = plan(&[Work::Commit(5), Work::Resync], 4);
-        assert_eq!(steps, vec![Step::Pass { through: 5 }, Step::Resync, Step::Pass { through: 5 }]);
-        assert!(plan(&[], 3).0.is_empty());
-    }
-
-    #[test]
-    fn duplicate_and_late_commit_notifications_never_lower_the_cap() {
-        // The same commit heard twice (two LISTEN nodes, a repeated NOTIFY) coalesces.
-        let (steps, through) = plan(&[Work::Commit(10), Work::Commit(10)], 9);
-        assert_eq!((steps, through), (vec![Step::Pass { through: 10 }], 10));
-        // A duplicate of an already processed commit plans a pass at the cap reached so far:
-        // it starts at each session's delivered cursor, so nothing is sent twice.
-        let (steps, through) = plan(&[Work::Commit(7)], 12);
-        assert_eq!((steps, through), (vec![Step::Pass { through: 12 }], 12));
-        // Two nodes' orders interleaved: a scopes refresh still precedes the later commit.
-        let (steps, _) = plan(&[Work::Commit(11), Work::Scopes(None), Work::Commit(11), Work::Commit(12)], 10);
-        assert_eq!(steps, vec![Step::Pass { through: 11 }, Step::Refresh(None), Step::Pass { through: 12 }]);
+        assert_eq!(coalesce(&mut VecDeque::new(), Work::Pass, 7), 7);
+        // A duplicate of an already handled commit passes at the cap reached so far: it starts
+        // at each session's delivered cursor, so nothing is sent twice.
+        assert_eq!(coalesce(&mut VecDeque::from([Work::Pass]), Work::Commit(7), 12), 12);
     }
 }

@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
 use tokio_util::sync::CancellationToken;
@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::acks::AckBuffer;
 use super::deltas::{Partition, ScopesEpoch, Work};
 use super::keys::NotificationKeys;
+use super::limits::{CapSlot, SessionCaps};
+use super::lock;
 use super::presence::PresenceRegistry;
 use super::relay::Relay;
 use super::session::{close_code, Session};
@@ -50,17 +52,6 @@ pub struct HubSettings {
     pub listen_nodes: usize,
 }
 
-/// Why a session's registrations are reloaded (`syncular.realtime_reload`'s reason).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefreshMode {
-    /// §8.7 round end, with the round request's wire version: a failed reload keeps the
-    /// previous state; a pass follows (the commits made during the round).
-    RoundEnd(u16),
-    /// Host refresh (`syncular_scopes`, LISTEN recovery): fail-closed — the rules empty the
-    /// registrations of a failed resolution, and a reload that raises ends the session.
-    Host,
-}
-
 /// The hub.
 pub struct Hub {
     /// Connection pool (deltas, opens, acks, rounds).
@@ -72,17 +63,16 @@ pub struct Hub {
     /// This gateway's id (presence relay).
     pub gateway_id: String,
     partitions: Mutex<HashMap<String, Arc<Partition>>>,
-    per_client: Mutex<HashMap<ClientKey, usize>>,
-    total: AtomicUsize,
+    caps: Arc<SessionCaps>,
     next_id: AtomicU64,
-    rounds_in_flight: AtomicUsize,
-    rounds_done: tokio::sync::Notify,
+    /// Socket rounds in flight (a shutdown lets them finish first).
+    pub rounds_in_flight: AtomicUsize,
     /// Per LISTEN connection (node index): up.
     listen_up: Vec<AtomicBool>,
     shutting_down: AtomicBool,
     /// The extension's notification key (read on every LISTEN connection at each connect; every
     /// node answers the same key).
-    notification_keys: RwLock<Option<Arc<NotificationKeys>>>,
+    notification_keys: Mutex<Option<Arc<NotificationKeys>>>,
     /// Cancelled at shutdown (parent of every session token).
     pub shutdown: CancellationToken,
     /// Buffered acks (flushed by [`AckBuffer::run`]).
@@ -93,33 +83,33 @@ pub struct Hub {
     pub relay: Relay,
 }
 
-/// A reserved admission slot (released on drop unless the session was registered).
+/// A reserved session: its place under the session caps, given back when the slot is
+/// dropped (the session holds it until it ends), and the partition it joins — created (or
+/// held) from the reservation on, so the commits notified while the session is being opened
+/// are recorded by its worker.
 pub struct Slot {
     hub: Arc<Hub>,
-    key: ClientKey,
-    /// The partition the session joins: created (or held) from the reservation on, so the
-    /// commits notified while the session is being opened are recorded by its worker.
     partition: Arc<Partition>,
-    armed: bool,
+    actor_id: String,
+    joined: bool,
+    _caps: CapSlot,
 }
-
-/// (partition, actor, clientId): the unit of the per-client session cap. The actor is part of
-/// it so another actor presenting a victim's clientId cannot take the victim's slots.
-type ClientKey = (String, String, String);
 
 impl Slot {
     /// The scopes epoch of the partition this slot holds: read it before `realtime_connect` and
     /// hand it to [`Hub::add`].
     pub fn scopes_epoch(&self) -> ScopesEpoch {
-        self.partition.scopes_epoch(&self.key.1)
+        self.partition.scopes_epoch(&self.actor_id)
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if self.armed {
-            self.hub.release(&self.key);
-            self.hub.unjoin(&self.partition);
+        if !self.joined {
+            // A reservation ended without a session: the partition goes when nothing holds it.
+            let mut map = lock(&self.hub.partitions);
+            self.partition.joining.fetch_sub(1, Ordering::SeqCst);
+            forget_if_unused(&mut map, &self.partition);
         }
     }
 }
@@ -131,79 +121,42 @@ impl Hub {
         for node in 0..listen_up.len() {
             metrics.listen_up(node, false);
         }
+        let caps = SessionCaps::new(settings.max_sessions_per_client, settings.max_sessions, settings.limits.max_sessions_per_actor);
         Arc::new(Hub {
             relay: Relay::new(gateway_id.clone()),
             pool,
             metrics,
             settings,
             gateway_id,
-            partitions: Mutex::new(HashMap::new()),
-            per_client: Mutex::new(HashMap::new()),
-            total: AtomicUsize::new(0),
+            partitions: Mutex::default(),
+            caps,
             next_id: AtomicU64::new(1),
             rounds_in_flight: AtomicUsize::new(0),
-            rounds_done: tokio::sync::Notify::new(),
             listen_up,
             shutting_down: AtomicBool::new(false),
-            notification_keys: RwLock::new(None),
+            notification_keys: Mutex::new(None),
             shutdown,
             acks: AckBuffer::default(),
             presence: PresenceRegistry::default(),
         })
     }
 
-    /// Reserves a session slot for (partition, clientId).
+    /// Reserves a session slot for (partition, actor, clientId).
     ///
     /// Errors: `syncular.unavailable` (503) while shutting down;
-    /// `sync.websocket_connection_limit` (429) over `--max-sessions` or
-    /// `--max-sessions-per-client`.
+    /// `sync.websocket_connection_limit` (429) over a session cap ([`SessionCaps`]).
     pub fn reserve(self: &Arc<Self>, partition: &str, actor_id: &str, client_id: &str) -> Result<Slot, ApiError> {
-        if self.shutting_down.load(Ordering::SeqCst) {
+        if self.is_shutting_down() {
             return Err(ApiError::unavailable("the gateway is shutting down"));
         }
-        let key = (partition.to_owned(), actor_id.to_owned(), client_id.to_owned());
-        let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
-        let n = per.get(&key).copied().unwrap_or(0);
-        if n >= self.settings.max_sessions_per_client {
-            return Err(ApiError::code(
-                syncular_protocol::ErrorCode::WebsocketConnectionLimit,
-                format!("clientId already has {n} realtime sessions (limit {})", self.settings.max_sessions_per_client),
-            ));
-        }
-        if self.total.fetch_add(1, Ordering::SeqCst) >= self.settings.max_sessions {
-            self.total.fetch_sub(1, Ordering::SeqCst);
-            return Err(ApiError::code(
-                syncular_protocol::ErrorCode::WebsocketConnectionLimit,
-                format!("the gateway holds its maximum of {} realtime sessions", self.settings.max_sessions),
-            ));
-        }
-        per.insert(key.clone(), n + 1);
-        drop(per);
+        let caps = self.caps.reserve(partition, actor_id, client_id)?;
         let partition = {
-            let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+            let mut map = lock(&self.partitions);
             let p = map.entry(partition.to_owned()).or_insert_with(|| Partition::spawn(self.clone(), partition.to_owned())).clone();
             p.joining.fetch_add(1, Ordering::SeqCst);
             p
         };
-        Ok(Slot { hub: self.clone(), key, partition, armed: true })
-    }
-
-    /// A reservation ended without a session: the partition goes when nothing holds it.
-    fn unjoin(&self, p: &Arc<Partition>) {
-        let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
-        p.joining.fetch_sub(1, Ordering::SeqCst);
-        forget_if_unused(&mut map, p);
-    }
-
-    fn release(&self, key: &ClientKey) {
-        self.total.fetch_sub(1, Ordering::SeqCst);
-        let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = per.get_mut(key) {
-            *n -= 1;
-            if *n == 0 {
-                per.remove(key);
-            }
-        }
+        Ok(Slot { hub: self.clone(), partition, actor_id: actor_id.to_owned(), joined: false, _caps: caps })
     }
 
     /// A fresh gateway-local session id.
@@ -211,21 +164,21 @@ impl Hub {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Sessions currently registered.
+    /// Sessions currently holding a slot.
     pub fn session_count(&self) -> usize {
-        self.total.load(Ordering::SeqCst)
+        self.caps.total()
     }
 
     /// The notification key material, once a LISTEN connection read it.
     pub fn notification_keys(&self) -> Option<Arc<NotificationKeys>> {
-        self.notification_keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+        lock(&self.notification_keys).clone()
     }
 
     /// Installs the key `syncular.notification_key()` answered on a LISTEN connection. Returns
     /// false when another key was installed before (the nodes disagree: a misconfiguration —
     /// the newest key wins, so payloads signed with the other one will be rejected).
     pub fn set_notification_key(&self, keys: Arc<NotificationKeys>) -> bool {
-        let mut slot = self.notification_keys.write().unwrap_or_else(|p| p.into_inner());
+        let mut slot = lock(&self.notification_keys);
         let same = slot.as_ref().is_none_or(|k| k.hmac_key == keys.hmac_key);
         *slot = Some(keys);
         same
@@ -233,67 +186,57 @@ impl Hub {
 
     /// Registers a session whose registrations were resolved after its partition's scopes
     /// epoch was `epoch` ([`Slot::scopes_epoch`], read after the reservation created or held
-    /// the partition), at the partition's `latest` cursor (the answer's `latestCursor`). When a host refresh of that partition or a LISTEN reconnect bumped the
-    /// epoch since, the session could hold registrations a refresh has already revoked on the
-    /// others: nothing is registered and the slot comes back (`Err`), so the caller reloads
-    /// (or, for scopes frozen in a credential, closes) and tries again. The check and the
-    /// insert hold the partitions lock that [`Hub::scopes_changed`] bumps the epoch under, so
-    /// a refresh either finds the session or makes it reload. The slot is then owned by the
-    /// session and released by [`Hub::remove`].
-    pub fn add(self: &Arc<Self>, session: Arc<Session>, mut slot: Slot, epoch: ScopesEpoch, latest: i64) -> Result<(), Slot> {
-        let log_epoch = session.state().log_epoch.clone();
-        slot.partition.restart_timeline(&log_epoch, latest);
-        let partition = {
-            let _map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+    /// the partition), at the partition's `latest` cursor (the answer's `latestCursor`). When
+    /// a host refresh of that partition or a LISTEN reconnect bumped the epoch since, the
+    /// session could hold registrations a refresh has already revoked on the others: nothing
+    /// is registered (`false`), so the caller reloads (or, for scopes frozen in a credential,
+    /// closes) and tries again. The check and the insert hold the partitions lock that
+    /// [`Hub::scopes_changed`] bumps the epoch under, so a refresh either finds the session or
+    /// makes it reload.
+    pub fn add(&self, session: &Arc<Session>, slot: &mut Slot, epoch: ScopesEpoch, latest: i64) -> bool {
+        let p = slot.partition.clone();
+        p.restart_timeline(&session.state().log_epoch.clone(), latest);
+        {
+            let _map = lock(&self.partitions);
             if slot.scopes_epoch() != epoch {
-                return Err(slot);
+                return false;
             }
-            slot.partition.insert(session.clone());
-            slot.partition.joining.fetch_sub(1, Ordering::SeqCst);
-            slot.partition.clone()
-        };
-        slot.armed = false;
+            p.insert(session.clone());
+            p.joining.fetch_sub(1, Ordering::SeqCst);
+            slot.joined = true;
+        }
         self.metrics.sessions_open.inc();
         if self.is_shutting_down() {
             // Upgraded while the shutdown began: it gets the same 1001 as the others.
             session.close(close_code::GOING_AWAY, "gateway shutting down");
         }
         // A session added after a burst was served is caught up by a pass (capped at what
-        // was already notified and processed, like every pass).
-        if partition.through() > latest {
-            partition.schedule(Work::Pass);
+        // was already notified and handled, like every pass).
+        if p.through() > latest {
+            p.schedule(Work::Pass);
         }
-        Ok(())
+        true
     }
 
-    /// Unregisters a session: presence leaves (§8.6.1), slot released.
+    /// Unregisters a session (after its slot was given back): presence leaves (§8.6.1).
     pub fn remove(self: &Arc<Self>, session: &Arc<Session>) {
         let removed = {
-            let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
-            match map.get(&session.partition).cloned() {
-                Some(p) => {
-                    let removed = p.remove(session.id);
-                    forget_if_unused(&mut map, &p);
-                    removed
-                }
-                None => false,
-            }
+            let mut map = lock(&self.partitions);
+            map.get(&session.partition).cloned().is_some_and(|p| {
+                let removed = p.remove(session.id);
+                forget_if_unused(&mut map, &p);
+                removed
+            })
         };
         if removed {
             self.metrics.sessions_open.dec();
-            self.release(&(session.partition.clone(), session.actor_id.clone(), session.client_id.clone()));
             super::presence::drop_all(self, session);
         }
     }
 
     /// The partition's live state, if it has sessions.
     pub fn partition(&self, name: &str) -> Option<Arc<Partition>> {
-        self.partitions.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
-    }
-
-    /// Every partition with sessions.
-    pub fn partitions(&self) -> Vec<Arc<Partition>> {
-        self.partitions.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+        lock(&self.partitions).get(name).cloned()
     }
 
     /// §8.2 ack: in-memory MAX and the session's resume rule
@@ -317,16 +260,18 @@ impl Hub {
     /// answer's state is kept when it changed — a round end's at the round's `END`
     /// ([`SessionState::finish_round`](super::session::SessionState::finish_round)) — its
     /// messages sent, its scope keys swapped at once (presence follows, §8.6.3: a key the
-    /// round granted is usable as soon as the client has `END`). A round end whose reload
-    /// fails keeps the previous state; a host refresh that raises ends the session
-    /// (fail-closed). Returns the `latestCursor` the reload read (before resolving scopes)
-    /// when it succeeded.
-    pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, mode: RefreshMode) -> Option<i64> {
-        if mode == RefreshMode::Host && session.allowed_scopes.is_some() {
+    /// round granted is usable as soon as the client has `END`; a session still joining gets
+    /// its presence snapshot once joined). A round end whose reload fails keeps the previous
+    /// state; a connect or host reload that raises ends the session (fail-closed), and so
+    /// does one of a session whose scopes came from its credential. Returns the
+    /// `latestCursor` the reload read (before resolving scopes) when it succeeded.
+    pub async fn refresh(self: &Arc<Self>, session: &Arc<Session>, reason: Reason) -> Option<i64> {
+        let (label, round_end) = (reason.as_str(), matches!(reason, Reason::RoundEnd(_)));
+        if !round_end && session.allowed_scopes.is_some() {
             // Its allowed scopes came from the credential (a token claim), frozen at the
             // upgrade: re-resolving against them could not reflect the host's change.
             // Fail closed: the client reconnects with a fresh credential.
-            self.metrics.refresh("host", "closed");
+            self.metrics.refresh(label, "closed");
             session.close(close_code::POLICY, "sync.auth_required: scopes changed; reconnect with a fresh credential");
             return None;
         }
@@ -335,60 +280,46 @@ impl Hub {
             st.refresh_issued += 1;
             (st.refresh_issued, st.state.clone())
         };
-        let (reason, label) = match mode {
-            RefreshMode::RoundEnd(wire) => (Reason::RoundEnd(wire), "round-end"),
-            RefreshMode::Host => (Reason::Host, "host"),
-        };
         let ids = (session.partition.as_str(), session.actor_id.as_str(), session.client_id.as_str());
         let result = reload(&self.pool, ids, session.allowed_scopes.as_ref(), &state, reason).await;
         let latest = result.as_ref().ok().map(|a| a.answer.latest_cursor);
-        let partition = self.partition(&session.partition);
-        if let (Ok(a), Some(p)) = (&result, &partition) {
+        if let (Ok(a), Some(p)) = (&result, self.partition(&session.partition)) {
             p.restart_timeline(&a.answer.log_epoch, a.answer.latest_cursor);
         }
-        let reconcile = {
-            let mut st = session.state();
-            if ticket <= st.refresh_applied {
-                self.metrics.refresh(label, "stale");
-                false
-            } else {
-                st.refresh_applied = ticket;
-                match result {
-                    Ok(a) => {
-                        self.metrics.refresh(label, if a.answer.emptied { "emptied" } else { "applied" });
-                        match mode {
-                            // Kept at the round's END (SessionState::finish_round), changed or
-                            // not: passes during the round may have woken the session since, and
-                            // the answer is what the client holds after the round.
-                            RefreshMode::RoundEnd(_) if st.round_in_flight => {
-                                st.round_end = Some((a.state, a.resume, a.answer.log_epoch));
-                            }
-                            _ if a.answer.changed => {
-                                st.generation += 1;
-                                st.adopt_reloaded(a.state, a.resume, a.answer.log_epoch);
-                            }
-                            _ => {}
-                        }
-                        session.send_wakes(a.answer.send);
-                        st.scope_keys = a.answer.scope_keys.into_iter().collect();
-                        true
-                    }
-                    Err(e) if mode == RefreshMode::Host => {
-                        self.metrics.refresh(label, "closed");
-                        tracing::warn!(session = session.id, code = e.code_str(), "host refresh failed: closing the session (fail-closed)");
-                        session.close(close_code::INTERNAL, "registration reload failed");
-                        false
-                    }
-                    Err(e) => {
-                        self.metrics.refresh(label, "kept");
-                        tracing::debug!(session = session.id, code = e.code_str(), "round-end reload failed: state kept");
-                        false
-                    }
+        let mut st = session.state();
+        if ticket <= st.refresh_applied {
+            self.metrics.refresh(label, "stale");
+            return latest;
+        }
+        st.refresh_applied = ticket;
+        match result {
+            Ok(a) => {
+                self.metrics.refresh(label, if a.answer.emptied { "emptied" } else { "applied" });
+                if round_end && st.round_in_flight {
+                    // Kept at the round's END (SessionState::finish_round), changed or not:
+                    // passes during the round may have woken the session since, and the
+                    // answer is what the client holds after the round.
+                    st.round_end = Some((a.state, a.resume, a.answer.log_epoch));
+                } else if a.answer.changed {
+                    st.generation += 1;
+                    st.adopt_reloaded(a.state, a.resume, a.answer.log_epoch);
+                }
+                session.send_wakes(a.answer.send);
+                st.scope_keys = a.answer.scope_keys.into_iter().collect();
+                drop(st);
+                if reason != Reason::Connect {
+                    super::presence::reconcile(self, session);
                 }
             }
-        };
-        if reconcile {
-            super::presence::reconcile(self, session);
+            Err(e) if round_end => {
+                self.metrics.refresh(label, "kept");
+                tracing::debug!(session = session.id, code = e.code_str(), "round-end reload failed: state kept");
+            }
+            Err(e) => {
+                self.metrics.refresh(label, "closed");
+                tracing::warn!(session = session.id, code = e.code_str(), reason = label, "registration reload failed: closing the session (fail-closed)");
+                session.close(close_code::INTERNAL, "registration reload failed");
+            }
         }
         latest
     }
@@ -398,64 +329,30 @@ impl Hub {
     /// notified before it. Bumps the partition's scopes epoch so a session being opened there
     /// reloads.
     pub fn scopes_changed(&self, partition: &str, actor: Option<String>) {
-        let p = {
-            let map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
-            let p = map.get(partition).cloned();
-            if let Some(p) = &p {
-                p.bump_scopes_epoch(actor.as_deref());
-            }
-            p
-        };
+        let p = lock(&self.partitions).get(partition).inspect(|p| p.bump_scopes_epoch(actor.as_deref())).cloned();
         let Some(p) = p else { return };
-        for s in p.sessions() {
-            if actor.as_deref().is_none_or(|a| a == s.actor_id) {
-                s.state().generation += 1;
-            }
+        for s in p.sessions(actor.as_deref()) {
+            s.state().generation += 1;
         }
         p.schedule(Work::Scopes(actor));
     }
 
-    /// A commit notification for `partition` (contract §7).
-    pub fn commit_notified(&self, partition: &str, commit_seq: i64) {
-        if let Some(p) = self.partition(partition) {
-            p.schedule(Work::Commit(commit_seq));
+    /// Records whether LISTEN connection `node` is up (`/healthz` answers 503 while one is
+    /// down). Once it is up again — whichever node: notifications it carries may have been
+    /// lost meanwhile — every partition refreshes every session (fail-closed) and runs a delta
+    /// pass (cursor-based: nothing lost, nothing duplicated), and sessions being opened reload
+    /// (the scopes epoch is bumped).
+    pub fn set_listening(&self, node: usize, up: bool) {
+        if let Some(flag) = self.listen_up.get(node) {
+            flag.store(up, Ordering::SeqCst);
+            self.metrics.listen_up(node, up);
         }
-    }
-
-    /// After LISTEN connection `node` (re)connected — whichever node: notifications it
-    /// carries may have been lost meanwhile — every partition refreshes every session
-    /// (fail-closed) and runs a delta pass (cursor-based: nothing lost, nothing duplicated),
-    /// and sessions being opened reload (the scopes epoch is bumped).
-    pub fn listen_connected(&self, node: usize) {
-        if let Some(up) = self.listen_up.get(node) {
-            up.store(true, Ordering::SeqCst);
-            self.metrics.listen_up(node, true);
+        if up {
+            let partitions: Vec<_> = lock(&self.partitions).values().inspect(|p| p.bump_scopes_epoch(None)).cloned().collect();
+            for p in partitions {
+                p.schedule(Work::Resync);
+            }
         }
-        let partitions: Vec<_> = {
-            let map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
-            map.values().inspect(|p| p.bump_scopes_epoch(None)).cloned().collect()
-        };
-        for p in partitions {
-            p.schedule(Work::Resync);
-        }
-    }
-
-    /// Records that LISTEN connection `node` is down (`/healthz` → 503).
-    pub fn listen_lost(&self, node: usize) {
-        if let Some(up) = self.listen_up.get(node) {
-            up.store(false, Ordering::SeqCst);
-            self.metrics.listen_up(node, false);
-        }
-    }
-
-    /// Every LISTEN connection is up (a node not heard means commits not heard).
-    pub fn is_listening(&self) -> bool {
-        self.listen_up.iter().all(|up| up.load(Ordering::SeqCst))
-    }
-
-    /// At least one LISTEN connection is up (the notification key is known).
-    pub fn is_listening_somewhere(&self) -> bool {
-        self.listen_up.iter().any(|up| up.load(Ordering::SeqCst))
     }
 
     /// The indexes of the LISTEN connections that are down.
@@ -463,15 +360,14 @@ impl Hub {
         self.listen_up.iter().enumerate().filter(|(_, up)| !up.load(Ordering::SeqCst)).map(|(i, _)| i).collect()
     }
 
-    /// Counts a socket round in; [`Hub::round_finished`] counts it out.
-    pub fn round_started(&self) {
-        self.rounds_in_flight.fetch_add(1, Ordering::SeqCst);
+    /// Every LISTEN connection is up (a node not heard means commits not heard).
+    pub fn is_listening(&self) -> bool {
+        self.listen_down().is_empty()
     }
 
-    /// See [`Hub::round_started`].
-    pub fn round_finished(&self) {
-        self.rounds_in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.rounds_done.notify_waiters();
+    /// At least one LISTEN connection is up (the notification key is known).
+    pub fn is_listening_somewhere(&self) -> bool {
+        self.listen_down().len() < self.listen_up.len()
     }
 
     /// True once shutdown began.
@@ -483,24 +379,20 @@ impl Hub {
     /// finish (up to `grace`), close every socket with 1001, wait for the sessions to end.
     pub async fn shutdown_sessions(&self, grace: Duration) {
         self.shutting_down.store(true, Ordering::SeqCst);
-        let deadline = tokio::time::Instant::now() + grace;
+        let deadline = Instant::now() + grace;
         while self.rounds_in_flight.load(Ordering::SeqCst) > 0 {
-            let notified = self.rounds_done.notified();
-            if self.rounds_in_flight.load(Ordering::SeqCst) == 0 {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            if Instant::now() >= deadline {
                 tracing::warn!("shutdown: rounds still in flight after the grace period");
                 break;
             }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        for p in self.partitions() {
-            for s in p.sessions() {
-                s.close(close_code::GOING_AWAY, "gateway shutting down");
-            }
+        let partitions: Vec<_> = lock(&self.partitions).values().cloned().collect();
+        for s in partitions.iter().flat_map(|p| p.sessions(None)) {
+            s.close(close_code::GOING_AWAY, "gateway shutting down");
         }
-        let until = tokio::time::Instant::now() + Duration::from_secs(3);
-        while self.session_count() > 0 && tokio::time::Instant::now() < until {
+        let until = Instant::now() + Duration::from_secs(3);
+        while self.session_count() > 0 && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.shutdown.cancel();

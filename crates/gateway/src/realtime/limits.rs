@@ -1,17 +1,20 @@
 //! Gateway-wide limits of the realtime side that no single session can enforce on its own:
 //! the byte budget of socket rounds ([`ByteBudget`]: requests being reassembled and responses
-//! being sent, `--round-buffer-bytes`), the per-actor session cap ([`ActorCap`],
-//! `--max-sessions-per-actor`) and the socket write timeout (`--write-timeout-secs`).
+//! being sent, `--round-buffer-bytes`), the session caps ([`SessionCaps`]: `--max-sessions`,
+//! `--max-sessions-per-client`, `--max-sessions-per-actor`) and the socket write timeout
+//! (`--write-timeout-secs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use syncular_protocol::ErrorCode;
+
+use super::lock;
 use crate::db::ApiError;
 
-/// The realtime limits shared by every session (cheap to clone: the budget and the counts
-/// are shared).
+/// The realtime limits shared by every session (cheap to clone: the budget is shared).
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Longest a socket may take to accept one frame; a socket that does not drain is dropped.
@@ -19,17 +22,13 @@ pub struct Limits {
     /// Bytes held by socket rounds, gateway-wide.
     pub round_bytes: ByteBudget,
     /// Sessions per (partition, actor).
-    pub actors: ActorCap,
+    pub max_sessions_per_actor: usize,
 }
 
 impl Limits {
     /// Limits with these values.
     pub fn new(write_timeout: Duration, round_buffer_bytes: usize, max_sessions_per_actor: usize) -> Self {
-        Limits {
-            write_timeout,
-            round_bytes: ByteBudget::new(round_buffer_bytes),
-            actors: ActorCap::new(max_sessions_per_actor),
-        }
+        Limits { write_timeout, round_bytes: ByteBudget::new(round_buffer_bytes), max_sessions_per_actor }
     }
 }
 
@@ -56,11 +55,6 @@ impl ByteBudget {
         self.0.used.load(Ordering::SeqCst)
     }
 
-    /// The budget, bytes.
-    pub fn limit(&self) -> usize {
-        self.0.limit
-    }
-
     /// An empty lease.
     pub fn lease(&self) -> Lease {
         Lease { budget: self.clone(), bytes: 0 }
@@ -78,97 +72,91 @@ impl Lease {
     /// Takes `n` more bytes when the budget has room (all or nothing).
     pub fn try_grow(&mut self, n: usize) -> bool {
         let inner = &self.budget.0;
-        let mut current = inner.used.load(Ordering::SeqCst);
-        loop {
-            let Some(next) = current.checked_add(n).filter(|&v| v <= inner.limit) else { return false };
-            match inner.used.compare_exchange_weak(current, next, Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => {
-                    self.bytes += n;
-                    return true;
-                }
-                Err(seen) => current = seen,
-            }
-        }
-    }
-
-    /// Gives back `n` bytes (at most what the lease holds).
-    pub fn release(&mut self, n: usize) {
-        let n = n.min(self.bytes);
-        self.bytes -= n;
-        self.budget.0.used.fetch_sub(n, Ordering::SeqCst);
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// A new empty lease on the same budget.
-    pub fn fresh(&self) -> Lease {
-        self.budget.lease()
+        let grown = inner.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| used.checked_add(n).filter(|&v| v <= inner.limit));
+        self.bytes += if grown.is_ok() { n } else { 0 };
+        grown.is_ok()
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.release(self.bytes);
+        self.budget.0.used.fetch_sub(self.bytes, Ordering::SeqCst);
     }
 }
 
-/// Sessions per (partition, actor): one actor (one token, or one forged dev header) cannot
-/// take the whole `--max-sessions`.
-#[derive(Debug, Clone)]
-pub struct ActorCap {
-    max: usize,
-    counts: Arc<Mutex<HashMap<(String, String), usize>>>,
+/// What a session counts against.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Cap {
+    /// (partition, actor, clientId): the actor is part of it so another actor presenting a
+    /// victim's clientId cannot take the victim's slots.
+    Client(String, String, String),
+    /// The whole gateway.
+    Total,
+    /// (partition, actor): one actor (one token, or one forged dev header) cannot take the
+    /// whole `--max-sessions`.
+    Actor(String, String),
 }
 
-impl ActorCap {
-    /// At most `max` sessions per actor.
-    pub fn new(max: usize) -> Self {
-        ActorCap { max, counts: Arc::new(Mutex::new(HashMap::new())) }
-    }
-
-    /// Reserves one session of `actor` in `partition` until the slot is dropped.
-    ///
-    /// Errors: `sync.websocket_connection_limit` (429, retryable) when the actor already holds
-    /// `--max-sessions-per-actor` sessions.
-    pub fn reserve(&self, partition: &str, actor: &str) -> Result<ActorSlot, ApiError> {
-        let key = (partition.to_owned(), actor.to_owned());
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        let n = counts.entry(key.clone()).or_insert(0);
-        if *n >= self.max {
-            let n = *n;
-            return Err(ApiError::code(
-                syncular_protocol::ErrorCode::WebsocketConnectionLimit,
-                format!("the actor already has {n} realtime sessions (limit {})", self.max),
-            ));
-        }
-        *n += 1;
-        Ok(ActorSlot { cap: self.clone(), key })
-    }
-
-    /// Sessions `actor` holds in `partition`.
-    pub fn count(&self, partition: &str, actor: &str) -> usize {
-        let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        counts.get(&(partition.to_owned(), actor.to_owned())).copied().unwrap_or(0)
-    }
-}
-
-/// One reserved session of an actor; released on drop.
+/// The session counts, checked against `--max-sessions-per-client`, `--max-sessions` and
+/// `--max-sessions-per-actor` in that order.
 #[derive(Debug)]
-pub struct ActorSlot {
-    cap: ActorCap,
-    key: (String, String),
+pub struct SessionCaps {
+    max: [usize; 3],
+    counts: Mutex<HashMap<Cap, usize>>,
 }
 
-impl Drop for ActorSlot {
+impl SessionCaps {
+    /// At most `per_client`, `total` and `per_actor` sessions.
+    pub fn new(per_client: usize, total: usize, per_actor: usize) -> Arc<Self> {
+        Arc::new(SessionCaps { max: [per_client, total, per_actor], counts: Mutex::default() })
+    }
+
+    /// Reserves one session of (partition, actor, clientId) until the slot is dropped.
+    ///
+    /// Errors: `sync.websocket_connection_limit` (429, retryable) when a cap is reached.
+    pub fn reserve(self: &Arc<Self>, partition: &str, actor: &str, client: &str) -> Result<CapSlot, ApiError> {
+        let (p, a) = (partition.to_owned(), actor.to_owned());
+        let caps = [Cap::Client(p.clone(), a.clone(), client.to_owned()), Cap::Total, Cap::Actor(p, a)];
+        let mut counts = lock(&self.counts);
+        for (cap, max) in caps.iter().zip(self.max) {
+            let n = counts.get(cap).copied().unwrap_or(0);
+            if n >= max {
+                let message = match cap {
+                    Cap::Client(..) => format!("clientId already has {n} realtime sessions (limit {max})"),
+                    Cap::Total => format!("the gateway holds its maximum of {max} realtime sessions"),
+                    Cap::Actor(..) => format!("the actor already has {n} realtime sessions (limit {max})"),
+                };
+                return Err(ApiError::code(ErrorCode::WebsocketConnectionLimit, message));
+            }
+        }
+        for cap in &caps {
+            *counts.entry(cap.clone()).or_default() += 1;
+        }
+        Ok(CapSlot { caps: self.clone(), held: caps })
+    }
+
+    /// Sessions held gateway-wide.
+    pub fn total(&self) -> usize {
+        lock(&self.counts).get(&Cap::Total).copied().unwrap_or(0)
+    }
+}
+
+/// One reserved session; released on drop.
+#[derive(Debug)]
+pub struct CapSlot {
+    caps: Arc<SessionCaps>,
+    held: [Cap; 3],
+}
+
+impl Drop for CapSlot {
     fn drop(&mut self) {
-        let mut counts = self.cap.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = counts.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.key);
+        let mut counts = lock(&self.caps.counts);
+        for cap in &self.held {
+            if let Some(n) = counts.get_mut(cap) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(cap);
+                }
             }
         }
     }
@@ -187,8 +175,6 @@ mod tests {
         assert!(!b.try_grow(41), "all or nothing");
         assert!(b.try_grow(40));
         assert_eq!(budget.used(), 100);
-        a.release(10);
-        assert_eq!((a.bytes(), budget.used()), (50, 90));
         drop(a);
         assert_eq!(budget.used(), 40);
         assert!(!b.try_grow(usize::MAX), "no overflow");
@@ -197,16 +183,23 @@ mod tests {
     }
 
     #[test]
-    fn actor_slots_are_capped_per_partition_and_actor() {
-        let cap = ActorCap::new(2);
-        let s1 = cap.reserve("p", "a").unwrap();
-        let _s2 = cap.reserve("p", "a").unwrap();
-        let e = cap.reserve("p", "a").unwrap_err();
+    fn sessions_are_capped_per_client_per_actor_and_in_all() {
+        let caps = SessionCaps::new(2, 5, 3);
+        let message = |e: ApiError| e.body["message"].as_str().unwrap_or_default().to_owned();
+        let s1 = caps.reserve("p", "a", "c").unwrap();
+        let _s2 = caps.reserve("p", "a", "c").unwrap();
+        let e = caps.reserve("p", "a", "c").unwrap_err();
         assert_eq!((e.status.as_u16(), e.code_str()), (429, "sync.websocket_connection_limit"));
-        let _other = cap.reserve("p", "b").unwrap();
-        let _other_partition = cap.reserve("q", "a").unwrap();
+        assert!(message(e).contains("clientId already has 2"));
+        // Another actor presenting the same clientId has its own slots.
+        let _other_actor = caps.reserve("p", "b", "c").unwrap();
+        let _s3 = caps.reserve("p", "a", "d").unwrap();
+        assert!(message(caps.reserve("p", "a", "e").unwrap_err()).contains("the actor already has 3"));
+        let _other_partition = caps.reserve("q", "a", "c").unwrap();
+        assert_eq!(caps.total(), 5);
+        assert!(message(caps.reserve("r", "z", "z").unwrap_err()).contains("maximum of 5"));
         drop(s1);
-        assert_eq!(cap.count("p", "a"), 1);
-        assert!(cap.reserve("p", "a").is_ok());
+        assert_eq!(caps.total(), 4);
+        assert!(caps.reserve("p", "a", "c").is_ok());
     }
 }

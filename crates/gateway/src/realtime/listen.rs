@@ -32,6 +32,7 @@ use syncular_protocol::notification::{parse_commit_payload, parse_scopes_payload
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
+use super::deltas::Work;
 use super::hub::Hub;
 use super::keys::NotificationKeys;
 
@@ -42,84 +43,92 @@ pub async fn run(hub: Arc<Hub>, node: usize, config: tokio_postgres::Config, sto
     let mut backoff = Duration::from_millis(100);
     let mut connected_before = false;
     loop {
-        match config.connect(NoTls).await {
-            Ok((client, mut connection)) => {
-                let (tx, mut rx) = tokio::sync::mpsc::channel::<tokio_postgres::Notification>(4096);
-                let driver = tokio::spawn(async move {
-                    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-                    while let Some(message) = messages.next().await {
-                        match message {
-                            Ok(AsyncMessage::Notification(n)) => {
-                                if tx.send(n).await.is_err() {
-                                    return;
-                                }
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                tracing::warn!(node, error = %e, "LISTEN connection failed");
-                                return;
-                            }
-                        }
-                    }
-                });
-                // The key first: every notification is verified with it (any role can NOTIFY).
-                let listened = async {
-                    let key: Vec<u8> = client.query_one("SELECT syncular.notification_key()", &[]).await?.try_get(0)?;
-                    client.batch_execute("LISTEN syncular_commit; LISTEN syncular_scopes; LISTEN syncular_presence").await?;
-                    Ok::<_, tokio_postgres::Error>(Arc::new(NotificationKeys::new(key)))
-                }
-                .await;
-                match listened {
-                    Ok(keys) => {
-                        if !hub.set_notification_key(keys.clone()) {
-                            tracing::error!(
-                                node,
-                                "this node's syncular.notification_key() differs from another node's: every node must \
-                                 answer the same key (on Citus, sync_notification_key is a reference table); each \
-                                 node's payloads are verified with its own key, but the presence relay seals with the \
-                                 key read last"
-                            );
-                        }
-                        if connected_before {
-                            hub.metrics.listen_reconnects.inc();
-                            tracing::info!(node, "LISTEN connection re-established: resynchronizing sessions");
-                        } else {
-                            tracing::info!(node, "LISTEN connection established");
-                        }
-                        connected_before = true;
-                        backoff = Duration::from_millis(100);
-                        hub.listen_connected(node);
-                        hub.relay.connected(&hub);
-                        loop {
-                            tokio::select! {
-                                n = rx.recv() => match n {
-                                    Some(n) => dispatch(&hub, &keys, n.channel(), n.payload()),
-                                    None => break,
-                                },
-                                _ = stop.cancelled() => {
-                                    driver.abort();
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => tracing::warn!(node, error = %e, "LISTEN failed"),
-                }
-                hub.listen_lost(node);
-                driver.abort();
-                drop(client);
-            }
-            Err(e) => {
-                hub.listen_lost(node);
-                tracing::warn!(node, error = %e, "cannot open the LISTEN connection");
-            }
+        if listen(&hub, node, &config, &stop, connected_before).await {
+            (connected_before, backoff) = (true, Duration::from_millis(100));
         }
+        hub.set_listening(node, false);
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
             _ = stop.cancelled() => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Opens the connection, reads the key, LISTENs and dispatches until the connection is lost
+/// or `stop` is cancelled; true when it was established.
+async fn listen(
+    hub: &Arc<Hub>,
+    node: usize,
+    config: &tokio_postgres::Config,
+    stop: &CancellationToken,
+    connected_before: bool,
+) -> bool {
+    let (client, mut connection) = match config.connect(NoTls).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(node, error = %e, "cannot open the LISTEN connection");
+            return false;
+        }
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<tokio_postgres::Notification>(4096);
+    let driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if tx.send(n).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => return tracing::warn!(node, error = %e, "LISTEN connection failed"),
+            }
+        }
+    });
+    let listened = async {
+        // The key first: every notification is verified with it (any role can NOTIFY).
+        let key: Vec<u8> = client.query_one("SELECT syncular.notification_key()", &[]).await?.try_get(0)?;
+        client.batch_execute("LISTEN syncular_commit; LISTEN syncular_scopes; LISTEN syncular_presence").await?;
+        Ok::<_, tokio_postgres::Error>(Arc::new(NotificationKeys::new(key)))
+    }
+    .await;
+    let keys = match listened {
+        Ok(keys) => keys,
+        Err(e) => {
+            tracing::warn!(node, error = %e, "LISTEN failed");
+            driver.abort();
+            return false;
+        }
+    };
+    if !hub.set_notification_key(keys.clone()) {
+        tracing::error!(
+            node,
+            "this node's syncular.notification_key() differs from another node's: every node must \
+             answer the same key (on Citus, sync_notification_key is a reference table); each \
+             node's payloads are verified with its own key, but the presence relay seals with the \
+             key read last"
+        );
+    }
+    if connected_before {
+        hub.metrics.listen_reconnects.inc();
+        tracing::info!(node, "LISTEN connection re-established: resynchronizing sessions");
+    } else {
+        tracing::info!(node, "LISTEN connection established");
+    }
+    hub.set_listening(node, true);
+    hub.relay.connected(hub);
+    loop {
+        tokio::select! {
+            n = rx.recv() => match n {
+                Some(n) => dispatch(hub, &keys, n.channel(), n.payload()),
+                None => break,
+            },
+            _ = stop.cancelled() => break,
+        }
+    }
+    driver.abort();
+    true
 }
 
 /// Routes one notification heard on a connection that read `keys`. `syncular_commit` and
@@ -129,7 +138,11 @@ pub async fn run(hub: Arc<Hub>, node: usize, config: tokio_postgres::Config, sto
 pub fn dispatch(hub: &Arc<Hub>, keys: &NotificationKeys, channel: &str, payload: &str) {
     match channel {
         COMMIT_CHANNEL => match parse_commit_payload(&keys.hmac_key, payload) {
-            Some((partition, seq)) => hub.commit_notified(&partition, seq),
+            Some((partition, seq)) => {
+                if let Some(p) = hub.partition(&partition) {
+                    p.schedule(Work::Commit(seq));
+                }
+            }
             None => rejected(hub, channel, payload),
         },
         SCOPES_CHANNEL => match parse_scopes_payload(&keys.hmac_key, payload) {

@@ -25,3 +25,8 @@ pub mod session;
 pub mod socket;
 
 pub use hub::{Hub, HubSettings};
+
+/// Locks a mutex, taking it over from a holder that panicked (the state stays usable).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -5,14 +5,15 @@
 //! on disconnect. A publisher never receives its own fanout; a peer's presence reaches only
 //! sessions registered on the key (the privacy floor, §8.6.3). Never persisted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use syncular_protocol::realtime::{ControlMessage, PresenceError, PresenceKind};
 
 use super::hub::Hub;
+use super::lock;
 use super::session::{now_ms, Session};
 
 /// A presence peer: the gateway holding its connection and that connection's session id.
@@ -35,112 +36,77 @@ pub struct PeerDoc {
     pub doc: Map<String, Value>,
 }
 
-type Key = (String, String);
-
-#[derive(Debug, Default)]
-struct Inner {
-    by_key: HashMap<Key, HashMap<PeerId, PeerDoc>>,
-    by_peer: HashMap<PeerId, HashSet<Key>>,
-}
-
-/// The presence registry (pure in-memory state).
+/// The presence registry (pure in-memory state): `(partition, scopeKey) → peer → document`,
+/// peers in order.
 #[derive(Debug, Default)]
 pub struct PresenceRegistry {
-    inner: Mutex<Inner>,
+    by_key: Mutex<HashMap<(String, String), BTreeMap<PeerId, PeerDoc>>>,
 }
 
 impl PresenceRegistry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Stores/replaces a peer's document: `Join` for its first document on the key, else
     /// `Update`.
     pub fn set(&self, partition: &str, key: &str, peer: &PeerId, doc: PeerDoc) -> PresenceKind {
-        let mut inner = self.lock();
-        let k = (partition.to_owned(), key.to_owned());
-        let existed = inner.by_key.entry(k.clone()).or_default().insert(peer.clone(), doc).is_some();
-        inner.by_peer.entry(peer.clone()).or_default().insert(k);
-        if existed {
-            PresenceKind::Update
-        } else {
-            PresenceKind::Join
+        let mut by_key = lock(&self.by_key);
+        match by_key.entry((partition.to_owned(), key.to_owned())).or_default().insert(peer.clone(), doc) {
+            Some(_) => PresenceKind::Update,
+            None => PresenceKind::Join,
         }
     }
 
     /// A peer's current document on a key.
     pub fn get(&self, partition: &str, key: &str, peer: &PeerId) -> Option<PeerDoc> {
-        self.lock().by_key.get(&(partition.to_owned(), key.to_owned())).and_then(|m| m.get(peer)).cloned()
+        lock(&self.by_key).get(&(partition.to_owned(), key.to_owned())).and_then(|m| m.get(peer)).cloned()
     }
 
     /// Removes a peer's document for a key; the removed document, if any.
     pub fn clear(&self, partition: &str, key: &str, peer: &PeerId) -> Option<PeerDoc> {
-        let mut inner = self.lock();
+        let mut by_key = lock(&self.by_key);
         let k = (partition.to_owned(), key.to_owned());
-        let removed = inner.by_key.get_mut(&k).and_then(|peers| peers.remove(peer));
-        if inner.by_key.get(&k).is_some_and(HashMap::is_empty) {
-            inner.by_key.remove(&k);
-        }
-        if let Some(keys) = inner.by_peer.get_mut(peer) {
-            keys.remove(&k);
-            if keys.is_empty() {
-                inner.by_peer.remove(peer);
-            }
+        let peers = by_key.get_mut(&k)?;
+        let removed = peers.remove(peer);
+        if peers.is_empty() {
+            by_key.remove(&k);
         }
         removed
     }
 
     /// The keys (of `partition`) a peer holds a document on, sorted.
     pub fn keys_of(&self, partition: &str, peer: &PeerId) -> Vec<String> {
-        let inner = self.lock();
-        let mut keys: Vec<String> = inner
-            .by_peer
-            .get(peer)
-            .map(|ks| ks.iter().filter(|(p, _)| p == partition).map(|(_, k)| k.clone()).collect())
-            .unwrap_or_default();
+        let by_key = lock(&self.by_key);
+        let mut keys: Vec<String> =
+            by_key.iter().filter(|((p, _), peers)| p == partition && peers.contains_key(peer)).map(|((_, k), _)| k.clone()).collect();
         keys.sort();
         keys
     }
 
     /// Every document on a key except `exclude`'s (the §8.6.4 snapshot), ordered by peer.
     pub fn snapshot(&self, partition: &str, key: &str, exclude: &PeerId) -> Vec<PeerDoc> {
-        let inner = self.lock();
-        let Some(peers) = inner.by_key.get(&(partition.to_owned(), key.to_owned())) else { return Vec::new() };
-        let mut out: Vec<(&PeerId, &PeerDoc)> = peers.iter().filter(|(p, _)| *p != exclude).collect();
-        out.sort_by(|a, b| a.0.cmp(b.0));
-        out.into_iter().map(|(_, d)| d.clone()).collect()
+        let by_key = lock(&self.by_key);
+        let peers = by_key.get(&(partition.to_owned(), key.to_owned())).into_iter().flatten();
+        peers.filter(|(p, _)| *p != exclude).map(|(_, d)| d.clone()).collect()
     }
 
     /// Removes every peer of gateways matching `pred`; returns `(partition, key, doc)` of each
-    /// removed document (for the leaves).
+    /// removed document (for the leaves), sorted by partition and key.
     pub fn remove_gateways(&self, pred: impl Fn(&str) -> bool) -> Vec<(String, String, PeerDoc)> {
-        let mut inner = self.lock();
-        let peers: Vec<PeerId> = inner.by_peer.keys().filter(|p| pred(&p.gateway)).cloned().collect();
+        let mut by_key = lock(&self.by_key);
         let mut out = Vec::new();
-        for peer in peers {
-            for (partition, key) in inner.by_peer.remove(&peer).unwrap_or_default() {
-                let k = (partition.clone(), key.clone());
-                if let Some(doc) = inner.by_key.get_mut(&k).and_then(|m| m.remove(&peer)) {
-                    out.push((partition, key, doc));
-                }
-                if inner.by_key.get(&k).is_some_and(HashMap::is_empty) {
-                    inner.by_key.remove(&k);
-                }
-            }
+        for ((partition, key), peers) in by_key.iter_mut() {
+            let gone: Vec<PeerId> = peers.keys().filter(|p| pred(&p.gateway)).cloned().collect();
+            out.extend(gone.iter().filter_map(|peer| peers.remove(peer)).map(|doc| (partition.clone(), key.clone(), doc)));
         }
+        by_key.retain(|_, peers| !peers.is_empty());
         out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
         out
     }
 
     /// Every document held by peers of `gateway`: `(partition, key, peer, doc)`.
     pub fn docs_of_gateway(&self, gateway: &str) -> Vec<(String, String, PeerId, PeerDoc)> {
-        let inner = self.lock();
         let mut out = Vec::new();
-        for ((partition, key), peers) in &inner.by_key {
-            for (peer, doc) in peers {
-                if peer.gateway == gateway {
-                    out.push((partition.clone(), key.clone(), peer.clone(), doc.clone()));
-                }
+        for ((partition, key), peers) in lock(&self.by_key).iter() {
+            for (peer, doc) in peers.iter().filter(|(peer, _)| peer.gateway == gateway) {
+                out.push((partition.clone(), key.clone(), peer.clone(), doc.clone()));
             }
         }
         out
@@ -169,7 +135,7 @@ pub fn deliver_local(hub: &Hub, partition: &str, key: &str, exclude: Option<u64>
     let Some(p) = hub.partition(partition) else { return };
     let msg = fanout_msg(key, kind, peer);
     let mut delivered = false;
-    for s in p.sessions() {
+    for s in p.sessions(None) {
         if Some(s.id) == exclude || !s.state().scope_keys.contains(key) {
             continue;
         }
@@ -195,44 +161,34 @@ pub fn publish(hub: &Arc<Hub>, session: &Arc<Session>, key: String, doc: Option<
         reject(hub, session, key, PresenceError::TooLarge);
         return;
     }
-    let interval = hub.settings.presence_min_interval;
-    if !interval.is_zero() {
-        let mut st = session.state();
-        let rate = st.presence_rate.entry(key.clone()).or_default();
-        if let Some(last) = rate.last_fanout {
-            let since = last.elapsed();
-            if since < interval {
-                rate.pending = Some(doc);
-                if !rate.timer_armed {
-                    rate.timer_armed = true;
-                    let (hub, session, wait) = (hub.clone(), session.clone(), interval - since);
-                    tokio::spawn(async move {
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = session.closed.cancelled() => return,
-                        }
-                        let pending = {
-                            let mut st = session.state();
-                            match st.presence_rate.get_mut(&key) {
-                                Some(rate) => {
-                                    rate.timer_armed = false;
-                                    rate.pending.take()
-                                }
-                                None => None,
-                            }
-                        };
-                        if let Some(doc) = pending {
-                            if session.state().scope_keys.contains(&key) {
-                                fanout_publish(&hub, &session, &key, doc);
-                            }
-                        }
-                    });
-                }
-                return;
-            }
-        }
+    // The §8.6.4 rate cap: within the interval after a fanout, the newest document waits for
+    // its end (latest wins).
+    let mut st = session.state();
+    let rate = st.presence_rate.entry(key.clone()).or_default();
+    let wait = rate.last_fanout.map_or(Duration::ZERO, |last| hub.settings.presence_min_interval.saturating_sub(last.elapsed()));
+    if wait.is_zero() {
+        drop(st);
+        return fanout_publish(hub, session, &key, doc);
     }
-    fanout_publish(hub, session, &key, doc);
+    rate.pending = Some(doc);
+    if std::mem::replace(&mut rate.timer_armed, true) {
+        return;
+    }
+    drop(st);
+    let (hub, session) = (hub.clone(), session.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = session.closed.cancelled() => return,
+        }
+        let pending = session.state().presence_rate.get_mut(&key).and_then(|rate| {
+            rate.timer_armed = false;
+            rate.pending.take()
+        });
+        if let Some(doc) = pending.filter(|_| session.state().scope_keys.contains(&key)) {
+            fanout_publish(&hub, &session, &key, doc);
+        }
+    });
 }
 
 fn reject(hub: &Hub, session: &Session, key: String, error: PresenceError) {
@@ -264,24 +220,15 @@ pub fn snapshot(hub: &Hub, session: &Session, key: &str) {
     }
 }
 
-/// Snapshot of every key the session holds (after its hello).
-pub fn initial(hub: &Hub, session: &Session) {
-    let mut grant = session.presence_grant.lock().unwrap_or_else(|p| p.into_inner());
-    let keys = session.state().scope_keys.clone();
-    for key in &keys {
-        snapshot(hub, session, key);
-    }
-    *grant = keys;
-}
-
-/// §8.6.3 after a registration change: leave the keys lost, snapshot the keys gained — from
-/// the keys presence was last reconciled to, to the session's current ones. Serialized per
+/// §8.6.3 once the session joined (a snapshot of every key it holds) and after a registration
+/// change: leave the keys lost, snapshot the keys gained — from the keys presence was last
+/// reconciled to, to the session's current ones. Serialized per
 /// session: reloads that overlap (a round end and a host refresh) reconcile one at a time,
 /// each against the keys the session holds then, so a late reconciliation never takes away a
 /// key a newer reload granted (clearing the session's document there) nor snapshots a key it
 /// no longer holds.
 pub fn reconcile(hub: &Arc<Hub>, session: &Arc<Session>) {
-    let mut grant = session.presence_grant.lock().unwrap_or_else(|p| p.into_inner());
+    let mut grant = lock(&session.presence_grant);
     let current = session.state().scope_keys.clone();
     for key in grant.difference(&current) {
         leave(hub, session, key);

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
 use super::keys::NotificationKeys;
+use super::lock;
 use super::presence::{deliver_local, PeerDoc, PeerId};
 use super::session::now_ms;
 use crate::db::realtime::notify;
@@ -81,7 +82,7 @@ impl Relay {
     /// Starts the sender (ordered `pg_notify`s) and the heartbeat/expiry loop.
     pub fn start(hub: &Arc<Hub>, heartbeat: Duration, stop: CancellationToken) {
         let (tx, mut rx) = mpsc::channel::<String>(4096);
-        *hub.relay.tx.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        *lock(&hub.relay.tx) = Some(tx);
         let sender_hub = hub.clone();
         tokio::spawn(async move {
             while let Some(payload) = rx.recv().await {
@@ -111,7 +112,7 @@ impl Relay {
 
     fn send(&self, body: &Value) {
         let text = self.stamp(body);
-        let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
+        let Some(tx) = lock(&self.tx).clone() else { return };
         for payload in split(&self.gateway_id, &text) {
             if tx.try_send(payload).is_err() {
                 tracing::warn!("presence relay queue full: message dropped");
@@ -134,10 +135,8 @@ impl Relay {
     /// peers leave locally), ask them to re-announce, and re-announce ours (they may have
     /// expired us while we were deaf).
     pub fn connected(&self, hub: &Hub) {
-        for (partition, key, doc) in hub.presence.remove_gateways(|g| g != self.gateway_id) {
-            deliver_local(hub, &partition, &key, None, PresenceKind::Leave, &doc);
-        }
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        drop_gateways(hub, |g| g != self.gateway_id);
+        lock(&self.seen).clear();
         self.send(&json!({"t": "hello"}));
         self.announce(hub);
     }
@@ -158,25 +157,12 @@ impl Relay {
     }
 
     fn expire(&self, hub: &Hub, after: Duration) {
-        let dead: Vec<String> = {
-            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            let dead: Vec<String> = seen.iter().filter(|(_, (t, _))| t.elapsed() > after).map(|(g, _)| g.clone()).collect();
-            for g in &dead {
-                seen.remove(g);
-            }
-            dead
-        };
+        let dead: Vec<String> = lock(&self.seen).extract_if(|_, (t, _)| t.elapsed() > after).map(|(g, _)| g).collect();
         for g in dead {
             tracing::info!(gateway = %g, "presence relay: gateway silent, dropping its peers");
-            self.drop_gateway(hub, &g);
+            drop_gateways(hub, |other| other == g);
         }
-        self.partials.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, p| p.started.elapsed() < Duration::from_secs(30));
-    }
-
-    fn drop_gateway(&self, hub: &Hub, gateway: &str) {
-        for (partition, key, doc) in hub.presence.remove_gateways(|g| g == gateway) {
-            deliver_local(hub, &partition, &key, None, PresenceKind::Leave, &doc);
-        }
+        lock(&self.partials).retain(|_, p| p.started.elapsed() < Duration::from_secs(30));
     }
 
     /// Handles one `syncular_presence` notification: opened with the notification key;
@@ -206,7 +192,7 @@ impl Relay {
             // Whole messages are accepted once, in order, while fresh (no replay).
             let q = msg.get("q").and_then(Value::as_u64).unwrap_or(0);
             let ts = msg.get("ts").and_then(Value::as_i64).unwrap_or(0);
-            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let mut seen = lock(&self.seen);
             let last = seen.get(g).map_or(0, |(_, q)| *q);
             if q <= last || (ts - now_ms()).abs() > FRESH_MS {
                 tracing::debug!(gateway = %g, "presence relay: dropping a stale or replayed message");
@@ -214,12 +200,11 @@ impl Relay {
             }
             seen.insert(g.to_owned(), (Instant::now(), q));
         }
-        if t == "bye" {
-            self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(g);
-            self.drop_gateway(hub, g);
-            return;
-        }
         match t.as_str() {
+            "bye" => {
+                lock(&self.seen).remove(g);
+                drop_gateways(hub, |other| other == g);
+            }
             "pub" | "leave" => {
                 let (Some(p), Some(k), Some(sess), Some(a), Some(c)) = (s("p"), s("k"), s("s"), s("a"), s("c")) else { return };
                 let peer = PeerId { gateway: g.to_owned(), session: sess };
@@ -239,12 +224,9 @@ impl Relay {
             "part" => {
                 let (Some(m), Some(x)) = (s("m"), s("x")) else { return };
                 let (Some(i), Some(n)) = (msg.get("i").and_then(Value::as_u64), msg.get("n").and_then(Value::as_u64)) else { return };
-                if let Some(whole) = self.assemble(g, m, i as usize, n as usize, x) {
-                    if let Ok(bytes) = STANDARD.decode(whole) {
-                        if let Ok(text) = String::from_utf8(bytes) {
-                            self.handle_opened(hub, &text);
-                        }
-                    }
+                let whole = self.assemble(g, m, i as usize, n as usize, x).and_then(|whole| STANDARD.decode(whole).ok());
+                if let Some(text) = whole.and_then(|bytes| String::from_utf8(bytes).ok()) {
+                    self.handle_opened(hub, &text);
                 }
             }
             _ => {}
@@ -255,7 +237,7 @@ impl Relay {
         if n == 0 || n > 64 || i >= n {
             return None;
         }
-        let mut partials = self.partials.lock().unwrap_or_else(|p| p.into_inner());
+        let mut partials = lock(&self.partials);
         if partials.len() >= MAX_PARTIALS && !partials.contains_key(&(g.to_owned(), m.clone())) {
             return None;
         }
@@ -270,6 +252,13 @@ impl Relay {
             return Some(whole);
         }
         None
+    }
+}
+
+/// Removes the peers of the gateways matching `pred`; their leaves reach the local sessions.
+fn drop_gateways(hub: &Hub, pred: impl Fn(&str) -> bool) {
+    for (partition, key, doc) in hub.presence.remove_gateways(pred) {
+        deliver_local(hub, &partition, &key, None, PresenceKind::Leave, &doc);
     }
 }
 

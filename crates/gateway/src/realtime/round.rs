@@ -16,17 +16,19 @@
 //! with 1013 (try again later) — never by waiting with the bytes in hand; the client
 //! reconnects and retries (a push already committed is answered from its idempotency key).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 
 use super::deltas::Work;
-use super::hub::{Hub, RefreshMode};
-use super::limits::Lease;
+use super::hub::Hub;
+use super::limits::{ByteBudget, Lease};
 use super::session::{close_code, RoundChunk, Session};
 use crate::db::realtime::error_response;
 use crate::db::round::{run_round, RoundArgs};
+use crate::db::session::Reason;
 use crate::framing::{round_chunks, FramingError, RequestScanner, MAX_ROUND_CHUNK, TAG_ROUND};
 
 /// Streaming reassembly of a socket round's request ([`RequestScanner`]) whose buffered bytes
@@ -35,6 +37,7 @@ use crate::framing::{round_chunks, FramingError, RequestScanner, MAX_ROUND_CHUNK
 pub struct Assembler {
     scanner: RequestScanner,
     limit: usize,
+    budget: ByteBudget,
     lease: Lease,
     session: Arc<Session>,
 }
@@ -48,8 +51,8 @@ pub struct Request {
 impl Assembler {
     /// An assembler for `session`'s rounds (requests ≤ `--max-body-bytes`).
     pub fn new(hub: &Hub, session: &Arc<Session>) -> Self {
-        let limit = hub.settings.max_body_bytes;
-        Assembler { scanner: RequestScanner::new(limit), limit, lease: hub.settings.limits.round_bytes.lease(), session: session.clone() }
+        let (limit, budget) = (hub.settings.max_body_bytes, hub.settings.limits.round_bytes.clone());
+        Assembler { scanner: RequestScanner::new(limit), limit, lease: budget.lease(), budget, session: session.clone() }
     }
 
     /// Appends a chunk ([`RequestScanner::push`]). Over the round budget: the socket is closed
@@ -63,10 +66,7 @@ impl Assembler {
             self.session.close(close_code::TRY_AGAIN_LATER, "gateway busy: round buffer budget exhausted, retry later");
             return Ok(None);
         }
-        Ok(self.scanner.push(chunk)?.map(|bytes| {
-            let fresh = self.lease.fresh();
-            Request { bytes, lease: std::mem::replace(&mut self.lease, fresh) }
-        }))
+        Ok(self.scanner.push(chunk)?.map(|bytes| Request { bytes, lease: std::mem::replace(&mut self.lease, self.budget.lease()) }))
     }
 }
 
@@ -78,19 +78,19 @@ pub fn start(hub: &Arc<Hub>, session: &Arc<Session>, request: Request) {
         let mut st = session.state();
         st.round_in_flight = true;
         st.round_end = None;
-        st.rounds_started += 1;
+        st.generation += 1;
     }
-    hub.round_started();
+    hub.rounds_in_flight.fetch_add(1, Ordering::SeqCst);
     let (hub, session) = (hub.clone(), session.clone());
     tokio::spawn(async move {
         run(&hub, &session, request, wire).await;
-        hub.round_finished();
+        hub.rounds_in_flight.fetch_sub(1, Ordering::SeqCst);
     });
 }
 
 async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16) {
     let started = Instant::now();
-    let Request { bytes: request, mut lease } = request;
+    let Request { bytes: request, lease } = request;
     let args = RoundArgs {
         partition: &session.partition,
         actor_id: &session.actor_id,
@@ -103,8 +103,12 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
     }
     let result = run_round(&hub.pool, &args).await;
     // The request is done with: its bytes go back to the budget before the response's are taken.
-    drop(request);
-    lease.release(lease.bytes());
+    drop((request, lease));
+    // Ends the round without a response: the socket is closed.
+    let abort = |code: u16, reason: &str| {
+        session.state().round_in_flight = false;
+        session.close(code, reason);
+    };
     let (response, ok) = match result {
         Ok(bytes) => (bytes, true),
         Err(e) => {
@@ -115,19 +119,16 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
                 Err(e2) => {
                     hub.metrics.error(e2.code_str());
                     tracing::error!(session = session.id, code = e2.code_str(), "cannot build the round's error response");
-                    session.state().round_in_flight = false;
-                    session.close(close_code::INTERNAL, "the round failed and no error response could be built");
-                    return;
+                    return abort(close_code::INTERNAL, "the round failed and no error response could be built");
                 }
             }
         }
     };
     hub.metrics.round("socket", ok, started.elapsed().as_secs_f64());
+    let mut lease = hub.settings.limits.round_bytes.lease();
     if !lease.try_grow(response.len()) {
         tracing::info!(session = session.id, bytes = response.len(), "round buffer budget exhausted: closing the socket");
-        session.state().round_in_flight = false;
-        session.close(close_code::TRY_AGAIN_LATER, "gateway busy: round buffer budget exhausted, retry later");
-        return;
+        return abort(close_code::TRY_AGAIN_LATER, "gateway busy: round buffer budget exhausted, retry later");
     }
     let ranges = round_chunks(&response, MAX_ROUND_CHUNK);
     let tagged = |range: &std::ops::Range<usize>| {
@@ -136,11 +137,7 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
         tagged.extend_from_slice(&response[range.clone()]);
         Bytes::from(tagged)
     };
-    let Some((last, head)) = ranges.split_last() else {
-        session.state().round_in_flight = false;
-        session.close(close_code::INTERNAL, "empty round response");
-        return;
-    };
+    let Some((last, head)) = ranges.split_last() else { return abort(close_code::INTERNAL, "empty round response") };
     // The round committed: the client record is final. The registrations reload while the
     // response streams and their scope keys take effect before `END` goes out, so whatever the
     // client does once it has `END` (publish presence on a key the round granted) meets them;
@@ -153,7 +150,7 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
         }
         true
     };
-    let (streamed, _) = tokio::join!(stream_head, hub.refresh(session, RefreshMode::RoundEnd(wire)));
+    let (streamed, _) = tokio::join!(stream_head, hub.refresh(session, Reason::RoundEnd(wire)));
     if !streamed {
         return;
     }

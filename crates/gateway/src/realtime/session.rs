@@ -26,6 +26,7 @@ use syncular_protocol::realtime::{control_text, ControlMessage};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::lock;
 use crate::db::session::{Overflow, Resume, StateText};
 use crate::metrics::Metrics;
 
@@ -52,7 +53,7 @@ pub mod close_code {
 
 /// Mutable per-session state: what the session rules answered last — kept verbatim, never
 /// interpreted (docs/src/sql/realtime.md "Session rules") — and the socket's own bookkeeping.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SessionState {
     /// The session's state (JSON text, opaque): handed back to `realtime_pass` and
     /// `realtime_reload`; sessions with equal texts share one pass row and one delta.
@@ -71,10 +72,8 @@ pub struct SessionState {
     /// What the round-end reload answered (state, resume, `logEpoch`), kept at the round's
     /// `END` ([`SessionState::finish_round`]).
     pub round_end: Option<(StateText, Resume, String)>,
-    /// Rounds started so far (a pass result computed before one started is not delivered).
-    pub rounds_started: u64,
-    /// Bumped whenever a reload replaces the state, or a scopes notification makes it stale: a
-    /// pass result computed under an older generation is not delivered.
+    /// Bumped whenever a round begins, a reload replaces the state, or a scopes notification
+    /// makes it stale: a pass result computed under an older generation is not delivered.
     pub generation: u64,
     /// Registration reloads issued / the newest one applied (a slower reload never
     /// overwrites a newer one).
@@ -88,20 +87,7 @@ pub struct SessionState {
 impl SessionState {
     /// The state of a session the rules just connected.
     pub fn new(state: StateText, resume: Resume, log_epoch: String, scope_keys: BTreeSet<String>, acked: i64) -> Self {
-        SessionState {
-            state,
-            resume,
-            log_epoch,
-            scope_keys,
-            acked,
-            round_in_flight: false,
-            round_end: None,
-            rounds_started: 0,
-            generation: 0,
-            refresh_issued: 0,
-            refresh_applied: 0,
-            presence_rate: HashMap::new(),
-        }
+        SessionState { state, resume, log_epoch, scope_keys, acked, ..SessionState::default() }
     }
 
     /// Keeps an answer's state and resume rule.
@@ -158,41 +144,11 @@ pub struct PresenceRate {
     pub timer_armed: bool,
 }
 
-/// The deltas one pass queued that are not written (or dropped) yet: the partition worker waits
-/// for them before its next pass, so passes follow the sockets' pace — commits that land
-/// meanwhile coalesce into the next pass instead of one delta per commit per session.
-#[derive(Debug, Default)]
-pub struct FanOut {
-    remaining: AtomicUsize,
-    done: tokio::sync::Notify,
-}
-
-impl FanOut {
-    /// Counts one more queued delta; the returned guard counts it out when dropped.
-    pub fn track(self: &Arc<Self>) -> Pending {
-        self.remaining.fetch_add(1, Ordering::SeqCst);
-        Pending(self.clone())
-    }
-
-    /// Waits until every tracked delta was written or dropped, at most `limit`.
-    pub async fn drained(&self, limit: Duration) {
-        if self.remaining.load(Ordering::SeqCst) > 0 {
-            let _ = tokio::time::timeout(limit, self.done.notified()).await;
-        }
-    }
-}
-
-/// One queued delta of a [`FanOut`] (counted out on drop: written, refused or discarded).
-#[derive(Debug)]
-pub struct Pending(Arc<FanOut>);
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if self.0.remaining.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.done.notify_one();
-        }
-    }
-}
+/// A pass's hold on one delta it queued: a clone of the pass's sender, dropped once the delta
+/// was written, refused or discarded. The partition worker waits (bounded) until every clone
+/// of its pass is gone before the next pass, so passes follow the sockets' pace — commits that
+/// land meanwhile coalesce into the next pass instead of one delta per commit per session.
+pub type FanOut = mpsc::Sender<()>;
 
 /// A message for the writer's control queue.
 #[derive(Debug)]
@@ -200,8 +156,8 @@ pub enum Outbound {
     /// A JSON control message (text frame).
     Text(String),
     /// A `0x00`-tagged delta (checked against a round in flight when written), what to do
-    /// when it cannot be sent, and its place in its pass's [`FanOut`].
-    Delta(Bytes, Option<Arc<Overflow>>, Option<Pending>),
+    /// when it cannot be sent, and its pass's hold on it.
+    Delta(Bytes, Option<Arc<Overflow>>, Option<FanOut>),
 }
 
 /// One chunk of a round response; `last` ends the round (cleared in-flight right before the
@@ -231,15 +187,14 @@ pub struct Session {
     /// Allowed scopes from auth (`None` = database resolver).
     pub allowed_scopes: Option<Value>,
     state: Mutex<SessionState>,
-    /// The scope keys presence was last reconciled to ([`super::presence::reconcile`]): the
-    /// lock serializes reconciliations, so two reloads never apply their key changes out of
-    /// order.
+    /// The scope keys presence was last reconciled to ([`super::presence::reconcile`]; none
+    /// before the session joined): the lock serializes reconciliations, so two reloads never
+    /// apply their key changes out of order.
     pub(crate) presence_grant: Mutex<BTreeSet<String>>,
     ctrl: mpsc::Sender<Outbound>,
     round: mpsc::Sender<RoundChunk>,
     queued_delta_bytes: AtomicUsize,
     delta_budget: usize,
-    ctrl_capacity: usize,
     closing: AtomicBool,
     /// The Close frame to send ([`Session::close`]): its own slot, never queue room.
     close_frame: Mutex<Option<(u16, String)>>,
@@ -290,13 +245,12 @@ impl Session {
             actor_id: init.actor_id,
             client_id: init.client_id,
             allowed_scopes: init.allowed_scopes,
-            presence_grant: Mutex::new(state.scope_keys.clone()),
+            presence_grant: Mutex::default(),
             state: Mutex::new(state),
             ctrl: ctrl_tx,
             round: round_tx,
             queued_delta_bytes: AtomicUsize::new(0),
             delta_budget: init.delta_budget,
-            ctrl_capacity: init.queue.max(2),
             closing: AtomicBool::new(false),
             close_frame: Mutex::new(None),
             close_requested: tokio::sync::Notify::new(),
@@ -309,7 +263,7 @@ impl Session {
 
     /// Locks the state (never held across an await).
     pub fn state(&self) -> MutexGuard<'_, SessionState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Queues a control message. Returns false (and closes the session) when the queue is
@@ -346,22 +300,18 @@ impl Session {
     /// row) — or, when the queue has no room for it or a round is in flight, follows the row's
     /// overflow rule instead: keeps its state and sends its wake-up (caller holds the state
     /// lock).
-    pub fn send_message(&self, st: &mut SessionState, message: &Bytes, overflow: Option<&Arc<Overflow>>, fan_out: Option<&Arc<FanOut>>) {
+    pub fn send_message(&self, st: &mut SessionState, message: &Bytes, overflow: Option<&Arc<Overflow>>, fan_out: Option<&FanOut>) {
         let len = message.len();
-        let room = self.ctrl.capacity() > self.ctrl_capacity / 4
+        let room = self.ctrl.capacity() > self.ctrl.max_capacity() / 4
             && self.queued_delta_bytes.load(Ordering::Relaxed) + len <= self.delta_budget;
         if !room || st.round_in_flight {
             self.overflow(st, overflow);
             return;
         }
         self.queued_delta_bytes.fetch_add(len, Ordering::Relaxed);
-        if let Err(e) = self.ctrl.try_send(Outbound::Delta(message.clone(), overflow.cloned(), fan_out.map(FanOut::track))) {
+        if self.ctrl.try_send(Outbound::Delta(message.clone(), overflow.cloned(), fan_out.cloned())).is_err() {
             self.queued_delta_bytes.fetch_sub(len, Ordering::Relaxed);
-            let overflow = match e {
-                mpsc::error::TrySendError::Full(Outbound::Delta(_, o, _)) | mpsc::error::TrySendError::Closed(Outbound::Delta(_, o, _)) => o,
-                _ => None,
-            };
-            self.overflow(st, overflow.as_ref());
+            self.overflow(st, overflow);
         }
     }
 
@@ -395,13 +345,13 @@ impl Session {
         if self.closing.swap(true, Ordering::SeqCst) {
             return;
         }
-        *self.close_frame.lock().unwrap_or_else(|p| p.into_inner()) = Some((code, reason.to_owned()));
+        *lock(&self.close_frame) = Some((code, reason.to_owned()));
         self.close_requested.notify_one();
     }
 
     /// The Close frame requested by [`Session::close`], if any (taken once).
     fn take_close(&self) -> Option<(u16, String)> {
-        self.close_frame.lock().unwrap_or_else(|p| p.into_inner()).take()
+        lock(&self.close_frame).take()
     }
 
     /// True once [`Session::close`] was called or the session ended.
@@ -440,7 +390,16 @@ pub async fn run_writer(
             () = session.close_requested.notified() => {
                 let Some((code, reason)) = session.take_close() else { continue };
                 if code == close_code::GOING_AWAY {
-                    flush_queued_round(&session, &mut sink, &mut queues).await;
+                    // Shutdown: the round chunks already queued go first, so a round that
+                    // finished is not cut before its `END` (bounded: 2 s in all).
+                    let flush = async {
+                        while let Ok(chunk) = queues.round.try_recv() {
+                            if !write_round_chunk(&session, &mut sink, chunk).await {
+                                return;
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout(Duration::from_secs(2), flush).await;
                 }
                 let frame = CloseFrame { code, reason: reason.into() };
                 let _ = tokio::time::timeout(Duration::from_secs(2), sink.send(Message::Close(Some(frame)))).await;
@@ -453,16 +412,13 @@ pub async fn run_writer(
                 Outbound::Text(t) => Message::Text(t.into()),
                 Outbound::Delta(bytes, overflow, pending) => {
                     session.queued_delta_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
-                    let in_round = {
+                    {
                         let mut st = session.state();
                         if st.round_in_flight {
                             // §8.7: no 0x00 while a response streams — the overflow rule instead.
                             session.overflow(&mut st, overflow.as_ref());
+                            continue;
                         }
-                        st.round_in_flight
-                    };
-                    if in_round {
-                        continue;
                     }
                     session.metrics.deltas_sent.inc();
                     let sent = write(&session, &mut sink, Message::Binary(bytes)).await;
@@ -474,14 +430,7 @@ pub async fn run_writer(
                 }
             },
             Some(chunk) = queues.round.recv() => {
-                if chunk.last {
-                    session.state().finish_round();
-                }
-                let sent = write(&session, &mut sink, Message::Binary(chunk.bytes)).await;
-                if let Some(done) = chunk.written {
-                    let _ = done.send(());
-                }
-                if !sent {
+                if !write_round_chunk(&session, &mut sink, chunk).await {
                     break;
                 }
                 continue;
@@ -519,24 +468,17 @@ async fn write(session: &Session, sink: &mut SplitSink<WebSocket, Message>, msg:
     }
 }
 
-/// At shutdown (1001): writes the round chunks already queued, so a round that finished is
-/// not cut before its `END` (bounded: 2 s in all).
-async fn flush_queued_round(session: &Session, sink: &mut SplitSink<WebSocket, Message>, queues: &mut WriterQueues) {
-    let flush = async {
-        while let Ok(chunk) = queues.round.try_recv() {
-            if chunk.last {
-                session.state().finish_round();
-            }
-            let sent = write(session, sink, Message::Binary(chunk.bytes)).await;
-            if let Some(done) = chunk.written {
-                let _ = done.send(());
-            }
-            if !sent {
-                return;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(2), flush).await;
+/// Writes one round chunk; before the chunk carrying `END`, the round in flight ends (the
+/// writer sends nothing in between). False as [`write`].
+async fn write_round_chunk(session: &Session, sink: &mut SplitSink<WebSocket, Message>, chunk: RoundChunk) -> bool {
+    if chunk.last {
+        session.state().finish_round();
+    }
+    let sent = write(session, sink, Message::Binary(chunk.bytes)).await;
+    if let Some(done) = chunk.written {
+        let _ = done.send(());
+    }
+    sent
 }
 
 #[cfg(test)]

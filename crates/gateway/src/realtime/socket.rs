@@ -25,12 +25,11 @@ use syncular_protocol::realtime_session::Connected;
 
 use super::deltas::ScopesEpoch;
 use super::hub::{Hub, Slot};
-use super::limits::ActorSlot;
 use super::presence;
 use super::round;
 use super::session::{close_code, now_ms, run_writer, Session, SessionInit, SessionState};
 use crate::auth::Identity;
-use crate::db::session::{connect, reload, Answer, Reason};
+use crate::db::session::{connect, Answer, Reason};
 use crate::db::ApiError;
 use crate::framing::{FramingError, TAG_ROUND};
 use crate::http::error_response;
@@ -64,13 +63,9 @@ pub async fn upgrade(
         Ok(id) => id,
         Err(e) => return error_response(&gw, route, e),
     };
+    // Held until the session ends (or the upgrade is abandoned).
     let slot = match gw.hub.reserve(&identity.partition, &identity.actor_id, &client_id) {
         Ok(slot) => slot,
-        Err(e) => return error_response(&gw, route, e),
-    };
-    // --max-sessions-per-actor: held until the session ends (or the upgrade is abandoned).
-    let actor_slot = match gw.hub.settings.limits.actors.reserve(&identity.partition, &identity.actor_id) {
-        Ok(a) => a,
         Err(e) => return error_response(&gw, route, e),
     };
     let epoch = slot.scopes_epoch();
@@ -87,7 +82,7 @@ pub async fn upgrade(
         .max_message_size(s.ws_max_message_bytes)
         .max_frame_size(s.ws_max_message_bytes)
         .on_upgrade(move |socket| async move {
-            serve(hub, identity, client_id, opened, epoch, (slot, actor_slot), socket).await;
+            serve(hub, identity, client_id, opened, (slot, epoch), socket).await;
         })
         .into_response()
 }
@@ -105,61 +100,40 @@ fn valid_key(headers: &HeaderMap) -> bool {
 /// differs from the one `hello` described comes with a `catchup-required` wake-up) and try
 /// again — or close (1008) a session whose scopes came from its credential, which cannot be
 /// re-resolved. Returns false when the session was closed instead (a failed reload: 1011).
-async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, mut slot: Slot, mut epoch: ScopesEpoch) -> bool {
-    loop {
-        match hub.add(session.clone(), slot, epoch, latest) {
-            Ok(()) => return true,
-            Err(back) => {
-                slot = back;
-                if session.allowed_scopes.is_some() {
-                    // Scopes frozen in the credential cannot be re-resolved: fail closed,
-                    // as a host refresh of a joined session does.
-                    session.close(close_code::POLICY, "sync.auth_required: scopes changed; reconnect with a fresh credential");
-                    return false;
-                }
-                epoch = slot.scopes_epoch();
-                let state = session.state().state.clone();
-                let ids = (session.partition.as_str(), session.actor_id.as_str(), session.client_id.as_str());
-                match reload(&hub.pool, ids, session.allowed_scopes.as_ref(), &state, Reason::Connect).await {
-                    Ok(a) => {
-                        latest = a.answer.latest_cursor;
-                        let mut st = session.state();
-                        st.adopt_reloaded(a.state, a.resume, a.answer.log_epoch);
-                        st.scope_keys = a.answer.scope_keys.into_iter().collect();
-                        session.send_wakes(a.answer.send);
-                    }
-                    Err(e) => {
-                        tracing::warn!(session = session.id, code = e.code_str(), "registration reload at connect failed");
-                        session.close(close_code::INTERNAL, "registration reload failed");
-                        return false;
-                    }
-                }
-            }
+async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, slot: &mut Slot, mut epoch: ScopesEpoch) -> bool {
+    while !hub.add(session, slot, epoch, latest) {
+        epoch = slot.scopes_epoch();
+        match hub.refresh(session, Reason::Connect).await {
+            Some(l) => latest = l,
+            None => return false,
         }
     }
+    true
 }
 
-/// `slots`: the hub's slot and the `--max-sessions-per-actor` place; the actor's place is
-/// given back before the session leaves the hub (and `sessions_open`), so a client that saw the
-/// session gone can open a new one at once.
+/// The session's slot (with the scopes epoch read before `realtime_connect`) is given back
+/// before the session leaves the hub (and `sessions_open`), so a client that saw the session
+/// gone can open a new one at once.
 async fn serve(
     hub: Arc<Hub>,
     identity: Identity,
     client_id: String,
     opened: Answer<Connected>,
-    epoch: ScopesEpoch,
-    (slot, actor_slot): (Slot, ActorSlot),
+    (mut slot, epoch): (Slot, ScopesEpoch),
     socket: WebSocket,
 ) {
     let (sink, stream) = socket.split();
-    // The token's expiry, or the auth lease's when the session was opened on one (§7.3.3),
-    // whichever comes first.
-    let expiry = match (identity.expires_at_ms, opened.answer.lease_expires_at_ms) {
-        (Some(token), Some(lease)) if lease < token => Some((lease, Expiry::Lease)),
-        (Some(token), _) => Some((token, Expiry::Credential)),
-        (None, Some(lease)) => Some((lease, Expiry::Lease)),
-        (None, None) => None,
-    };
+    // A session authenticated by an expiring credential (a JWT's `exp`) is closed when it
+    // expires: the client reconnects with a fresh token, which is authenticated — and its
+    // scopes resolved — anew. A session opened on an auth lease (§7.3.3) closes at the lease's
+    // expiry: its next connection needs a live resolver or a fresh lease. Whichever comes first.
+    let expiry = [
+        (identity.expires_at_ms, "sync.auth_required: the credential expired; reconnect with a fresh one"),
+        (opened.answer.lease_expires_at_ms, "sync.auth_lease_required: the auth lease this session was opened on expired"),
+    ]
+    .into_iter()
+    .filter_map(|(at, reason)| Some((at?, reason)))
+    .min_by_key(|(at, _)| *at);
     let init = SessionInit {
         id: hub.next_session_id(),
         session_id: opened.answer.session_id.clone(),
@@ -177,49 +151,30 @@ async fn serve(
     let (session, queues) = Session::new(init, first, hub.metrics.clone(), &hub.shutdown);
     session.send_text(connected.hello);
     let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
-    if !join(&hub, &session, connected.latest_cursor, slot, epoch).await {
+    if !join(&hub, &session, connected.latest_cursor, &mut slot, epoch).await {
         let _ = writer.await;
         return;
     }
-    presence::initial(&hub, &session);
-    if let Some((at, what)) = expiry {
-        close_at_expiry(&session, at, what);
+    presence::reconcile(&hub, &session);
+    if let Some((at, reason)) = expiry {
+        close_at(&session, at, reason);
     }
     tracing::debug!(session = session.id, "realtime session open");
     read_loop(&hub, &session, stream).await;
     session.closed.cancel();
-    drop(actor_slot);
+    drop(slot);
     hub.remove(&session);
     let _ = writer.await;
     tracing::debug!(session = session.id, "realtime session closed");
 }
 
-/// What ends a session at a known instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Expiry {
-    /// The token's `exp`.
-    Credential,
-    /// The auth lease its registrations were resolved from (§7.3.3).
-    Lease,
-}
-
-/// A session authenticated by an expiring credential (a JWT's `exp`) is closed when it
-/// expires (1008, `sync.auth_required`): the client reconnects with a fresh token, which is
-/// authenticated — and its scopes resolved — anew. A session opened on an auth lease closes
-/// at the lease's expiry (1008, `sync.auth_lease_required`): its next connection needs a live
-/// resolver or a fresh lease.
-fn close_at_expiry(session: &Arc<Session>, expires_at_ms: i64, what: Expiry) {
+/// Closes the session (1008, `reason`) at `expires_at_ms`.
+fn close_at(session: &Arc<Session>, expires_at_ms: i64, reason: &'static str) {
     let session = session.clone();
     let left = Duration::from_millis(u64::try_from(expires_at_ms.saturating_sub(now_ms())).unwrap_or(0));
-    let reason = match what {
-        Expiry::Credential => "sync.auth_required: the credential expired; reconnect with a fresh one",
-        Expiry::Lease => "sync.auth_lease_required: the auth lease this session was opened on expired",
-    };
     tokio::spawn(async move {
         tokio::select! {
-            _ = tokio::time::sleep(left) => {
-                session.close(close_code::POLICY, reason);
-            }
+            _ = tokio::time::sleep(left) => session.close(close_code::POLICY, reason),
             _ = session.closed.cancelled() => {}
         }
     });
