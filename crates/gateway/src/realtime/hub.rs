@@ -1,7 +1,8 @@
 //! The realtime hub: every session of this gateway, grouped by partition, and the operations
-//! that touch several of them — admission caps, acks, registration refresh (§8.7 round end,
-//! host `syncular_scopes`, LISTEN recovery) with its generation guard, notification
-//! dispatch to the partition workers ([`super::deltas`]), shutdown.
+//! that touch several of them — admission caps, acks, registration refresh (a scopes change
+//! while a session opens, §8.7 round end, host `syncular_scopes`, LISTEN recovery) with its
+//! generation guard, notification dispatch to the partition workers ([`super::deltas`]),
+//! shutdown.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

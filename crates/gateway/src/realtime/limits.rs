@@ -32,27 +32,24 @@ impl Limits {
     }
 }
 
-#[derive(Debug)]
-struct BudgetInner {
-    limit: usize,
-    used: AtomicUsize,
-}
-
 /// A gateway-wide byte budget. Holders take [`Lease`]s that grow while they buffer more and
 /// give everything back when dropped; a lease that would exceed the budget is refused (the
 /// caller decides what refusal means — for socket rounds: close the socket with 1013).
 #[derive(Debug, Clone)]
-pub struct ByteBudget(Arc<BudgetInner>);
+pub struct ByteBudget {
+    limit: usize,
+    used: Arc<AtomicUsize>,
+}
 
 impl ByteBudget {
     /// A budget of `limit` bytes.
     pub fn new(limit: usize) -> Self {
-        ByteBudget(Arc::new(BudgetInner { limit, used: AtomicUsize::new(0) }))
+        ByteBudget { limit, used: Arc::default() }
     }
 
     /// Bytes currently leased.
     pub fn used(&self) -> usize {
-        self.0.used.load(Ordering::SeqCst)
+        self.used.load(Ordering::SeqCst)
     }
 
     /// An empty lease.
@@ -71,8 +68,8 @@ pub struct Lease {
 impl Lease {
     /// Takes `n` more bytes when the budget has room (all or nothing).
     pub fn try_grow(&mut self, n: usize) -> bool {
-        let inner = &self.budget.0;
-        let grown = inner.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| used.checked_add(n).filter(|&v| v <= inner.limit));
+        let limit = self.budget.limit;
+        let grown = self.budget.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| used.checked_add(n).filter(|&v| v <= limit));
         self.bytes += if grown.is_ok() { n } else { 0 };
         grown.is_ok()
     }
@@ -80,7 +77,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.budget.0.used.fetch_sub(self.bytes, Ordering::SeqCst);
+        self.budget.used.fetch_sub(self.bytes, Ordering::SeqCst);
     }
 }
 

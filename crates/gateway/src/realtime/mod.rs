@@ -1,14 +1,14 @@
 //! WebSocket `{mount}/realtime` (§8): sessions, the LISTEN connection(s), per-partition
 //! delta passes, batched acks, socket sync rounds, presence and its cross-gateway relay.
 //!
-//! - [`socket`]: upgrade (auth, caps, `realtime_open`, hello) and the read loop
+//! - [`socket`]: upgrade (auth, caps, `realtime_connect`, hello) and the read loop
 //! - [`session`]: per-connection state and the bounded outbound queue + writer
 //! - [`hub`]: all sessions; admission, acks, registration refresh, shutdown
-//! - [`deltas`]: partition workers, one `realtime_deltas` call per burst
+//! - [`deltas`]: partition workers, one `realtime_pass` call per burst
 //! - [`listen`]: one LISTEN connection per node and notification dispatch (verified with [`keys`])
 //! - [`keys`]: the extension's notification key: payload tags, the relay's seal
 //! - [`acks`]: batched `realtime_ack`
-//! - [`limits`]: gateway-wide round byte budget, per-actor session cap, write timeout
+//! - [`limits`]: gateway-wide round byte budget, session caps, write timeout
 //! - [`round`]: §8.7 rounds over the socket
 //! - [`presence`], [`relay`]: §8.6 presence, locally and across gateways
 

@@ -134,15 +134,11 @@ fn fanout_msg(key: &str, kind: PresenceKind, peer: &PeerDoc) -> ControlMessage {
 pub fn deliver_local(hub: &Hub, partition: &str, key: &str, exclude: Option<u64>, kind: PresenceKind, peer: &PeerDoc) {
     let Some(p) = hub.partition(partition) else { return };
     let msg = fanout_msg(key, kind, peer);
-    let mut delivered = false;
-    for s in p.sessions(None) {
-        if Some(s.id) == exclude || !s.state().scope_keys.contains(key) {
-            continue;
-        }
-        delivered = true;
+    let to: Vec<_> = p.sessions(None).into_iter().filter(|s| Some(s.id) != exclude && s.state().scope_keys.contains(key)).collect();
+    for s in &to {
         s.send_control(&msg);
     }
-    if delivered {
+    if !to.is_empty() {
         hub.metrics.presence(kind.as_str());
     }
 }
@@ -222,11 +218,10 @@ pub fn snapshot(hub: &Hub, session: &Session, key: &str) {
 
 /// §8.6.3 once the session joined (a snapshot of every key it holds) and after a registration
 /// change: leave the keys lost, snapshot the keys gained — from the keys presence was last
-/// reconciled to, to the session's current ones. Serialized per
-/// session: reloads that overlap (a round end and a host refresh) reconcile one at a time,
-/// each against the keys the session holds then, so a late reconciliation never takes away a
-/// key a newer reload granted (clearing the session's document there) nor snapshots a key it
-/// no longer holds.
+/// reconciled to, to the session's current ones. Serialized per session: reloads that overlap
+/// (a round end and a host refresh) reconcile one at a time, each against the keys the session
+/// holds then, so a late reconciliation never takes away a key a newer reload granted
+/// (clearing the session's document there) nor snapshots a key it no longer holds.
 pub fn reconcile(hub: &Arc<Hub>, session: &Arc<Session>) {
     let mut grant = lock(&session.presence_grant);
     let current = session.state().scope_keys.clone();

@@ -237,21 +237,20 @@ impl Relay {
         if n == 0 || n > 64 || i >= n {
             return None;
         }
+        let key = (g.to_owned(), m);
         let mut partials = lock(&self.partials);
-        if partials.len() >= MAX_PARTIALS && !partials.contains_key(&(g.to_owned(), m.clone())) {
+        if partials.len() >= MAX_PARTIALS && !partials.contains_key(&key) {
             return None;
         }
-        let key = (g.to_owned(), m);
         let entry = partials.entry(key.clone()).or_insert_with(|| Partial { parts: vec![None; n], started: Instant::now() });
         if entry.parts.len() != n {
             return None;
         }
         entry.parts[i] = Some(x);
-        if entry.parts.iter().all(Option::is_some) {
-            let whole = partials.remove(&key)?.parts.into_iter().flatten().collect::<String>();
-            return Some(whole);
+        if !entry.parts.iter().all(Option::is_some) {
+            return None;
         }
-        None
+        Some(partials.remove(&key)?.parts.into_iter().flatten().collect())
     }
 }
 

@@ -131,12 +131,7 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
         return abort(close_code::TRY_AGAIN_LATER, "gateway busy: round buffer budget exhausted, retry later");
     }
     let ranges = round_chunks(&response, MAX_ROUND_CHUNK);
-    let tagged = |range: &std::ops::Range<usize>| {
-        let mut tagged = Vec::with_capacity(range.len() + 1);
-        tagged.push(TAG_ROUND);
-        tagged.extend_from_slice(&response[range.clone()]);
-        Bytes::from(tagged)
-    };
+    let tagged = |range: &std::ops::Range<usize>| Bytes::from([&[TAG_ROUND], &response[range.clone()]].concat());
     let Some((last, head)) = ranges.split_last() else { return abort(close_code::INTERNAL, "empty round response") };
     // The round committed: the client record is final. The registrations reload while the
     // response streams and their scope keys take effect before `END` goes out, so whatever the
@@ -144,7 +139,7 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
     // the reload's state is kept at `END` (SessionState::finish_round).
     let stream_head = async {
         for range in head {
-            if !session.send_round_chunk(RoundChunk { bytes: tagged(range), last: false, written: None }).await {
+            if !session.send_round_chunk(RoundChunk { bytes: tagged(range), end: None }).await {
                 return false;
             }
         }
@@ -155,18 +150,13 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
         return;
     }
     let (written, done) = tokio::sync::oneshot::channel();
-    if !session.send_round_chunk(RoundChunk { bytes: tagged(last), last: true, written: Some(written) }).await {
+    if !session.send_round_chunk(RoundChunk { bytes: tagged(last), end: Some(written) }).await {
         return;
     }
-    drop(response);
-    drop(lease);
-    tokio::select! {
-        _ = done => {}
-        _ = session.closed.cancelled() => return,
-    }
-    // `END` is out: the commits past the session's state — those made while the round ran
-    // included — go out as deltas.
-    if let Some(p) = hub.partition(&session.partition) {
+    drop((response, lease));
+    // Once `END` is out (a session that ends drops the chunk instead), the commits past the
+    // session's state — those made while the round ran included — go out as deltas.
+    if let (Ok(()), Some(p)) = (done.await, hub.partition(&session.partition)) {
         p.schedule(Work::Pass);
     }
 }

@@ -160,16 +160,14 @@ pub enum Outbound {
     Delta(Bytes, Option<Arc<Overflow>>, Option<FanOut>),
 }
 
-/// One chunk of a round response; `last` ends the round (cleared in-flight right before the
-/// chunk is written, so no delta can precede the response's `END`).
+/// One chunk of a round response; the one carrying `END` ends the round (cleared in-flight
+/// right before the chunk is written, so no delta can precede the response's `END`).
 #[derive(Debug)]
 pub struct RoundChunk {
     /// `0x01`-tagged payload.
     pub bytes: Bytes,
-    /// This chunk carries the response's `END`.
-    pub last: bool,
-    /// Fired once the chunk has been handed to the socket.
-    pub written: Option<oneshot::Sender<()>>,
+    /// With the chunk carrying `END`: fired once the chunk has been handed to the socket.
+    pub end: Option<oneshot::Sender<()>>,
 }
 
 /// A connected realtime session.
@@ -471,11 +469,11 @@ async fn write(session: &Session, sink: &mut SplitSink<WebSocket, Message>, msg:
 /// Writes one round chunk; before the chunk carrying `END`, the round in flight ends (the
 /// writer sends nothing in between). False as [`write`].
 async fn write_round_chunk(session: &Session, sink: &mut SplitSink<WebSocket, Message>, chunk: RoundChunk) -> bool {
-    if chunk.last {
+    if chunk.end.is_some() {
         session.state().finish_round();
     }
     let sent = write(session, sink, Message::Binary(chunk.bytes)).await;
-    if let Some(done) = chunk.written {
+    if let Some(done) = chunk.end {
         let _ = done.send(());
     }
     sent

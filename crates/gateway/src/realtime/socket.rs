@@ -43,35 +43,28 @@ pub async fn upgrade(
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let route = "/realtime";
-    // `Query` decodes lossily (%ff → U+FFFD): different clientIds would become one.
-    let utf8 = uri.query().is_none_or(|q| percent_encoding::percent_decode_str(q).decode_utf8().is_ok());
-    let (Ok(Query(query)), true) = (query, utf8) else {
-        return error_response(&gw, route, ApiError::invalid_request("the query string is not percent-encoded UTF-8"));
+    let opened = async {
+        // `Query` decodes lossily (%ff → U+FFFD): different clientIds would become one.
+        let utf8 = uri.query().is_none_or(|q| percent_encoding::percent_decode_str(q).decode_utf8().is_ok());
+        let (Ok(Query(query)), true) = (query, utf8) else {
+            return Err(ApiError::invalid_request("the query string is not percent-encoded UTF-8"));
+        };
+        let ws = ws.map_err(|_| ApiError::invalid_request("expected a WebSocket upgrade (§8.1)"))?;
+        if !valid_key(&headers) {
+            return Err(ApiError::invalid_request("Sec-WebSocket-Key must be 16 bytes in base64 (RFC 6455 §4.2.1)"));
+        }
+        let client_id = query.get("clientId").filter(|c| !c.is_empty()).cloned();
+        let client_id = client_id.ok_or_else(|| ApiError::invalid_request("query parameter clientId is required (§8.1)"))?;
+        let identity = gw.auth.authenticate(&headers, query.get("access_token").map(String::as_str))?;
+        // Held until the session ends (or the upgrade is abandoned).
+        let slot = gw.hub.reserve(&identity.partition, &identity.actor_id, &client_id)?;
+        let epoch = slot.scopes_epoch();
+        let opened = connect(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await?;
+        Ok((ws, identity, client_id, opened, (slot, epoch)))
     };
-    let Ok(ws) = ws else {
-        return error_response(&gw, route, ApiError::invalid_request("expected a WebSocket upgrade (§8.1)"));
-    };
-    if !valid_key(&headers) {
-        return error_response(&gw, route, ApiError::invalid_request("Sec-WebSocket-Key must be 16 bytes in base64 (RFC 6455 §4.2.1)"));
-    }
-    let client_id = match query.get("clientId") {
-        Some(c) if !c.is_empty() => c.clone(),
-        _ => return error_response(&gw, route, ApiError::invalid_request("query parameter clientId is required (§8.1)")),
-    };
-    let identity = match gw.auth.authenticate(&headers, query.get("access_token").map(String::as_str)) {
-        Ok(id) => id,
-        Err(e) => return error_response(&gw, route, e),
-    };
-    // Held until the session ends (or the upgrade is abandoned).
-    let slot = match gw.hub.reserve(&identity.partition, &identity.actor_id, &client_id) {
-        Ok(slot) => slot,
-        Err(e) => return error_response(&gw, route, e),
-    };
-    let epoch = slot.scopes_epoch();
-    let opened = match connect(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await {
-        Ok(o) => o,
-        Err(e) => return error_response(&gw, route, e),
+    let (ws, identity, client_id, opened, slot) = match opened.await {
+        Ok(opened) => opened,
+        Err(e) => return error_response(&gw, "/realtime", e),
     };
     let s = &gw.hub.settings;
     let write_max = (s.max_delta_bytes as usize).max(crate::framing::MAX_ROUND_CHUNK).max(s.presence_max_bytes) + 64 * 1024;
@@ -81,9 +74,7 @@ pub async fn upgrade(
         .max_write_buffer_size(write_max)
         .max_message_size(s.ws_max_message_bytes)
         .max_frame_size(s.ws_max_message_bytes)
-        .on_upgrade(move |socket| async move {
-            serve(hub, identity, client_id, opened, (slot, epoch), socket).await;
-        })
+        .on_upgrade(move |socket| serve(hub, identity, client_id, opened, slot, socket))
         .into_response()
 }
 
@@ -181,29 +172,16 @@ fn close_at(session: &Arc<Session>, expires_at_ms: i64, reason: &'static str) {
 }
 
 async fn read_loop(hub: &Arc<Hub>, session: &Arc<Session>, mut stream: SplitStream<WebSocket>) {
-    serve_messages(hub, session, &mut stream).await;
-    // Closing: drain (and ignore) what the peer still sends until its close or 1 s.
-    let linger = async {
-        while let Some(Ok(message)) = stream.next().await {
-            if matches!(message, Message::Close(_)) {
-                return;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
-}
-
-async fn serve_messages(hub: &Arc<Hub>, session: &Arc<Session>, stream: &mut SplitStream<WebSocket>) {
     let mut scanner = round::Assembler::new(hub, session);
     let idle = hub.settings.idle_timeout;
     while !session.is_closing() {
         let next = tokio::select! {
-            _ = session.closed.cancelled() => return,
+            _ = session.closed.cancelled() => break,
             next = tokio::time::timeout(idle, stream.next()) => next,
         };
         match next {
             Err(_) => session.close(close_code::GOING_AWAY, "idle timeout"),
-            Ok(None) => return,
+            Ok(None | Some(Ok(Message::Close(_)))) => break,
             Ok(Some(Err(e))) => {
                 let code = if e.to_string().to_ascii_lowercase().contains("too long") || e.to_string().contains("Space limit") {
                     close_code::TOO_BIG
@@ -213,14 +191,20 @@ async fn serve_messages(hub: &Arc<Hub>, session: &Arc<Session>, stream: &mut Spl
                 tracing::debug!(session = session.id, error = %e, "socket read failed");
                 session.close(code, "unreadable WebSocket frame");
             }
-            Ok(Some(Ok(message))) => match message {
-                Message::Text(text) => on_text(hub, session, text.as_str()),
-                Message::Binary(bytes) => on_binary(hub, session, &mut scanner, &bytes),
-                Message::Close(_) => return,
-                Message::Ping(_) | Message::Pong(_) => {}
-            },
+            Ok(Some(Ok(Message::Text(text)))) => on_text(hub, session, text.as_str()),
+            Ok(Some(Ok(Message::Binary(bytes)))) => on_binary(hub, session, &mut scanner, &bytes),
+            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
         }
     }
+    // Closing: drain (and ignore) what the peer still sends until its close or 1 s.
+    let linger = async {
+        while let Some(Ok(message)) = stream.next().await {
+            if matches!(message, Message::Close(_)) {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), linger).await;
 }
 
 fn on_text(hub: &Arc<Hub>, session: &Arc<Session>, text: &str) {
