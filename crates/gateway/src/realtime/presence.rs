@@ -166,9 +166,8 @@ pub fn publish(hub: &Arc<Hub>, session: &Arc<Session>, key: String, doc: Option<
         drop(st);
         return fanout_publish(hub, session, &key, doc);
     }
-    rate.pending = Some(doc);
-    if std::mem::replace(&mut rate.timer_armed, true) {
-        return;
+    if rate.pending.replace(doc).is_some() {
+        return; // its flush is scheduled already
     }
     drop(st);
     let (hub, session) = (hub.clone(), session.clone());
@@ -177,10 +176,7 @@ pub fn publish(hub: &Arc<Hub>, session: &Arc<Session>, key: String, doc: Option<
             _ = tokio::time::sleep(wait) => {}
             _ = session.closed.cancelled() => return,
         }
-        let pending = session.state().presence_rate.get_mut(&key).and_then(|rate| {
-            rate.timer_armed = false;
-            rate.pending.take()
-        });
+        let pending = session.state().presence_rate.get_mut(&key).and_then(|rate| rate.pending.take());
         if let Some(doc) = pending.filter(|_| session.state().scope_keys.contains(&key)) {
             fanout_publish(&hub, &session, &key, doc);
         }

@@ -138,10 +138,8 @@ impl SessionState {
 pub struct PresenceRate {
     /// When the last publish was fanned out.
     pub last_fanout: Option<std::time::Instant>,
-    /// The newest document held back in the current window.
+    /// The newest document held back in the current window (a flush of it is scheduled).
     pub pending: Option<Map<String, Value>>,
-    /// A flush of `pending` is scheduled.
-    pub timer_armed: bool,
 }
 
 /// A pass's hold on one delta it queued: a clone of the pass's sender, dropped once the delta
@@ -382,7 +380,7 @@ pub async fn run_writer(
 ) {
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
     loop {
-        let msg = tokio::select! {
+        let sent = tokio::select! {
             biased;
             _ = session.closed.cancelled() => break,
             () = session.close_requested.notified() => {
@@ -407,8 +405,9 @@ pub async fn run_writer(
                 break;
             }
             Some(out) = queues.ctrl.recv() => match out {
-                Outbound::Text(t) => Message::Text(t.into()),
-                Outbound::Delta(bytes, overflow, pending) => {
+                Outbound::Text(t) => write(&session, &mut sink, Message::Text(t.into())).await,
+                // The pass's hold (`_fan_out`) is let go once the delta was written.
+                Outbound::Delta(bytes, overflow, _fan_out) => {
                     session.queued_delta_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
                     {
                         let mut st = session.state();
@@ -419,31 +418,17 @@ pub async fn run_writer(
                         }
                     }
                     session.metrics.deltas_sent.inc();
-                    let sent = write(&session, &mut sink, Message::Binary(bytes)).await;
-                    drop(pending);
-                    if !sent {
-                        break;
-                    }
-                    continue;
+                    write(&session, &mut sink, Message::Binary(bytes)).await
                 }
             },
-            Some(chunk) = queues.round.recv() => {
-                if !write_round_chunk(&session, &mut sink, chunk).await {
-                    break;
-                }
-                continue;
-            }
+            Some(chunk) = queues.round.recv() => write_round_chunk(&session, &mut sink, chunk).await,
             _ = ticker.tick() => {
                 let hb = control_text(&ControlMessage::Heartbeat { timestamp: now_ms() });
-                if !write(&session, &mut sink, Message::Text(hb.into())).await
-                    || !write(&session, &mut sink, Message::Ping(Bytes::from_static(b"hb"))).await
-                {
-                    break;
-                }
-                continue;
+                write(&session, &mut sink, Message::Text(hb.into())).await
+                    && write(&session, &mut sink, Message::Ping(Bytes::from_static(b"hb"))).await
             }
         };
-        if !write(&session, &mut sink, msg).await {
+        if !sent {
             break;
         }
     }
