@@ -318,7 +318,7 @@ impl Hub {
             }
             Err(e) => {
                 self.metrics.refresh(label, "closed");
-                tracing::warn!(session = session.id, code = e.code_str(), reason = label, "registration reload failed: closing the session (fail-closed)");
+                tracing::warn!(session = session.id, code = e.code_str(), "{label} reload failed: closing the session (fail-closed)");
                 session.close(close_code::INTERNAL, "registration reload failed");
             }
         }

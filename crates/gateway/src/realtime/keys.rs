@@ -50,19 +50,13 @@ impl NotificationKeys {
             .cipher
             .encrypt(&nonce, Payload { msg: text.as_bytes(), aad: channel.as_bytes() })
             .expect("ChaCha20-Poly1305 encryption of an in-memory buffer cannot fail");
-        let mut bytes = Vec::with_capacity(NONCE_BYTES + sealed.len());
-        bytes.extend_from_slice(&nonce);
-        bytes.extend_from_slice(&sealed);
-        format!("{SEALED_PREFIX}{}", STANDARD_NO_PAD.encode(bytes))
+        format!("{SEALED_PREFIX}{}", STANDARD_NO_PAD.encode([nonce.as_slice(), &sealed].concat()))
     }
 
     /// Opens a sealed relay payload; `None` when it was not sealed with this key for `channel`.
     pub fn open(&self, channel: &str, payload: &str) -> Option<String> {
         let bytes = STANDARD_NO_PAD.decode(payload.strip_prefix(SEALED_PREFIX)?).ok()?;
-        if bytes.len() < NONCE_BYTES {
-            return None;
-        }
-        let (nonce, sealed) = bytes.split_at(NONCE_BYTES);
+        let (nonce, sealed) = bytes.split_at_checked(NONCE_BYTES)?;
         let plain = self.cipher.decrypt(Nonce::from_slice(nonce), Payload { msg: sealed, aad: channel.as_bytes() }).ok()?;
         String::from_utf8(plain).ok()
     }

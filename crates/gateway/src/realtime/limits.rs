@@ -69,7 +69,8 @@ impl Lease {
     /// Takes `n` more bytes when the budget has room (all or nothing).
     pub fn try_grow(&mut self, n: usize) -> bool {
         let limit = self.budget.limit;
-        let grown = self.budget.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |used| used.checked_add(n).filter(|&v| v <= limit));
+        let fits = |used: usize| used.checked_add(n).filter(|&v| v <= limit);
+        let grown = self.budget.used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, fits);
         self.bytes += if grown.is_ok() { n } else { 0 };
         grown.is_ok()
     }

@@ -43,8 +43,9 @@ pub async fn run(hub: Arc<Hub>, node: usize, config: tokio_postgres::Config, sto
     let mut backoff = Duration::from_millis(100);
     let mut connected_before = false;
     loop {
-        if listen(&hub, node, &config, &stop, connected_before).await {
-            (connected_before, backoff) = (true, Duration::from_millis(100));
+        match listen(&hub, node, &config, &stop, connected_before).await {
+            Ok(()) => (connected_before, backoff) = (true, Duration::from_millis(100)),
+            Err((what, e)) => tracing::warn!(node, error = %e, "{what}"),
         }
         hub.set_listening(node, false);
         tokio::select! {
@@ -56,21 +57,15 @@ pub async fn run(hub: Arc<Hub>, node: usize, config: tokio_postgres::Config, sto
 }
 
 /// Opens the connection, reads the key, LISTENs and dispatches until the connection is lost
-/// or `stop` is cancelled; true when it was established.
+/// or `stop` is cancelled; `Ok` when it was established.
 async fn listen(
     hub: &Arc<Hub>,
     node: usize,
     config: &tokio_postgres::Config,
     stop: &CancellationToken,
     connected_before: bool,
-) -> bool {
-    let (client, mut connection) = match config.connect(NoTls).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(node, error = %e, "cannot open the LISTEN connection");
-            return false;
-        }
-    };
+) -> Result<(), (&'static str, tokio_postgres::Error)> {
+    let (client, mut connection) = config.connect(NoTls).await.map_err(|e| ("cannot open the LISTEN connection", e))?;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<tokio_postgres::Notification>(4096);
     let driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -90,17 +85,12 @@ async fn listen(
         // The key first: every notification is verified with it (any role can NOTIFY).
         let key: Vec<u8> = client.query_one("SELECT syncular.notification_key()", &[]).await?.try_get(0)?;
         client.batch_execute("LISTEN syncular_commit; LISTEN syncular_scopes; LISTEN syncular_presence").await?;
-        Ok::<_, tokio_postgres::Error>(Arc::new(NotificationKeys::new(key)))
-    }
-    .await;
-    let keys = match listened {
-        Ok(keys) => keys,
-        Err(e) => {
-            tracing::warn!(node, error = %e, "LISTEN failed");
-            driver.abort();
-            return false;
-        }
+        Ok(Arc::new(NotificationKeys::new(key)))
     };
+    let keys = listened.await.map_err(|e| {
+        driver.abort();
+        ("LISTEN failed", e)
+    })?;
     if !hub.set_notification_key(keys.clone()) {
         tracing::error!(
             node,
@@ -128,7 +118,7 @@ async fn listen(
         }
     }
     driver.abort();
-    true
+    Ok(())
 }
 
 /// Routes one notification heard on a connection that read `keys`. `syncular_commit` and
