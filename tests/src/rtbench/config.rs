@@ -13,7 +13,7 @@ pub struct Config {
     /// libpq-style DSN of the server (first argument, else `SYNCULAR_TEST_DSN`).
     pub dsn: String,
     /// The gateways to measure, each in its own lane (`BENCH_RT_GATEWAYS`,
-    /// default `rust`; `rust node` for both).
+    /// default `rust`; `rust node` for both, `release` adds the last release's Rust gateway).
     pub gateways: Vec<Kind>,
     /// The Rust gateway binary (`SYNCULAR_GATEWAY_BIN`).
     pub gateway_bin: PathBuf,
@@ -23,6 +23,11 @@ pub struct Config {
     /// Why the Node lane cannot run, as found by `scripts/bench-realtime`
     /// (`BENCH_RT_NODE_SKIP`: no `gateways/node`, no `node`/`npm`, a failed build).
     pub node_skip: Option<String>,
+    /// The release's Rust gateway binary (`SYNCULAR_RELEASE_GATEWAY_BIN`, built by
+    /// `scripts/bench-realtime` from the last release's commit when the `release` lane is asked).
+    pub release_gateway_bin: PathBuf,
+    /// Why the release lane cannot run (`BENCH_RT_RELEASE_SKIP`: its build failed).
+    pub release_skip: Option<String>,
     /// Extra gateway flags, whitespace-separated (`BENCH_RT_GATEWAY_ARGS`).
     pub gateway_args: Vec<String>,
     /// Where the Rust gateway's stderr goes (`BENCH_RT_GATEWAY_LOG`); the Node
@@ -70,10 +75,10 @@ impl Config {
     pub fn log_of(&self, kind: Kind) -> PathBuf {
         match kind {
             Kind::Rust => self.gateway_log.clone(),
-            Kind::Node => {
+            Kind::Node | Kind::Release => {
                 let stem = self.gateway_log.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let ext = self.gateway_log.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
-                self.gateway_log.with_file_name(format!("{stem}-node{ext}"))
+                self.gateway_log.with_file_name(format!("{stem}-{}{ext}", kind.name()))
             }
         }
     }
@@ -83,6 +88,7 @@ impl Config {
         match kind {
             Kind::Rust => self.gateway_bin.clone(),
             Kind::Node => self.node_gateway_bin.clone(),
+            Kind::Release => self.release_gateway_bin.clone(),
         }
     }
 }
@@ -134,14 +140,15 @@ impl Config {
             let kind = match name {
                 "rust" => Kind::Rust,
                 "node" => Kind::Node,
-                other => return Err(format!("BENCH_RT_GATEWAYS: unknown gateway {other:?} (rust, node)")),
+                "release" => Kind::Release,
+                other => return Err(format!("BENCH_RT_GATEWAYS: unknown gateway {other:?} (rust, node, release)")),
             };
             if !gateways.contains(&kind) {
                 gateways.push(kind);
             }
         }
         if gateways.is_empty() {
-            return Err(format!("BENCH_RT_GATEWAYS={names:?} names no gateway (rust, node)"));
+            return Err(format!("BENCH_RT_GATEWAYS={names:?} names no gateway (rust, node, release)"));
         }
         Ok(Config {
             dsn,
@@ -151,6 +158,10 @@ impl Config {
                 .map(PathBuf::from)
                 .unwrap_or_else(|_| repo.join("gateways/node/bin/syncular-gateway-node")),
             node_skip: std::env::var("BENCH_RT_NODE_SKIP").ok().filter(|s| !s.trim().is_empty()),
+            release_gateway_bin: std::env::var("SYNCULAR_RELEASE_GATEWAY_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| repo.join("target/bench-release-gateway/release/syncular-gateway")),
+            release_skip: std::env::var("BENCH_RT_RELEASE_SKIP").ok().filter(|s| !s.trim().is_empty()),
             gateway_args: env_or("BENCH_RT_GATEWAY_ARGS", "")
                 .split_whitespace()
                 .map(str::to_owned)

@@ -22,21 +22,32 @@ use super::config::Config;
 pub enum Kind {
     Rust,
     Node,
+    /// The Rust gateway of the last release (or of `BENCH_RT_RELEASE_REF`): the same flags,
+    /// against this tree's extension (which keeps the release's SQL functions).
+    Release,
 }
 
 impl Kind {
-    /// `rust` / `node`.
+    /// `rust` / `node` / `release`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Rust => "rust",
             Kind::Node => "node",
+            Kind::Release => "release",
         }
     }
 
-    /// Why this gateway cannot run here (the Node lane is skipped, not failed).
+    /// Why this gateway cannot run here (the Node and release lanes are skipped, not failed).
     pub fn unavailable(self, config: &Config) -> Option<String> {
-        if self == Kind::Rust {
-            return None;
+        match self {
+            Kind::Rust => return None,
+            Kind::Release => {
+                let bin = config.bin_of(self);
+                return config.release_skip.clone().or_else(|| {
+                    (!bin.is_file()).then(|| format!("no release gateway at {} (set SYNCULAR_RELEASE_GATEWAY_BIN)", bin.display()))
+                });
+            }
+            Kind::Node => {}
         }
         if let Some(why) = &config.node_skip {
             return Some(why.clone());
