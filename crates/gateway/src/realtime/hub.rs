@@ -92,16 +92,11 @@ pub struct Slot {
     hub: Arc<Hub>,
     partition: Arc<Partition>,
     actor_id: String,
+    /// The partition's scopes epoch for the actor before the registrations were resolved
+    /// (read at the reservation, so before `realtime_connect`; again before each reload).
+    epoch: ScopesEpoch,
     joined: bool,
     _caps: CapSlot,
-}
-
-impl Slot {
-    /// The scopes epoch of the partition this slot holds: read it before `realtime_connect` and
-    /// hand it to [`Hub::add`].
-    pub fn scopes_epoch(&self) -> ScopesEpoch {
-        self.partition.scopes_epoch(&self.actor_id)
-    }
 }
 
 impl Drop for Slot {
@@ -157,7 +152,8 @@ impl Hub {
             p.joining.fetch_add(1, Ordering::SeqCst);
             p
         };
-        Ok(Slot { hub: self.clone(), partition, actor_id: actor_id.to_owned(), joined: false, _caps: caps })
+        let epoch = partition.scopes_epoch(actor_id);
+        Ok(Slot { hub: self.clone(), partition, actor_id: actor_id.to_owned(), epoch, joined: false, _caps: caps })
     }
 
     /// A fresh gateway-local session id.
@@ -186,20 +182,21 @@ impl Hub {
     }
 
     /// Registers a session whose registrations were resolved after its partition's scopes
-    /// epoch was `epoch` ([`Slot::scopes_epoch`], read after the reservation created or held
-    /// the partition), at the partition's `latest` cursor (the answer's `latestCursor`). When
-    /// a host refresh of that partition or a LISTEN reconnect bumped the epoch since, the
+    /// epoch was the slot's, at the partition's `latest` cursor (the answer's `latestCursor`).
+    /// When a host refresh of that partition or a LISTEN reconnect bumped the epoch since, the
     /// session could hold registrations a refresh has already revoked on the others: nothing
-    /// is registered (`false`), so the caller reloads (or, for scopes frozen in a credential,
-    /// closes) and tries again. The check and the insert hold the partitions lock that
-    /// [`Hub::scopes_changed`] bumps the epoch under, so a refresh either finds the session or
-    /// makes it reload.
-    pub fn add(&self, session: &Arc<Session>, slot: &mut Slot, epoch: ScopesEpoch, latest: i64) -> bool {
+    /// is registered (`false`) and the slot takes the new epoch, so the caller reloads (or, for
+    /// scopes frozen in a credential, closes) and tries again. The check and the insert hold
+    /// the partitions lock that [`Hub::scopes_changed`] bumps the epoch under, so a refresh
+    /// either finds the session or makes it reload.
+    pub fn add(&self, session: &Arc<Session>, slot: &mut Slot, latest: i64) -> bool {
         let p = slot.partition.clone();
         p.restart_timeline(&session.state().log_epoch.clone(), latest);
         {
             let _map = lock(&self.partitions);
-            if slot.scopes_epoch() != epoch {
+            let epoch = p.scopes_epoch(&slot.actor_id);
+            if epoch != slot.epoch {
+                slot.epoch = epoch;
                 return false;
             }
             p.insert(session.clone());

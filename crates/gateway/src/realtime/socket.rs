@@ -23,7 +23,6 @@ use futures_util::StreamExt;
 use syncular_protocol::realtime::{parse_control, ControlMessage};
 use syncular_protocol::realtime_session::Connected;
 
-use super::deltas::ScopesEpoch;
 use super::hub::{Hub, Slot};
 use super::presence;
 use super::round;
@@ -58,9 +57,8 @@ pub async fn upgrade(
         let identity = gw.auth.authenticate(&headers, query.get("access_token").map(String::as_str))?;
         // Held until the session ends (or the upgrade is abandoned).
         let slot = gw.hub.reserve(&identity.partition, &identity.actor_id, &client_id)?;
-        let epoch = slot.scopes_epoch();
         let opened = connect(&gw.pool, &identity.partition, &identity.actor_id, &client_id, identity.allowed_scopes.as_ref()).await?;
-        Ok((ws, identity, client_id, opened, (slot, epoch)))
+        Ok((ws, identity, client_id, opened, slot))
     };
     let (ws, identity, client_id, opened, slot) = match opened.await {
         Ok(opened) => opened,
@@ -87,13 +85,13 @@ fn valid_key(headers: &HeaderMap) -> bool {
 
 /// Registers the session with registrations resolved after the last host refresh: when a
 /// `syncular_scopes` notification for its actor or its whole partition (or a LISTEN
-/// reconnect) came in since `epoch`, reload (`realtime_reload(…, 'connect')`: a state that
-/// differs from the one `hello` described comes with a `catchup-required` wake-up) and try
-/// again — or close (1008) a session whose scopes came from its credential, which cannot be
-/// re-resolved. Returns false when the session was closed instead (a failed reload: 1011).
-async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, slot: &mut Slot, mut epoch: ScopesEpoch) -> bool {
-    while !hub.add(session, slot, epoch, latest) {
-        epoch = slot.scopes_epoch();
+/// reconnect) came in since the slot's epoch, reload (`realtime_reload(…, 'connect')`: a
+/// state that differs from the one `hello` described comes with a `catchup-required`
+/// wake-up) and try again — or close (1008) a session whose scopes came from its credential,
+/// which cannot be re-resolved. Returns false when the session was closed instead (a failed
+/// reload: 1011).
+async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, slot: &mut Slot) -> bool {
+    while !hub.add(session, slot, latest) {
         match hub.refresh(session, Reason::Connect).await {
             Some(l) => latest = l,
             None => return false,
@@ -102,17 +100,9 @@ async fn join(hub: &Arc<Hub>, session: &Arc<Session>, mut latest: i64, slot: &mu
     true
 }
 
-/// The session's slot (with the scopes epoch read before `realtime_connect`) is given back
-/// before the session leaves the hub (and `sessions_open`), so a client that saw the session
-/// gone can open a new one at once.
-async fn serve(
-    hub: Arc<Hub>,
-    identity: Identity,
-    client_id: String,
-    opened: Answer<Connected>,
-    (mut slot, epoch): (Slot, ScopesEpoch),
-    socket: WebSocket,
-) {
+/// The session's slot is given back before the session leaves the hub (and `sessions_open`),
+/// so a client that saw the session gone can open a new one at once.
+async fn serve(hub: Arc<Hub>, identity: Identity, client_id: String, opened: Answer<Connected>, mut slot: Slot, socket: WebSocket) {
     let (sink, stream) = socket.split();
     // A session authenticated by an expiring credential (a JWT's `exp`) is closed when it
     // expires: the client reconnects with a fresh token, which is authenticated — and its
@@ -142,7 +132,7 @@ async fn serve(
     let (session, queues) = Session::new(init, first, hub.metrics.clone(), &hub.shutdown);
     session.send_text(connected.hello);
     let writer = tokio::spawn(run_writer(session.clone(), sink, queues, hub.settings.heartbeat));
-    if !join(&hub, &session, connected.latest_cursor, &mut slot, epoch).await {
+    if !join(&hub, &session, connected.latest_cursor, &mut slot).await {
         let _ = writer.await;
         return;
     }
