@@ -101,7 +101,7 @@ fn slow_blob_readers_hold_no_pooled_connection() {
 /// Blob uploads whose bodies stall, with a pool of four connections: four small ones (a declared
 /// 100 bytes, 10 sent) hold no connection (a body of at most 1 MiB is read first), four large ones
 /// trickling a byte every 300 ms hold at most one (a quarter of the pool), so a client's sync round
-/// is served meanwhile. Once the holder stops sending, it fails after the 10 s stall limit with
+/// and a whole small upload are served meanwhile. Once the holder stops sending, it fails after the 10 s stall limit with
 /// nothing stored. (Each upload took a connection and opened its transaction when its headers
 /// arrived: eight stalled uploads starved every sync round until the request timeout.)
 #[test]
@@ -160,6 +160,18 @@ fn slow_blob_uploaders_hold_no_pooled_connection() {
     let round = rx.recv_timeout(Duration::from_secs(20));
     assert!(held <= 1, "stalled uploads hold {held} pool connections in open transactions (at most one upload slot of a pool of 4)");
     assert!(matches!(round, Ok(Ok(_))), "a sync round is served while uploads stall: {round:?}");
+    // A whole small upload needs no upload slot: stored while the slot's holder trickles.
+    let mut small_one = TcpStream::connect(&addr).unwrap();
+    small_one.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        small_one,
+        "PUT /blobs/{} HTTP/1.1\r\nHost: x\r\nx-syncular-actor: alice\r\nx-syncular-partition: {PARTITION}\r\ncontent-length: 3\r\nconnection: close\r\n\r\nabc",
+        blob_id(b"abc")
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = small_one.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "a small upload waited for the slot a slow one holds: {answer:?}");
     // The holder stops sending: the stall limit fails it (400), its transaction rolls back.
     trickle.store(false, Ordering::SeqCst);
     handle.join().unwrap();
@@ -175,7 +187,7 @@ fn slow_blob_uploaders_hold_no_pooled_connection() {
     let first = answer.recv_timeout(Duration::from_secs(30)).expect("the holder's upload answers once its body stalls");
     assert!(first.starts_with("HTTP/1.1 400") && first.contains("stalled"), "{first}");
     let stored: i64 = admin.query_one("SELECT count(*) FROM syncular.sync_blobs", &[]).unwrap().get(0);
-    assert_eq!(stored, 0, "no stalled upload stored a blob");
+    assert_eq!(stored, 1, "the small whole upload is stored, no stalled upload is");
     drop((small, large));
 }
 

@@ -246,6 +246,14 @@ fn unknown_routes_mount_health_and_metrics() {
     let head = http_agent().head(format!("{}/healthz", gw.base_url)).call().map(|r| r.status().as_u16());
     assert_eq!(head.ok(), Some(200));
     assert_eq!(raw_request_status(&gw, b"HEAD /api/v1/sync HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"), 405);
+    // A 405 names the methods the route takes (RFC 9110 §15.5.6).
+    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    s.write_all(b"DELETE /api/v1/sync HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
+    let mut head = String::new();
+    let _ = std::io::Read::read_to_string(&mut s, &mut head);
+    let allow = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("allow:").map(|v| v.trim().to_owned()));
+    assert!(head.starts_with("HTTP/1.1 405") && allow.as_deref().is_some_and(|a| a.contains("post")), "{head}");
     assert!(gw.metric("syncular_gateway_http_requests_total") >= 5.0);
     let (status, text) = gw.get("/metrics");
     assert_eq!(status, 200);

@@ -1,7 +1,7 @@
 // syncular-gateway-node: the flags of syncular-gateway (each with its SYNCULAR_GATEWAY_* environment
 // twin), a Node HTTP server with the gateway mounted, `listening on http://ADDR` once the first LISTEN
 // connection is up, exit 0 after a graceful shutdown on SIGTERM/SIGINT; 2 on bad flags, 1 on a failure.
-import { createServer } from 'http';
+import { createServer, ServerOptions } from 'http';
 import type { AddressInfo } from 'net';
 import { parseArgs } from 'util';
 import { createGateway } from './gateway';
@@ -50,6 +50,7 @@ function parse(args: string[]): Record<string, any> {
   if (out.auth === 'dev' && jwt.length) usage(2, `--auth dev (UNSAFE: trusts the x-syncular-actor header) cannot be combined with JWT `
     + `settings (${jwt.join(', ')}, from the command line or SYNCULAR_GATEWAY_JWT_* variables): they would be ignored`);
   if ((out.maxDeltaBytes as number) < 64) usage(2, '--max-delta-bytes must be at least 64');
+  for (const f of ['httpHeaderReadTimeoutSecs', 'httpIdleTimeoutSecs'] as const) if (out[f] === 0) usage(2, `--${f.replace(/[A-Z]/g, c => `-${c.toLowerCase()}`)}: 0 is not in 1..`);
   return out;
 }
 
@@ -59,12 +60,12 @@ async function main() {
   const [, host, port] = /^\[?(.*?)\]?:(\d+)$/.exec(o.listen ?? '127.0.0.1:8080') ?? usage(2, `--listen: ${JSON.stringify(o.listen)} is not ip:port`);
   const gw = createGateway({ ...o, databaseUrl: o.databaseUrl, logger: log });
   // The HTTP timeouts as the Rust gateway's flags set them (a slow head, a silent body, an idle connection).
-  const server = createServer({ connectionsCheckingInterval: 500 }, (req, res) => gw.handle(req, res));
-  const secs = (v: number | undefined, d: number) => (v ?? d) * 1000;
+  const server = createServer({ connectionsCheckingInterval: 500, requireHostHeader: false } as ServerOptions, (req, res) => gw.handle(req, res));
+  const secs = (v: number | undefined, d: number) => Math.min((v ?? d) * 1000, 2 ** 30); // under Node's 32-bit timer limit
   Object.assign(server, { requestTimeout: secs(o.requestTimeoutSecs, 60), keepAliveTimeout: secs(o.httpIdleTimeoutSecs, 60), timeout: secs(o.httpIdleTimeoutSecs, 60),
     headersTimeout: Math.min(secs(o.httpHeaderReadTimeoutSecs, 10), secs(o.requestTimeoutSecs, 60) || Infinity) });
   server.on('clientError', (e: NodeJS.ErrnoException, socket) => { // §10.1 JSON, not Node's bare 408 / 400
-    if (!socket.writable || e.code === 'ECONNRESET') return socket.destroy();
+    if (!socket.writable || e.code === 'ECONNRESET' || (socket as any)._httpMessage?.headersSent) return socket.destroy(); // answered: no second response
     socket.end(rawResponse(e.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? apiError('syncular.unavailable', 'the request did not arrive in time', 503)
       : apiError('sync.invalid_request', `malformed HTTP request (${e.code ?? 'parse error'})`)));
   });

@@ -101,7 +101,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       : segment ? '/segments/{id}' : null;
     if (!route && next) return next();
     res.on('finish', () => metrics.inc('http_requests_total', { route: route ?? 'unmatched', status: res.statusCode }));
-    if (route && (req.method === 'HEAD' ? 'GET' : req.method) !== (route === '/sync' ? 'POST' : 'GET')) return fail(res, apiError('sync.invalid_request', 'method not allowed on this route', 405));
+    if (route && (req.method === 'HEAD' ? 'GET' : req.method) !== (route === '/sync' ? 'POST' : 'GET'))
+      return res.setHeader('allow', route === '/sync' ? 'POST' : 'GET, HEAD'), fail(res, apiError('sync.invalid_request', 'method not allowed on this route', 405));
     if (route === '/sync' || route === '/healthz' || segment) {
       const work = route === '/sync' ? sync(req, res) : route === '/healthz' ? healthz(res)
         : serveSegment(pool, auth, req, res, segment![0], url.searchParams.get('st'));

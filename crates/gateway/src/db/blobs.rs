@@ -29,17 +29,19 @@ fn pg(e: tokio_postgres::Error) -> ApiError {
 /// past it the upload fails (`sync.invalid_request`) and its transaction rolls back.
 pub const UPLOAD_STALL: Duration = Duration::from_secs(10);
 
-/// The uploads that may hold a pool connection at once: a quarter of the pool, at least one, so
-/// that uploads waiting for their bodies never take the connections sync rounds need.
+/// The uploads still receiving their bodies that may hold a pool connection at once: a quarter
+/// of the pool, at least one, never the last connection of a pool of two or more, so that uploads
+/// waiting for their bytes never take the connections sync rounds need (with `--pool-size 1` a
+/// large upload shares the only connection).
 pub fn upload_slots(pool_size: usize) -> Semaphore {
-    Semaphore::new((pool_size / 4).max(1))
+    Semaphore::new((pool_size / 4).max(1).min(pool_size.saturating_sub(1).max(1)))
 }
 
 /// Streams `body` into blob `blob_id` of `partition`; `declared` is the `Content-Length` of an
-/// unencoded body. A body of at most one append (1 MiB; most blobs) is read before a connection
-/// is taken, a larger declared one is checked against the cap first (before any byte is read);
-/// a connection is held only with one of `slots` and only while the body keeps coming (each
-/// piece within [`UPLOAD_STALL`]).
+/// unencoded body. A body of at most one append (1 MiB; most blobs) is read whole before a
+/// connection is taken and then stored like any short request; a larger declared one is checked
+/// against the cap first (before any byte is read). A body still arriving holds a connection only
+/// with one of `slots` and only while it keeps coming (each piece within [`UPLOAD_STALL`]).
 ///
 /// Errors: the extension's (`blob.hash_mismatch`, `blob.too_large`, `sync.invalid_request` for a
 /// malformed id), `sync.invalid_request` for an unreadable or stalled body, database failures.
@@ -53,7 +55,10 @@ where
     if declared.is_none_or(|n| n <= APPEND_BYTES as i64) {
         done = fill(&mut body, &mut buf, None).await?;
     }
-    let _slot = slots.acquire().await.map_err(|_| ApiError::unavailable("the gateway is shutting down"))?;
+    let _slot = match done {
+        true => None,
+        false => Some(slots.acquire().await.map_err(|_| ApiError::unavailable("the gateway is shutting down"))?),
+    };
     let mut client = checkout(pool).await?;
     let tx = client.transaction().await.map_err(pg)?;
     tx.query_one("SELECT syncular.blob_upload_begin($1::text, $2::text, $3::int8)", &[&partition, &blob_id, &declared])

@@ -3,9 +3,10 @@
 //!
 //! - `PUT` (host auth; §5.9.3): the body (decoded per `Content-Encoding: gzip`) streams into
 //!   `syncular.blob_upload_*` in 1 MiB appends inside one transaction. A body of at most 1 MiB
-//!   is read before a pool connection is taken; a larger one holds a connection only with one of
-//!   the upload slots (a quarter of `--pool-size`) and while its pieces keep coming (10 s stall
-//!   limit), so slow uploads never starve sync rounds. A `Content-Length` over 1 MiB and over the
+//!   is read whole before a pool connection is taken; a larger one holds a connection only with
+//!   one of the upload slots (a quarter of `--pool-size`, never its last connection) and while
+//!   its pieces keep coming (10 s stall limit), so slow uploads never starve sync rounds or
+//!   small uploads. A `Content-Length` over 1 MiB and over the
 //!   cap (`syncular.blob_max_bytes`) is refused before the body is read, a streamed count over
 //!   the cap as soon as it passes. 200 with an empty body (also for a blob already stored);
 //!   400 `blob.hash_mismatch`; 413 `blob.too_large`; 400 `sync.invalid_request` (malformed id).
@@ -64,11 +65,12 @@ pub async fn put_blob(State(gw): State<AppState>, headers: HeaderMap, Path(id): 
         Ok(id) => id,
         Err(e) => return error_response(&gw, route, e),
     };
-    // The declared size of the bytes themselves: only an unencoded body's Content-Length
-    // (the decompression layer drops the header of an encoded one).
-    let declared = match headers.get(header::CONTENT_ENCODING) {
-        Some(_) => None,
-        None => headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok()),
+    // The declared size of the bytes themselves: only an unencoded (or `identity`) body's
+    // Content-Length (the decompression layer drops the header of an encoded one).
+    let encoded = headers.get(header::CONTENT_ENCODING).is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let declared = match encoded {
+        true => None,
+        false => headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok()),
     };
     match blobs::upload(&gw.pool, &gw.upload_slots, &identity.partition, &id, declared, body.into_data_stream()).await {
         Ok(()) => {
