@@ -247,11 +247,7 @@ fn unknown_routes_mount_health_and_metrics() {
     assert_eq!(head.ok(), Some(200));
     assert_eq!(raw_request_status(&gw, b"HEAD /api/v1/sync HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"), 405);
     // A 405 names the methods the route takes (RFC 9110 §15.5.6).
-    let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-    s.write_all(b"DELETE /api/v1/sync HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
-    let mut head = String::new();
-    let _ = std::io::Read::read_to_string(&mut s, &mut head);
+    let head = raw_answer(&gw, b"DELETE /api/v1/sync HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
     let allow = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("allow:").map(|v| v.trim().to_owned()));
     assert!(head.starts_with("HTTP/1.1 405") && allow.as_deref().is_some_and(|a| a.contains("post")), "{head}");
     assert!(gw.metric("syncular_gateway_http_requests_total") >= 5.0);
@@ -264,16 +260,23 @@ fn unknown_routes_mount_health_and_metrics() {
     assert!(logs.contains("UNSAFE"), "dev mode warns loudly at startup");
 }
 
-/// `GET target HTTP/1.1` on a socket of its own: the status code (0 when the connection closed
-/// without a status line).
-fn raw_status(gw: &Gateway, target: &str, extra: &str) -> u16 {
+/// `request` (raw bytes, a whole HTTP request) on a socket of its own: everything the gateway
+/// answered until it closed the connection (or 10 s passed).
+fn raw_answer(gw: &Gateway, request: &[u8]) -> String {
     use std::io::Read;
     let mut s = std::net::TcpStream::connect(gw.base_url.trim_start_matches("http://")).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-    write!(s, "GET {target} HTTP/1.1\r\nhost: x\r\nx-syncular-actor: a\r\n{extra}connection: close\r\n\r\n").unwrap();
+    s.write_all(request).unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `GET target HTTP/1.1` on a socket of its own: the status code (0 when the connection closed
+/// without a status line).
+fn raw_status(gw: &Gateway, target: &str, extra: &str) -> u16 {
+    let request = format!("GET {target} HTTP/1.1\r\nhost: x\r\nx-syncular-actor: a\r\n{extra}connection: close\r\n\r\n");
+    raw_answer(gw, request.as_bytes()).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
 }
 
 /// Request targets no URL parser takes, on plain requests and on upgrades, and undecodable
@@ -376,4 +379,31 @@ fn slow_heads_and_silent_bodies_are_cut_by_the_http_timeouts() {
     assert_eq!(body["details"]["hostCode"], "syncular.unavailable");
     let (health, _) = gw.get("/healthz");
     assert_eq!(health, 200);
+}
+
+/// A zero HTTP header-read or idle timeout would switch the slow-client protection off: both
+/// gateways refuse it on the command line (exit 2; the Node gateway took it).
+#[test]
+fn zero_http_timeouts_are_refused_on_the_command_line() {
+    for flag in ["--http-header-read-timeout-secs", "--http-idle-timeout-secs"] {
+        let mut child = std::process::Command::new(syncular_integration_tests::gateway::gateway_bin())
+            .args(["--database-url", "host=/nonexistent", "--auth", "dev", "--listen", "127.0.0.1:0", flag, "0"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run the gateway");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            match child.try_wait().expect("wait for the gateway") {
+                Some(status) => break Some(status),
+                None if std::time::Instant::now() > deadline => break None,
+                None => std::thread::sleep(std::time::Duration::from_millis(50)),
+            }
+        };
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "{flag} 0 was taken (the gateway went on starting)");
+    }
 }

@@ -8,16 +8,17 @@ import { createGateway } from './gateway';
 import { apiError, rawResponse } from './errors';
 import { stderrLogger } from './metrics';
 
-// [flag, kind]: `n` a number, `s` a string, `l` repeatable (its env twin comma-separated), `-` accepted
-// and ignored: tuning of the Rust gateway's queues, connection cap and relay (docs/src/operate/gateway-node.md).
-const FLAGS: Record<string, 'n' | 's' | 'l' | '-'> = {
+// [flag, kind]: `n` a number, `p` a number ≥ 1 (the Rust gateway's range), `s` a string, `l` repeatable
+// (its env twin comma-separated), `-` accepted and ignored: tuning of the Rust gateway's queues,
+// connection cap and relay (docs/src/operate/gateway-node.md).
+const FLAGS: Record<string, 'n' | 'p' | 's' | 'l' | '-'> = {
   'database-url': 's', 'notify-database-url': 'l', listen: 's', mount: 's', auth: 's', 'default-partition': 's', 'jwt-algorithm': 's',
   'jwt-secret-file': 's', 'jwt-public-key-file': 's', 'jwt-leeway-secs': 'n', 'jwt-issuer': 's', 'jwt-audience': 's', 'jwt-actor-claim': 's',
   'jwt-partition-claim': 's', 'jwt-scopes-claim': 's', 'pool-size': 'n', 'max-body-bytes': 'n', 'max-delta-bytes': 'n', 'max-sessions': 'n',
   'max-sessions-per-client': 'n', 'max-sessions-per-actor': 'n', 'write-timeout-secs': 'n', 'heartbeat-secs': 'n', 'ack-flush-ms': 'n',
   'presence-max-bytes': 'n', 'presence-min-interval-ms': 'n', 'ws-max-message-bytes': 'n', 'idle-timeout-secs': 'n', 'shutdown-grace-secs': 'n',
   'gateway-id': 's', 'log-format': 's', 'log-filter': 's', 'round-buffer-bytes': '-', 'session-queue': '-', 'max-connections': '-',
-  'http-header-read-timeout-secs': 'n', 'http-idle-timeout-secs': 'n', 'request-timeout-secs': 'n', 'presence-heartbeat-secs': '-',
+  'http-header-read-timeout-secs': 'p', 'http-idle-timeout-secs': 'p', 'request-timeout-secs': 'n', 'presence-heartbeat-secs': '-',
 };
 const ENV: Record<string, string> = { 'notify-database-url': 'NOTIFY_DATABASE_URLS', 'gateway-id': 'ID', 'log-filter': 'LOG' };
 const envName = (flag: string) => `SYNCULAR_GATEWAY_${ENV[flag] ?? flag.toUpperCase().replace(/-/g, '_')}`;
@@ -42,15 +43,16 @@ function parse(args: string[]): Record<string, any> {
     const value = given[flag] ?? (env === undefined ? undefined : kind === 'l' ? env.split(',').map(v => v.trim()).filter(Boolean) : env);
     if (value === undefined || kind === '-') continue;
     if (flag.startsWith('jwt-')) jwt.push(`--${flag}`);
-    if (kind === 'n' && !/^\d+$/.test(value as string)) usage(2, `--${flag}: ${JSON.stringify(value)} is not a non-negative integer`);
-    out[flag.replace(/-(\w)/g, (_, c: string) => c.toUpperCase()) + (kind === 'l' ? 's' : '')] = kind === 'n' ? Number(value) : value;
+    const num = kind === 'n' || kind === 'p';
+    if (num && !/^\d+$/.test(value as string)) usage(2, `--${flag}: ${JSON.stringify(value)} is not a non-negative integer`);
+    if (kind === 'p' && Number(value) === 0) usage(2, `--${flag}: 0 is not in 1..`);
+    out[flag.replace(/-(\w)/g, (_, c: string) => c.toUpperCase()) + (kind === 'l' ? 's' : '')] = num ? Number(value) : value;
   }
   if (!out.databaseUrl) usage(2, 'the following required argument was not provided: --database-url');
   if (out.auth !== undefined && out.auth !== 'dev' && out.auth !== 'jwt') usage(2, `--auth: ${JSON.stringify(out.auth)} is not dev or jwt`);
   if (out.auth === 'dev' && jwt.length) usage(2, `--auth dev (UNSAFE: trusts the x-syncular-actor header) cannot be combined with JWT `
     + `settings (${jwt.join(', ')}, from the command line or SYNCULAR_GATEWAY_JWT_* variables): they would be ignored`);
   if ((out.maxDeltaBytes as number) < 64) usage(2, '--max-delta-bytes must be at least 64');
-  for (const f of ['httpHeaderReadTimeoutSecs', 'httpIdleTimeoutSecs'] as const) if (out[f] === 0) usage(2, `--${f.replace(/[A-Z]/g, c => `-${c.toLowerCase()}`)}: 0 is not in 1..`);
   return out;
 }
 

@@ -55,10 +55,7 @@ where
     if declared.is_none_or(|n| n <= APPEND_BYTES as i64) {
         done = fill(&mut body, &mut buf, None).await?;
     }
-    let _slot = match done {
-        true => None,
-        false => Some(slots.acquire().await.map_err(|_| ApiError::unavailable("the gateway is shutting down"))?),
-    };
+    let _slot = if done { None } else { Some(slots.acquire().await.map_err(|_| ApiError::unavailable("the gateway is shutting down"))?) };
     let mut client = checkout(pool).await?;
     let tx = client.transaction().await.map_err(pg)?;
     tx.query_one("SELECT syncular.blob_upload_begin($1::text, $2::text, $3::int8)", &[&partition, &blob_id, &declared])

@@ -68,10 +68,7 @@ pub async fn put_blob(State(gw): State<AppState>, headers: HeaderMap, Path(id): 
     // The declared size of the bytes themselves: only an unencoded (or `identity`) body's
     // Content-Length (the decompression layer drops the header of an encoded one).
     let encoded = headers.get(header::CONTENT_ENCODING).is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    let declared = match encoded {
-        true => None,
-        false => headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok()),
-    };
+    let declared = if encoded { None } else { headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i64>().ok()) };
     match blobs::upload(&gw.pool, &gw.upload_slots, &identity.partition, &id, declared, body.into_data_stream()).await {
         Ok(()) => {
             let mut resp = StatusCode::OK.into_response();
