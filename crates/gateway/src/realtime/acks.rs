@@ -32,7 +32,11 @@ impl AckBuffer {
     /// Buffers an ack (MAX semantics per client and epoch).
     pub fn add(&self, partition: &str, client_id: &str, actor_id: &str, cursor: i64, log_epoch: &str) {
         let mut map = lock(&self.pending);
-        let clients = map.entry(partition.to_owned()).or_default();
+        // Allocates only for a partition or client not buffered yet (most acks update one that is).
+        let clients = match map.get_mut(partition) {
+            Some(clients) => clients,
+            None => map.entry(partition.to_owned()).or_default(),
+        };
         match clients.get_mut(client_id) {
             Some(p) if p.log_epoch == log_epoch && p.actor_id == actor_id => p.cursor = p.cursor.max(cursor),
             _ => {

@@ -177,7 +177,10 @@ async fn run_worker(hub: Arc<Hub>, p: Arc<Partition>) {
                 first => {
                     let through = coalesce(&mut lock(&p.queue), first, p.through());
                     p.through.fetch_max(through, Ordering::SeqCst);
-                    pass(&hub, &p, through).await;
+                    // Outside tokio's cooperative budget: a pass writes up to one delta per
+                    // session directly, and a spent budget would make every socket after the
+                    // 128th answer "not ready" (the writer tasks would then do the writes).
+                    tokio::task::unconstrained(pass(&hub, &p, through)).await;
                 }
             }
         }
@@ -220,17 +223,23 @@ pub async fn pass(hub: &Arc<Hub>, p: &Arc<Partition>, through: i64) {
     let mut in_round: Vec<bool> = Vec::new();
     // Per row: each session with the state and generation it had when the call was prepared.
     let mut members: Vec<Vec<(Arc<Session>, StateText, u64)>> = Vec::new();
+    // Rows by state text; sessions that adopted one row share its text's allocation, so most
+    // are found by address without hashing the text.
     let mut index: HashMap<(StateText, bool), usize> = HashMap::new();
+    let mut by_address: HashMap<(usize, bool), usize> = HashMap::new();
     for session in p.sessions(None) {
         if session.is_closing() {
             continue;
         }
         let st = session.state();
-        let i = *index.entry((st.state.clone(), st.round_in_flight)).or_insert_with(|| {
-            states.push(st.state.clone());
-            in_round.push(st.round_in_flight);
-            members.push(Vec::new());
-            states.len() - 1
+        let address = (Arc::as_ptr(&st.state).cast::<u8>() as usize, st.round_in_flight);
+        let i = *by_address.entry(address).or_insert_with(|| {
+            *index.entry((st.state.clone(), st.round_in_flight)).or_insert_with(|| {
+                states.push(st.state.clone());
+                in_round.push(st.round_in_flight);
+                members.push(Vec::new());
+                states.len() - 1
+            })
         });
         let member = (st.state.clone(), st.generation);
         drop(st);

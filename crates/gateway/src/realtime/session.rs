@@ -2,25 +2,30 @@
 //!
 //! [`Session`] is shared between the socket reader, the writer task, the partition worker
 //! (deltas) and round tasks; its mutable [`SessionState`] sits behind a short-held mutex.
-//! Outbound traffic goes through two bounded queues drained by one writer task
-//! ([`run_writer`]): control messages and deltas (`try_send`, never blocking a fan-out) and
-//! round-response chunks (awaited: §8.7 backpressure). When the control queue is short of
-//! room a delta becomes a `catchup-required` wake-up (the session is suppressed), and a
-//! session that cannot even take a control message is closed (1008) — a socket that never
-//! reads cannot grow the gateway's memory. The Close frame never needs queue room: it has its
+//! A delta is written by the partition worker itself when nothing is queued before it and the
+//! socket takes it at once ([`Session::send_message`]: one write, no task switch — most
+//! deliveries). Everything else goes through two bounded queues drained by one writer task
+//! ([`run_writer`]), which owns the socket's write half between writes: control messages and
+//! deltas (`try_send`, never blocking a fan-out) and round-response chunks (awaited: §8.7
+//! backpressure). When the control queue is short of room a delta becomes a
+//! `catchup-required` wake-up (the session is suppressed), and a session that cannot even take
+//! a control message is closed (1008) — a socket that never reads cannot grow the gateway's
+//! memory. The Close frame never needs queue room: it has its
 //! own slot, which the writer checks before the queues. Every frame must be taken by the
 //! socket within `--write-timeout-secs`; a socket that does not drain is dropped. The writer
 //! also sends the §8.5 heartbeat and WebSocket pings.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use bytes::Bytes;
 use futures_util::stream::SplitSink;
-use futures_util::SinkExt;
+use futures_util::{Sink, SinkExt};
 use serde_json::{Map, Value};
 use syncular_protocol::realtime::{control_text, ControlMessage};
 use tokio::sync::{mpsc, oneshot};
@@ -189,6 +194,14 @@ pub struct Session {
     pub(crate) presence_grant: Mutex<BTreeSet<String>>,
     ctrl: mpsc::Sender<Outbound>,
     round: mpsc::Sender<RoundChunk>,
+    /// The socket's write half, set by [`run_writer`] (taken back when it ends); locked for
+    /// every write, by the writer task or a direct delta write.
+    sink: tokio::sync::Mutex<Option<WsSink>>,
+    /// Messages of the control queue not yet written (queued, or taken by the writer and being
+    /// written): a delta is written directly only when there is none, so nothing overtakes.
+    unwritten: AtomicUsize,
+    /// A direct write left bytes the socket did not take at once: the writer flushes them.
+    flush_wanted: tokio::sync::Notify,
     queued_delta_bytes: AtomicUsize,
     delta_budget: usize,
     closing: AtomicBool,
@@ -200,6 +213,9 @@ pub struct Session {
     pub closed: CancellationToken,
     metrics: Arc<Metrics>,
 }
+
+/// The write half of a session's socket.
+pub type WsSink = SplitSink<WebSocket, Message>;
 
 /// The receiving ends handed to [`run_writer`].
 pub struct WriterQueues {
@@ -245,6 +261,9 @@ impl Session {
             state: Mutex::new(state),
             ctrl: ctrl_tx,
             round: round_tx,
+            sink: tokio::sync::Mutex::new(None),
+            unwritten: AtomicUsize::new(0),
+            flush_wanted: tokio::sync::Notify::new(),
             queued_delta_bytes: AtomicUsize::new(0),
             delta_budget: init.delta_budget,
             closing: AtomicBool::new(false),
@@ -273,7 +292,12 @@ impl Session {
         if self.closed.is_cancelled() {
             return false;
         }
-        match self.ctrl.try_send(Outbound::Text(text)) {
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
+        let sent = self.ctrl.try_send(Outbound::Text(text));
+        if sent.is_err() {
+            self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        }
+        match sent {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::info!(session = self.id, "outbound queue full, closing the socket");
@@ -297,18 +321,58 @@ impl Session {
     /// overflow rule instead: keeps its state and sends its wake-up (caller holds the state
     /// lock).
     pub fn send_message(&self, st: &mut SessionState, message: &Bytes, overflow: Option<&Arc<Overflow>>, fan_out: Option<&FanOut>) {
+        if st.round_in_flight {
+            self.overflow(st, overflow);
+            return;
+        }
+        if self.write_now(message) {
+            return;
+        }
         let len = message.len();
         let room = self.ctrl.capacity() > self.ctrl.max_capacity() / 4
             && self.queued_delta_bytes.load(Ordering::Relaxed) + len <= self.delta_budget;
-        if !room || st.round_in_flight {
+        if !room {
             self.overflow(st, overflow);
             return;
         }
         self.queued_delta_bytes.fetch_add(len, Ordering::Relaxed);
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
         if self.ctrl.try_send(Outbound::Delta(message.clone(), overflow.cloned(), fan_out.cloned())).is_err() {
+            self.unwritten.fetch_sub(1, Ordering::SeqCst);
             self.queued_delta_bytes.fetch_sub(len, Ordering::Relaxed);
             self.overflow(st, overflow);
         }
+    }
+
+    /// Writes a delta to the socket from the calling task when no message waits before it, the
+    /// writer is not writing and the socket takes the frame without waiting; true when it was
+    /// taken (bytes the kernel did not take at once are flushed by the writer, which drops a
+    /// socket that does not drain). False leaves the delta to the queue. Never after a close
+    /// was asked for: the Close frame is the last frame.
+    fn write_now(&self, message: &Bytes) -> bool {
+        if self.unwritten.load(Ordering::SeqCst) != 0 || self.closing.load(Ordering::SeqCst) {
+            return false;
+        }
+        let Ok(mut sink) = self.sink.try_lock() else { return false };
+        let Some(sink) = sink.as_mut() else { return false };
+        // Under the lock: the writer takes it before it writes what it dequeued.
+        if self.unwritten.load(Ordering::SeqCst) != 0 || self.closing.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        if !matches!(Pin::new(&mut *sink).poll_ready(&mut cx), Poll::Ready(Ok(()))) {
+            return false;
+        }
+        if Pin::new(&mut *sink).start_send(Message::Binary(message.clone())).is_err() {
+            return false;
+        }
+        if !matches!(Pin::new(&mut *sink).poll_flush(&mut cx), Poll::Ready(Ok(()))) {
+            // Taken but not (all) written, or the socket failed: the writer's flush finishes
+            // it or ends the session.
+            self.flush_wanted.notify_one();
+        }
+        self.metrics.deltas_sent.inc();
+        true
     }
 
     /// Follows an overflow rule (a message could not be sent): keeps its state, sends its
@@ -368,16 +432,14 @@ pub fn now_ms() -> i64 {
 }
 
 /// Drains the session's queues into the socket until the session closes; sends the §8.5
-/// heartbeat and a ping every `heartbeat`. A requested Close frame is sent before anything
-/// still queued (after the round chunks already queued when the gateway is going away, so a
-/// finished round is not cut at shutdown). A frame the socket does not take within the
-/// session's write timeout ends the session (the peer does not read: no Close can get through).
-pub async fn run_writer(
-    session: Arc<Session>,
-    mut sink: SplitSink<WebSocket, Message>,
-    mut queues: WriterQueues,
-    heartbeat: Duration,
-) {
+/// heartbeat and a ping every `heartbeat`; flushes what a direct delta write left unflushed. A
+/// requested Close frame is sent before anything still queued (after the round chunks already
+/// queued when the gateway is going away, so a finished round is not cut at shutdown). A frame
+/// the socket does not take within the session's write timeout ends the session (the peer does
+/// not read: no Close can get through). The write half sits in [`Session`]'s slot while the
+/// writer runs; every write locks it.
+pub async fn run_writer(session: Arc<Session>, sink: WsSink, mut queues: WriterQueues, heartbeat: Duration) {
+    *session.sink.lock().await = Some(sink);
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
     loop {
         let sent = tokio::select! {
@@ -390,7 +452,7 @@ pub async fn run_writer(
                     // finished is not cut before its `END` (bounded: 2 s in all).
                     let flush = async {
                         while let Ok(chunk) = queues.round.try_recv() {
-                            if !write_round_chunk(&session, &mut sink, chunk).await {
+                            if !write_round_chunk(&session, chunk).await {
                                 return;
                             }
                         }
@@ -398,34 +460,46 @@ pub async fn run_writer(
                     let _ = tokio::time::timeout(Duration::from_secs(2), flush).await;
                 }
                 let frame = CloseFrame { code, reason: reason.into() };
-                let _ = tokio::time::timeout(Duration::from_secs(2), sink.send(Message::Close(Some(frame)))).await;
+                if let Some(sink) = session.sink.lock().await.as_mut() {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), sink.send(Message::Close(Some(frame)))).await;
+                }
                 // Linger: the reader drains until the peer answers the close (or 1 s), so
                 // the connection ends with FIN, not a reset that could eat the frame.
                 let _ = tokio::time::timeout(Duration::from_secs(1), session.closed.cancelled()).await;
                 break;
             }
-            Some(out) = queues.ctrl.recv() => match out {
-                Outbound::Text(t) => write(&session, &mut sink, Message::Text(t.into())).await,
-                // The pass's hold (`_fan_out`) is let go once the delta was written.
-                Outbound::Delta(bytes, overflow, _fan_out) => {
-                    session.queued_delta_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
-                    {
-                        let mut st = session.state();
-                        if st.round_in_flight {
-                            // §8.7: no 0x00 while a response streams — the overflow rule instead.
-                            session.overflow(&mut st, overflow.as_ref());
-                            continue;
+            Some(out) = queues.ctrl.recv() => {
+                let sent = match out {
+                    Outbound::Text(t) => write(&session, Message::Text(t.into())).await,
+                    // The pass's hold (`_fan_out`) is let go once the delta was written.
+                    Outbound::Delta(bytes, overflow, _fan_out) => {
+                        session.queued_delta_bytes.fetch_sub(bytes.len(), Ordering::Relaxed);
+                        let in_round = {
+                            let mut st = session.state();
+                            if st.round_in_flight {
+                                // §8.7: no 0x00 while a response streams — the overflow rule instead.
+                                session.overflow(&mut st, overflow.as_ref());
+                            }
+                            st.round_in_flight
+                        };
+                        in_round || {
+                            session.metrics.deltas_sent.inc();
+                            write(&session, Message::Binary(bytes)).await
                         }
                     }
-                    session.metrics.deltas_sent.inc();
-                    write(&session, &mut sink, Message::Binary(bytes)).await
-                }
+                };
+                // Written (or given up): a delta may now be written directly.
+                session.unwritten.fetch_sub(1, Ordering::SeqCst);
+                sent
+            }
+            Some(chunk) = queues.round.recv() => write_round_chunk(&session, chunk).await,
+            () = session.flush_wanted.notified() => match session.sink.lock().await.as_mut() {
+                Some(sink) => timed(&session, sink.flush()).await,
+                None => false,
             },
-            Some(chunk) = queues.round.recv() => write_round_chunk(&session, &mut sink, chunk).await,
             _ = ticker.tick() => {
                 let hb = control_text(&ControlMessage::Heartbeat { timestamp: now_ms() });
-                write(&session, &mut sink, Message::Text(hb.into())).await
-                    && write(&session, &mut sink, Message::Ping(Bytes::from_static(b"hb"))).await
+                write(&session, Message::Text(hb.into())).await && write(&session, Message::Ping(Bytes::from_static(b"hb"))).await
             }
         };
         if !sent {
@@ -433,14 +507,25 @@ pub async fn run_writer(
         }
     }
     session.closed.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(2), sink.close()).await;
+    let sink = session.sink.lock().await.take();
+    if let Some(mut sink) = sink {
+        let _ = tokio::time::timeout(Duration::from_secs(2), sink.close()).await;
+    }
 }
 
 /// Writes one frame, bounded by the session's write timeout. False when the session ended,
 /// the socket failed, or the peer did not take the frame in time.
-async fn write(session: &Session, sink: &mut SplitSink<WebSocket, Message>, msg: Message) -> bool {
+async fn write(session: &Session, msg: Message) -> bool {
+    match session.sink.lock().await.as_mut() {
+        Some(sink) => timed(session, sink.send(msg)).await,
+        None => false,
+    }
+}
+
+/// Runs a send or flush of the write half within the session's write timeout; false as [`write`].
+async fn timed<E>(session: &Session, io: impl std::future::Future<Output = Result<(), E>>) -> bool {
     tokio::select! {
-        r = tokio::time::timeout(session.write_timeout, sink.send(msg)) => match r {
+        r = tokio::time::timeout(session.write_timeout, io) => match r {
             Ok(r) => r.is_ok(),
             Err(_) => {
                 tracing::info!(session = session.id, timeout = ?session.write_timeout, "the socket does not drain, dropping it");
@@ -451,13 +536,17 @@ async fn write(session: &Session, sink: &mut SplitSink<WebSocket, Message>, msg:
     }
 }
 
-/// Writes one round chunk; before the chunk carrying `END`, the round in flight ends (the
-/// writer sends nothing in between). False as [`write`].
-async fn write_round_chunk(session: &Session, sink: &mut SplitSink<WebSocket, Message>, chunk: RoundChunk) -> bool {
+/// Writes one round chunk; before the chunk carrying `END`, the round in flight ends — under
+/// the write half's lock, so no delta is written between the two. False as [`write`].
+async fn write_round_chunk(session: &Session, chunk: RoundChunk) -> bool {
+    let mut sink = session.sink.lock().await;
     if chunk.end.is_some() {
         session.state().finish_round();
     }
-    let sent = write(session, sink, Message::Binary(chunk.bytes)).await;
+    let sent = match sink.as_mut() {
+        Some(sink) => timed(session, sink.send(Message::Binary(chunk.bytes))).await,
+        None => false,
+    };
     if let Some(done) = chunk.end {
         let _ = done.send(());
     }

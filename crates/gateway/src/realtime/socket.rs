@@ -164,15 +164,27 @@ fn close_at(session: &Arc<Session>, expires_at_ms: i64, reason: &'static str) {
 async fn read_loop(hub: &Arc<Hub>, session: &Arc<Session>, mut stream: SplitStream<WebSocket>) {
     let mut scanner = round::Assembler::new(hub, session);
     let idle = hub.settings.idle_timeout;
+    // One timer for the whole session, moved only when it fires (not re-armed per message).
+    let (cancelled, deadline) = (session.closed.cancelled(), tokio::time::sleep(idle));
+    tokio::pin!(cancelled, deadline);
+    let mut last_read = tokio::time::Instant::now();
     while !session.is_closing() {
         let next = tokio::select! {
-            _ = session.closed.cancelled() => break,
-            next = tokio::time::timeout(idle, stream.next()) => next,
+            _ = &mut cancelled => break,
+            () = &mut deadline => {
+                if last_read.elapsed() >= idle {
+                    session.close(close_code::GOING_AWAY, "idle timeout");
+                } else {
+                    deadline.as_mut().reset(last_read + idle);
+                }
+                continue;
+            }
+            next = stream.next() => next,
         };
+        last_read = tokio::time::Instant::now();
         match next {
-            Err(_) => session.close(close_code::GOING_AWAY, "idle timeout"),
-            Ok(None | Some(Ok(Message::Close(_)))) => break,
-            Ok(Some(Err(e))) => {
+            None | Some(Ok(Message::Close(_))) => break,
+            Some(Err(e)) => {
                 let code = if e.to_string().to_ascii_lowercase().contains("too long") || e.to_string().contains("Space limit") {
                     close_code::TOO_BIG
                 } else {
@@ -181,9 +193,9 @@ async fn read_loop(hub: &Arc<Hub>, session: &Arc<Session>, mut stream: SplitStre
                 tracing::debug!(session = session.id, error = %e, "socket read failed");
                 session.close(code, "unreadable WebSocket frame");
             }
-            Ok(Some(Ok(Message::Text(text)))) => on_text(hub, session, text.as_str()),
-            Ok(Some(Ok(Message::Binary(bytes)))) => on_binary(hub, session, &mut scanner, &bytes),
-            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
+            Some(Ok(Message::Text(text))) => on_text(hub, session, text.as_str()),
+            Some(Ok(Message::Binary(bytes))) => on_binary(hub, session, &mut scanner, &bytes),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
         }
     }
     // Closing: drain (and ignore) what the peer still sends until its close or 1 s.
