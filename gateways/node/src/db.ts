@@ -22,17 +22,19 @@ export interface RoundArgs { partition: string; actorId: string; request: Buffer
 const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
 
 /** One SSP2 round in one transaction, the bytes once COMMIT returned: `sync` with pushes and a pull
- *  (or frames that do not scan: it answers their error), `push` without a pull, `pull` without pushes
- *  (bookkeeping writes only: synchronous_commit off). The response is buffered whole. */
+ *  (or frames that do not scan: it answers their error), `push` without a pull — one statement in its
+ *  own implicit transaction, committed (durably) before the query resolves; a failed COMMIT rejects it —
+ *  and `pull` without pushes (bookkeeping writes only: synchronous_commit off). Buffered whole. */
 export function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
   const shape = requestShape(a.request), fn = !shape || (shape.push && shape.pull) ? 'sync' : shape.push ? 'push' : 'pull';
   const params = [a.partition, a.actorId, a.request, json(a.allowedScopes), ...(a.clientId === undefined ? [] : [a.clientId])];
   const sql = `SELECT syncular.${fn}($1::text, $2::text, $3::bytea, $4::jsonb${a.clientId === undefined ? '' : ', $5::text'}) AS r`;
+  if (fn !== 'pull') return withRetry(async () => (await pool.query(sql, params)).rows[0].r as Buffer);
   return withRetry(async () => {
     const c = await pool.connect();
     let broken = false;
     try {
-      await c.query(fn === 'pull' ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN');
+      await c.query('BEGIN; SET LOCAL synchronous_commit TO off');
       const bytes: Buffer = (await c.query(sql, params)).rows[0].r;
       await c.query('COMMIT');
       return bytes;

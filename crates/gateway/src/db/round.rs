@@ -160,10 +160,12 @@ pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunk
     Ok(RoundBody::Stream { head, rest })
 }
 
-/// One half in its own transaction. `BEGIN`, the call and `COMMIT` are pipelined (sent
-/// back to back, in that order, on one connection — one network round trip instead of three);
-/// the bytes are returned only when `COMMIT` succeeded. A failed call aborts the transaction,
-/// so the pipelined `COMMIT` only rolls it back.
+/// One half in its own transaction. A push (or push and pull) is ONE statement in its own
+/// implicit transaction, which commits durably at the statement's `Sync`: `query_one` returns
+/// only after `ReadyForQuery`, so the bytes are returned only when the COMMIT succeeded (a
+/// failed COMMIT is an error of the call). A pull: `BEGIN`, the call and `COMMIT` pipelined
+/// (sent back to back, in that order, on one connection — one network round trip instead of
+/// three); a failed call aborts the transaction, so the pipelined `COMMIT` only rolls it back.
 ///
 /// The pull half commits with `synchronous_commit = off`: it writes only bookkeeping (the
 /// client record's cursor — a retention watermark whose loss only lowers it — and its
@@ -175,13 +177,12 @@ async fn call_in_tx(pool: &Pool, half: Half, args: &RoundArgs<'_>) -> Result<Vec
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
     let statement = client.prepare_cached(half.sql(args.connection_client_id.is_some())).await.map_err(pg)?;
     let params = args.params();
+    if !matches!(half, Half::Pull) {
+        return client.query_one(&statement, &params).await.and_then(|row| row.try_get(0)).map_err(pg);
+    }
     // join3 polls in argument order, and each future queues its message on its first poll.
-    let begin_sql = match half {
-        Half::Pull => "BEGIN; SET LOCAL synchronous_commit TO off",
-        Half::Push | Half::Both => "BEGIN",
-    };
     let (begin, row, commit) = join3(
-        client.batch_execute(begin_sql),
+        client.batch_execute("BEGIN; SET LOCAL synchronous_commit TO off"),
         client.query_one(&statement, &params),
         client.batch_execute("COMMIT"),
     )

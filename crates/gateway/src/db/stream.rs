@@ -56,13 +56,16 @@ fn whole_sql(with_client: bool) -> &'static str {
 }
 
 /// The whole round — push and pull — in ONE transaction when its response fits in `limit`
-/// bytes: `BEGIN; SELECT syncular.sync_stream(…); COMMIT` pipelined (durable COMMIT), its rows
-/// read and kept until the last; `Some(response)` is returned only after the COMMIT succeeded
-/// (persist before acknowledging). A response that outgrows `limit` is given up before its
-/// end: the query is cancelled so the transaction rolls back (the connection is discarded) and
-/// `None` is returned — the caller then runs the round in two transactions, the pull streamed
-/// (a push that committed anyway is replayed by its idempotency key). Transient failures retry
-/// the whole transaction.
+/// bytes: `SELECT syncular.sync_stream(…)` as one statement in its own implicit transaction
+/// (extended protocol: the transaction commits, durably, at the statement's `Sync`, before
+/// `ReadyForQuery`), its rows read and kept until the last; `Some(response)` is returned only
+/// once the row stream ended with `ReadyForQuery`, i.e. after the COMMIT succeeded (persist
+/// before acknowledging; a failed COMMIT arrives as an error in the stream). One statement:
+/// no `BEGIN`/`COMMIT` messages and answers to wait for. A response that outgrows `limit` is
+/// given up before its end: the query is cancelled so the transaction rolls back (the
+/// connection is discarded) and `None` is returned — the caller then runs the round in two
+/// transactions, the pull streamed (a push that committed anyway is replayed by its
+/// idempotency key). Transient failures retry the whole transaction.
 ///
 /// Errors: the §10.1 error of the call or of the COMMIT.
 pub async fn whole_round(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Result<Option<Vec<u8>>, ApiError> {
@@ -74,70 +77,23 @@ async fn whole_round_once(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Re
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
     let statement = client.prepare_cached(whole_sql(args.connection_client_id.is_some())).await.map_err(pg)?;
     let params = args.params();
-    // BEGIN, the query and COMMIT are pipelined (join polls in argument order; the COMMIT is
-    // sent by its first poll, right after the query started): one round trip for a small
-    // round. The COMMIT runs once the query's last row is produced; its answer is read only
-    // after the rows, and nothing is answered before it.
-    let (begin, rows) =
-        join(client.batch_execute("BEGIN"), client.query_raw(&statement, params.iter().map(|p| *p as &dyn ToSql))).await;
-    let mut commit = Box::pin(client.batch_execute("COMMIT"));
-    let mut committed = None;
-    std::future::poll_fn(|cx| {
-        if let std::task::Poll::Ready(r) = std::future::Future::poll(commit.as_mut(), cx) {
-            committed = Some(r);
-        }
-        std::task::Poll::Ready(())
-    })
-    .await;
-    let mut rows = match (begin, rows) {
-        (Ok(()), Ok(rows)) => Box::pin(rows),
-        // The transaction failed: the queued COMMIT only rolls it back.
-        (Err(e), _) | (_, Err(e)) => {
-            if committed.is_none() {
-                let _ = commit.as_mut().await;
-            }
-            return Err(pg(e));
-        }
-    };
+    let rows = client.query_raw(&statement, params.iter().map(|p| *p as &dyn ToSql)).await.map_err(pg)?;
+    let mut rows = Box::pin(rows);
     let mut whole = Vec::new();
-    let mut failed = None;
-    let mut over = false;
     while let Some(row) = rows.next().await {
-        match row.and_then(|r| r.try_get::<_, Vec<u8>>(0)) {
-            Ok(chunk) if whole.len().saturating_add(chunk.len()) <= limit => whole.extend_from_slice(&chunk),
-            Ok(_) => {
-                over = true;
-                break;
-            }
-            Err(e) => {
-                failed = Some(pg(e));
-                break;
-            }
+        let chunk: Vec<u8> = row.and_then(|r| r.try_get(0)).map_err(pg)?;
+        if whole.len().saturating_add(chunk.len()) > limit {
+            // Too large to hold: cancel the query, so its transaction rolls back. Should the
+            // statement have finished first and committed, the push is replayed by its
+            // idempotency key in the two-transaction round that follows. The connection is
+            // discarded (a cancel request may land later).
+            let _ = client.cancel_token().cancel_query(NoTls).await;
+            drop(rows);
+            drop(Object::take(client));
+            return Ok(None);
         }
+        whole.extend_from_slice(&chunk);
     }
-    if over {
-        // Too large to hold: cancel the query, so the queued COMMIT rolls back. Should the
-        // query have finished first and committed, the push is replayed by its idempotency
-        // key in the two-transaction round that follows. The connection is discarded (a
-        // cancel request may land later).
-        let _ = client.cancel_token().cancel_query(NoTls).await;
-        drop(rows);
-        if committed.is_none() {
-            let _ = commit.as_mut().await;
-        }
-        drop(commit);
-        drop(Object::take(client));
-        return Ok(None);
-    }
-    drop(rows);
-    let committed = match committed {
-        Some(r) => r,
-        None => commit.as_mut().await,
-    };
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    committed.map_err(pg)?;
     Ok(Some(whole))
 }
 
