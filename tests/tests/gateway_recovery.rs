@@ -1,11 +1,14 @@
 //! Realtime recovery through running gateways (issue 8): a host `syncular.refresh_scopes`
 //! after a membership change stops that actor's deltas on two gateways at once; killing the
 //! gateway's LISTEN backend loses no delta and duplicates none; a gateway restart drains
-//! acks on SIGTERM (exit 0) and the next gateway resumes the client from its cursor.
+//! acks on SIGTERM (exit 0) and the next gateway resumes the client from its cursor; a round
+//! cut by the request timeout mid-transaction leaves no pooled connection inside it.
 //! Needs `SYNCULAR_TEST_DSN` and the gateway binary (scripts/test builds it).
 
 use syncular_integration_tests::connect;
-use syncular_integration_tests::fixtures::partition_name;
+use std::time::Duration;
+
+use syncular_integration_tests::fixtures::{partition_name, server_tasks};
 use syncular_integration_tests::gateway::{
     grant, raw_ws, read_until_closed, revoke_and_refresh, setup, sql_commit_task, stored_cursor, wait_until, Gateway, Peer,
 };
@@ -126,4 +129,55 @@ fn a_gateway_restart_drains_acks_and_resumes_the_client_from_its_cursor() {
     sql_commit_task(&mut conn, &partition, "alice", "r3", "p1", "live again");
     bob.pump_until("r3 as a delta", |p| p.holds("r3"));
     assert_eq!(bob.deltas_containing("r3"), 1);
+}
+
+/// A pull cut by `--request-timeout-secs` while it waits inside its transaction (the scope
+/// resolver blocked by a lock) must not hand its connection back to the pool still inside that
+/// transaction: the next round with pushes — one statement, no `BEGIN` of its own — would run in
+/// it, be acknowledged, and never be committed. Found by a breaker; fails on the gateway before
+/// the fix (the push is lost when the gateway stops).
+#[test]
+fn a_round_cut_mid_transaction_leaves_no_pooled_connection_inside_it() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-cut-tx");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    let gw = Gateway::start(&["--pool-size", "1", "--request-timeout-secs", "1"]);
+    let mut a = Peer::new(&gw.base_url, &partition, "alice", "cut-tx-a");
+    a.subscribe("tasks", &["p1"]);
+    a.sync_idle(6).expect("a's first sync");
+    let mut b = Peer::new(&gw.base_url, &partition, "alice", "cut-tx-b");
+    b.subscribe("tasks", &["p1"]);
+    b.sync_idle(6).expect("b's first sync");
+
+    // The resolver reads gw_test_memberships: locked for 2.5 s, a's pull waits past the 1 s
+    // request timeout inside its transaction.
+    let mut locker = connect();
+    let mut lock = locker.transaction().expect("locker transaction");
+    lock.batch_execute("LOCK TABLE public.gw_test_memberships IN ACCESS EXCLUSIVE MODE").expect("lock");
+    let puller = std::thread::spawn(move || a.sync());
+    std::thread::sleep(Duration::from_millis(2500));
+    lock.commit().expect("unlock");
+    let _ = puller.join().expect("puller thread");
+    let app = format!("syncular-gateway-{}", gw.id);
+    wait_until("the cut pull's transaction is gone", || {
+        let open: i64 = conn
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'",
+                &[&app],
+            )
+            .expect("pg_stat_activity")
+            .get(0);
+        open == 0
+    });
+
+    b.write_task("cut-tx-t1", "p1", "acknowledged");
+    let report = b.sync().expect("push round");
+    assert_eq!(report.applied.len(), 1, "the push is applied: {report:?}");
+    let visible = server_tasks(&mut conn, &partition).expect("server rows");
+    assert!(visible.iter().any(|t| t.0 == "cut-tx-t1"), "acknowledged but not committed: {visible:?}");
+    drop(b);
+    gw.stop();
+    let after = server_tasks(&mut conn, &partition).expect("server rows");
+    assert!(after.iter().any(|t| t.0 == "cut-tx-t1"), "the acknowledged push was lost: {after:?}");
 }

@@ -55,6 +55,44 @@ pub async fn checkout(pool: &Pool) -> Result<deadpool_postgres::Object, ApiError
     })
 }
 
+/// A pooled connection with an explicit transaction open on it (`BEGIN` sent). Dropped before
+/// [`TxConn::ended`] — the future that owned it was dropped mid-transaction (a request timeout,
+/// a client gone) or a step failed before `COMMIT`/`ROLLBACK` was answered — the connection is
+/// closed instead of going back to the pool: a later round must never run inside an abandoned
+/// transaction (its pushes would be acknowledged and never committed). Postgres rolls the
+/// abandoned transaction back when it sees the connection gone.
+pub struct TxConn(Option<deadpool_postgres::Object>);
+
+impl TxConn {
+    /// Wraps a connection on which `BEGIN` is about to be sent.
+    pub fn new(client: deadpool_postgres::Object) -> Self {
+        TxConn(Some(client))
+    }
+
+    /// The transaction ended (`COMMIT` or `ROLLBACK` answered): the connection goes back to the
+    /// pool.
+    pub fn ended(mut self) {
+        self.0.take();
+    }
+}
+
+impl std::ops::Deref for TxConn {
+    type Target = deadpool_postgres::Object;
+
+    fn deref(&self) -> &Self::Target {
+        // Present until `ended` (which consumes the guard) or drop.
+        self.0.as_ref().unwrap_or_else(|| unreachable!("TxConn used after it ended"))
+    }
+}
+
+impl Drop for TxConn {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
 /// How long a round waits for a presigned upload it references to be verified
 /// (`syncular.blob_pending`, docs/src/operate/object-store.md), and how often it retries.
 const BLOB_PENDING_WAIT: Duration = Duration::from_secs(5);

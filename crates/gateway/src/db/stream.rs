@@ -30,12 +30,14 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, RowStream};
 
 use super::round::RoundArgs;
-use super::{checkout, with_retry, ApiError};
+use super::{checkout, with_retry, ApiError, TxConn};
 use crate::framing::error_tail;
 
-/// An open pull stream: the connection in its transaction and the rows still to read.
+/// An open pull stream: the connection in its transaction and the rows still to read. Dropped
+/// (or failed) before its `COMMIT` was answered, the connection is closed, never pooled
+/// ([`TxConn`]).
 pub struct PullStream {
-    client: Object,
+    client: TxConn,
     rows: Pin<Box<RowStream>>,
 }
 
@@ -105,7 +107,7 @@ pub async fn open(pool: &Pool, args: &RoundArgs<'_>) -> Result<(PullStream, Vec<
 }
 
 async fn open_once(pool: &Pool, args: &RoundArgs<'_>) -> Result<(PullStream, Vec<u8>), ApiError> {
-    let client = checkout(pool).await?;
+    let client = TxConn::new(checkout(pool).await?);
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
     let statement = client.prepare_cached(sql(args.connection_client_id.is_some())).await.map_err(pg)?;
     let params = args.params();
@@ -129,7 +131,9 @@ async fn open_once(pool: &Pool, args: &RoundArgs<'_>) -> Result<(PullStream, Vec
     match first {
         Ok((rows, chunk)) => Ok((PullStream { client, rows }, chunk)),
         Err(e) => {
-            let _ = client.batch_execute("ROLLBACK").await;
+            if client.batch_execute("ROLLBACK").await.is_ok() {
+                client.ended();
+            }
             Err(e)
         }
     }
@@ -161,6 +165,7 @@ impl PullStream {
         }
         match self.client.batch_execute("COMMIT").await {
             Ok(()) => {
+                self.client.ended();
                 if let Some(last) = held {
                     let _ = tx.send(Bytes::from(last)).await;
                 }
@@ -200,8 +205,9 @@ impl PullStream {
             Some(Err(e)) => Err(ApiError::from_pg(&e)),
             Some(Ok(_)) => Err(ApiError::internal("syncular.pull_stream sent a row after END")),
         };
-        if result.is_err() {
-            self.abandon().await;
+        match result {
+            Ok(()) => self.client.ended(),
+            Err(_) => self.abandon().await,
         }
         result
     }
@@ -223,6 +229,6 @@ impl PullStream {
         let _ = self.client.cancel_token().cancel_query(NoTls).await;
         drop(self.rows);
         let _ = self.client.batch_execute("ROLLBACK").await;
-        drop(Object::take(self.client));
+        // Dropped without `ended`: the connection is closed.
     }
 }

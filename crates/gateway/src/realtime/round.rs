@@ -104,10 +104,11 @@ async fn run(hub: &Arc<Hub>, session: &Arc<Session>, request: Request, wire: u16
     let result = run_round(&hub.pool, &args).await;
     // The request is done with: its bytes go back to the budget before the response's are taken.
     drop((request, lease));
-    // Ends the round without a response: the socket is closed.
+    // Ends the round without a response: the socket is closed — before the round stops being
+    // in flight, so no pass writes a delta in between.
     let abort = |code: u16, reason: &str| {
-        session.state().round_in_flight = false;
         session.close(code, reason);
+        session.state().round_in_flight = false;
     };
     let (response, ok) = match result {
         Ok(bytes) => (bytes, true),
