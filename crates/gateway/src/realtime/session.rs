@@ -10,10 +10,10 @@
 //! backpressure). When the control queue is short of room a delta becomes a
 //! `catchup-required` wake-up (the session is suppressed), and a session that cannot even take
 //! a control message is closed (1008) — a socket that never reads cannot grow the gateway's
-//! memory. The Close frame never needs queue room: it has its
-//! own slot, which the writer checks before the queues. Every frame must be taken by the
-//! socket within `--write-timeout-secs`; a socket that does not drain is dropped. The writer
-//! also sends the §8.5 heartbeat and WebSocket pings.
+//! memory. The Close frame never needs queue room: it has its own slot, which the writer checks
+//! before the queues. Every frame must be taken by the socket within `--write-timeout-secs`; a
+//! socket that does not drain is dropped. The writer also sends the §8.5 heartbeat and
+//! WebSocket pings.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -292,12 +292,7 @@ impl Session {
         if self.closed.is_cancelled() {
             return false;
         }
-        self.unwritten.fetch_add(1, Ordering::SeqCst);
-        let sent = self.ctrl.try_send(Outbound::Text(text));
-        if sent.is_err() {
-            self.unwritten.fetch_sub(1, Ordering::SeqCst);
-        }
-        match sent {
+        match self.enqueue(Outbound::Text(text)) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::info!(session = self.id, "outbound queue full, closing the socket");
@@ -336,12 +331,20 @@ impl Session {
             return;
         }
         self.queued_delta_bytes.fetch_add(len, Ordering::Relaxed);
-        self.unwritten.fetch_add(1, Ordering::SeqCst);
-        if self.ctrl.try_send(Outbound::Delta(message.clone(), overflow.cloned(), fan_out.cloned())).is_err() {
-            self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        if self.enqueue(Outbound::Delta(message.clone(), overflow.cloned(), fan_out.cloned())).is_err() {
             self.queued_delta_bytes.fetch_sub(len, Ordering::Relaxed);
             self.overflow(st, overflow);
         }
+    }
+
+    /// Puts a message on the control queue, counted in `unwritten` until the writer wrote it.
+    fn enqueue(&self, out: Outbound) -> Result<(), mpsc::error::TrySendError<Outbound>> {
+        self.unwritten.fetch_add(1, Ordering::SeqCst);
+        let sent = self.ctrl.try_send(out);
+        if sent.is_err() {
+            self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        }
+        sent
     }
 
     /// Writes a delta to the socket from the calling task when no message waits before it, the
@@ -350,9 +353,6 @@ impl Session {
     /// socket that does not drain). False leaves the delta to the queue. Never after a close
     /// was asked for: the Close frame is the last frame.
     fn write_now(&self, message: &Bytes) -> bool {
-        if self.unwritten.load(Ordering::SeqCst) != 0 || self.closing.load(Ordering::SeqCst) {
-            return false;
-        }
         let Ok(mut sink) = self.sink.try_lock() else { return false };
         let Some(sink) = sink.as_mut() else { return false };
         // Under the lock: the writer takes it before it writes what it dequeued.
@@ -516,7 +516,12 @@ pub async fn run_writer(session: Arc<Session>, sink: WsSink, mut queues: WriterQ
 /// Writes one frame, bounded by the session's write timeout. False when the session ended,
 /// the socket failed, or the peer did not take the frame in time.
 async fn write(session: &Session, msg: Message) -> bool {
-    match session.sink.lock().await.as_mut() {
+    send_on(session, &mut *session.sink.lock().await, msg).await
+}
+
+/// [`write`] on the write half the caller has locked.
+async fn send_on(session: &Session, sink: &mut Option<WsSink>, msg: Message) -> bool {
+    match sink.as_mut() {
         Some(sink) => timed(session, sink.send(msg)).await,
         None => false,
     }
@@ -543,10 +548,7 @@ async fn write_round_chunk(session: &Session, chunk: RoundChunk) -> bool {
     if chunk.end.is_some() {
         session.state().finish_round();
     }
-    let sent = match sink.as_mut() {
-        Some(sink) => timed(session, sink.send(Message::Binary(chunk.bytes))).await,
-        None => false,
-    };
+    let sent = send_on(session, &mut sink, Message::Binary(chunk.bytes)).await;
     if let Some(done) = chunk.end {
         let _ = done.send(());
     }
