@@ -232,3 +232,20 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'object_store_work_wrapper';
 REVOKE ALL ON FUNCTION syncular.object_store_work(integer, bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION syncular.object_store_work(integer, bigint, bigint) TO syncular_gateway;
+
+-- A gateway's whole round as one statement (docs/src/sql/sync.md): syncular.sync, committed
+-- with synchronous_commit off when the request carries no PUSH_COMMIT and the statement runs in
+-- its own implicit transaction.
+CREATE FUNCTION syncular."gateway_round"(
+	"partition" TEXT,
+	"actor_id" TEXT,
+	"request" bytea,
+	"allowed_scopes" jsonb DEFAULT NULL,
+	"connection_client_id" TEXT DEFAULT NULL
+) RETURNS bytea
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'gateway_round_wrapper';
+REVOKE ALL ON FUNCTION syncular.gateway_round(text, text, bytea, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.gateway_round(text, text, bytea, jsonb, text) TO syncular_gateway;

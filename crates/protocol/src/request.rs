@@ -384,6 +384,25 @@ pub(crate) fn decode_request_frames(r: &mut Reader<'_>, wire_version: u16) -> Re
     Ok(Request { wire_version, header, round_failure, commits, pull, unknown })
 }
 
+/// Whether a request carries a `PUSH_COMMIT` frame (§1.5), read from the
+/// frame headers alone (no payload is decoded): what a caller needs to know
+/// before the round to pick its durability (`syncular.gateway_round`).
+/// `true` for bytes that are not a well-framed request — [`decode_request`]
+/// reports why; assuming pushes is the durable side. Never panics.
+pub fn carries_push_commit(bytes: &[u8]) -> bool {
+    let mut r = Reader::new(bytes);
+    if !matches!(read_envelope_header(&mut r), Ok((_, MsgKind::Request))) {
+        return true;
+    }
+    loop {
+        match next_frame(&mut r) {
+            Ok(Some(frame)) if frame.frame_type != FRAME_PUSH_COMMIT => {}
+            Ok(None) => return false,
+            Ok(Some(_)) | Err(_) => return true,
+        }
+    }
+}
+
 /// `ROUND_FAILURE.code` syntax (§1.5, wire version 3): at most 64 UTF-8
 /// bytes of `[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+` — two or more dotted
 /// segments, each a lowercase ASCII letter then lowercase letters, digits or

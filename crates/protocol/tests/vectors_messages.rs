@@ -8,6 +8,7 @@ mod common;
 use std::path::Path;
 use syncular_protocol::message::{decode_message, encode_message};
 use syncular_protocol::render::render_decoded;
+use syncular_protocol::request::{carries_push_commit, decode_request};
 
 fn run_kind(dir: &Path, kind: &str) -> (usize, usize) {
     let manifest = common::manifest(dir, kind);
@@ -59,4 +60,24 @@ fn response_vectors() {
     let Some(dir) = common::vectors_dir() else { return };
     let (valid, invalid) = run_kind(&dir, "response");
     assert!(valid >= 13 && invalid >= 1, "ran {valid} valid / {invalid} invalid response cases");
+}
+
+/// `carries_push_commit` (a frame-header scan) agrees with the full decoder on
+/// every valid request vector, and says `true` for each of its truncations
+/// (not a well-framed request: the durable side).
+#[test]
+fn carries_push_commit_agrees_with_the_decoder() {
+    let Some(dir) = common::vectors_dir() else { return };
+    let manifest = common::manifest(&dir, "request");
+    let (mut with, mut without) = (0, 0);
+    for case in manifest["cases"].as_array().expect("cases") {
+        let Ok(bin) = std::fs::read(dir.join("request").join(case["bin"].as_str().unwrap())) else { continue };
+        let pushes = !decode_request(&bin).expect("valid vector").commits.is_empty();
+        assert_eq!(carries_push_commit(&bin), pushes, "request/{}", case["name"]);
+        if pushes { with += 1 } else { without += 1 }
+        for cut in 0..bin.len() {
+            assert!(carries_push_commit(&bin[..cut]), "request/{} cut at {cut}", case["name"]);
+        }
+    }
+    assert!(with > 0 && without > 0, "vectors with pushes: {with}, without: {without}");
 }

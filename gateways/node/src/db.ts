@@ -1,10 +1,9 @@
-// Every SQL statement of the gateway: one sync round in ONE transaction (persist before
-// acknowledging: the bytes once COMMIT returned), the segment downloads, and the realtime calls — the
+// Every SQL statement of the gateway: one sync round in ONE statement (persist before
+// acknowledging: the bytes once its COMMIT returned), the segment downloads, and the realtime calls — the
 // session rules realtime_connect / realtime_reload / realtime_pass, realtime_ack, error_response. Values are always
 // bound; session states travel as the JSON text Postgres prints (`::text` out, `$n::text::jsonb` in).
 import { Pool, PoolConfig } from 'pg';
 import { fromPg, withRetry } from './errors';
-import { requestShape } from './framing';
 
 /** node-postgres settings from a libpq `key=value` string or a postgres:// URL. */
 export function pgConfig(url: string, applicationName: string): PoolConfig {
@@ -21,28 +20,12 @@ export function pgConfig(url: string, applicationName: string): PoolConfig {
 export interface RoundArgs { partition: string; actorId: string; request: Buffer; allowedScopes: unknown | null; clientId?: string }
 const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
 
-/** One SSP2 round in one transaction, the bytes once COMMIT returned: `sync` with pushes and a pull
- *  (or frames that do not scan: it answers their error), `push` without a pull — one statement in its
- *  own implicit transaction, committed (durably) before the query resolves; a failed COMMIT rejects it —
- *  and `pull` without pushes (bookkeeping writes only: synchronous_commit off). Buffered whole. */
+/** One SSP2 round: ONE statement in its own implicit transaction, so the bytes arrive once its COMMIT
+ *  did (durably with pushes, asynchronously without: syncular.gateway_round decides). Buffered whole. */
 export function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
-  const shape = requestShape(a.request), fn = !shape || (shape.push && shape.pull) ? 'sync' : shape.push ? 'push' : 'pull';
-  const params = [a.partition, a.actorId, a.request, json(a.allowedScopes), ...(a.clientId === undefined ? [] : [a.clientId])];
-  const sql = `SELECT syncular.${fn}($1::text, $2::text, $3::bytea, $4::jsonb${a.clientId === undefined ? '' : ', $5::text'}) AS r`;
-  if (fn !== 'pull') return withRetry(async () => (await pool.query(sql, params)).rows[0].r as Buffer);
-  return withRetry(async () => {
-    const c = await pool.connect();
-    let broken = false;
-    try {
-      await c.query('BEGIN; SET LOCAL synchronous_commit TO off');
-      const bytes: Buffer = (await c.query(sql, params)).rows[0].r;
-      await c.query('COMMIT');
-      return bytes;
-    } catch (e) {
-      await c.query('ROLLBACK').catch(() => { broken = true; });
-      throw fromPg(e);
-    } finally { c.release(broken); }
-  });
+  const client = a.clientId === undefined ? [] : [a.clientId];
+  return withRetry(async () => (await pool.query(`SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb${
+    client.length ? ', $5::text' : ''}) AS r`, [a.partition, a.actorId, a.request, json(a.allowedScopes), ...client])).rows[0].r);
 }
 
 const rows = async (pool: Pool, sql: string, params: unknown[]) => (await withRetry(() => pool.query(sql, params))).rows;

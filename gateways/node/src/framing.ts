@@ -1,10 +1,10 @@
 // SSP2 framing without decoding a payload (§1.2, §8.7): the 8-byte envelope check, the END scanner
-// that reassembles a socket round's request from 0x01 chunks, the request's shape (which SQL call
-// runs it), and the cut of a response into round chunks. Frame: type u8, length u32 LE, payload;
-// END = type 0x00, length 0. (Deltas come from realtime_pass already tagged 0x00.)
+// that reassembles a socket round's request from 0x01 chunks, and the cut of a response into round
+// chunks. Frame: type u8, length u32 LE, payload; END = type 0x00, length 0. (Deltas come from
+// realtime_pass already tagged 0x00.)
 
 export const TAG_ROUND = 0x01;
-const END = 0x00, PUSH_COMMIT = 0x02, PULL_HEADER = 0x03;
+const END = 0x00;
 
 export class FramingError extends Error {
   constructor(message: string, readonly tooLarge = false) { super(message); }
@@ -15,16 +15,6 @@ export function checkHeader(b: Buffer): number {
   const wire = b.length >= 8 ? b.readUInt16LE(4) : 0;
   if (wire < 1 || wire > 3 || b.toString('latin1', 0, 4) !== 'SSP2' || b[6] !== 0x01 || b[7] !== 0) throw new FramingError('invalid SSP2 request header');
   return wire;
-}
-
-/** The frames after the envelope up to END: [type, end offset]; null for a truncated stream. */
-function frames(b: Buffer): [number, number][] | null {
-  const out: [number, number][] = [];
-  for (let pos = 8; pos < b.length && out[out.length - 1]?.[0] !== END; pos = out[out.length - 1][1]) {
-    if (pos + 5 > b.length || pos + 5 + b.readUInt32LE(pos + 1) > b.length) return null;
-    out.push([b[pos], pos + 5 + b.readUInt32LE(pos + 1)]);
-  }
-  return out;
 }
 
 /** Streaming reassembly of one request (§8.7 rule 1): push chunks, get the message at its END. */
@@ -55,24 +45,6 @@ export class RequestScanner {
   }
 }
 
-/** Which halves a request carries; null when it is not a well-framed request. */
-export function requestShape(b: Buffer): { push: boolean; pull: boolean } | null {
-  try { checkHeader(b); } catch { return null; }
-  const fs = frames(b), last = fs?.[fs.length - 1];
-  if (!fs || last?.[0] !== END || last[1] !== b.length) return null;
-  return { push: fs.some(f => f[0] === PUSH_COMMIT), pull: fs.some(f => f[0] === PULL_HEADER) };
-}
-
-/** Cuts a response into round-message payloads of whole frames up to 64 KiB (a larger frame is
- *  split); the last one ends exactly at END (§8.7 rule 2). */
-export function roundChunks(b: Buffer, max = 64 * 1024): Buffer[] {
-  const out: Buffer[] = [];
-  let start = 0, cut = 0;
-  for (const end of [...(frames(b) ?? []).map(f => f[1]), b.length]) {
-    if (end - start > max && cut > start) { out.push(b.subarray(start, cut)); start = cut; }
-    for (; end - start > max; start += max) out.push(b.subarray(start, start + max));
-    cut = end;
-  }
-  if (cut > start) out.push(b.subarray(start, cut));
-  return out;
-}
+/** Cuts a response into round-message payloads of up to 64 KiB: chunk boundaries are arbitrary and
+ *  the response ends with END, so the last one ends exactly at END (§8.7 rule 2). */
+export const roundChunks = (b: Buffer, max = 64 * 1024) => Array.from({ length: Math.ceil(b.length / max) }, (_, i) => b.subarray(i * max, (i + 1) * max));

@@ -24,7 +24,7 @@ export interface HubOptions {
 type Reason = 'connect' | 'round-end' | 'host';
 class Session {
   state = ''; resume: db.Resume = null; logEpoch = ''; scopeKeys = new Set<string>(); acked = -1; // what the rules answered last
-  streaming = false; inRound = false; // a round is in flight until its END: wake-ups, no 0x00, no second round (§8.7)
+  inRound = false; // a round is in flight until its END: wake-ups, no 0x00, no second round (§8.7)
   roundEnd: { state: string; resume: db.Resume; logEpoch: string } | null = null; // the round-end reload's answer, kept at END
   busy = 0; // the connect reload not finished: the session sits out passes meanwhile
   generation = 0; refreshIssued = 0; refreshApplied = 0; // bumped by rounds, reloads, scopes notifications; reload tickets
@@ -216,7 +216,7 @@ export class Hub {
   /** Binary: 0x01 chunks of a round's request (§8.7); anything else breaks the stream. */
   private onBinary(s: Session, data: Buffer) {
     if (!data.length || data[0] !== TAG_ROUND) return this.end(s, 1002, 'unexpected channel tag (§8.7)');
-    if (s.streaming) return this.end(s, 1002, 'sync round begun while a response stream is in flight (§8.7)');
+    if (s.inRound) return this.end(s, 1002, 'sync round begun while a response stream is in flight (§8.7)');
     try {
       const request = s.scanner.push(data.subarray(1));
       if (request) this.round(s, request).catch(e => { this.log('error', 'round failed', { error: (e as Error).message }); this.end(s, 1011, 'internal error'); });
@@ -258,7 +258,7 @@ export class Hub {
    *  (woken for meanwhile) arrive as deltas. */
   private async round(s: Session, request: Buffer) {
     const wire = request.readUInt16LE(4);
-    s.streaming = s.inRound = true; s.roundEnd = null; s.generation++; this.rounds++;
+    s.inRound = true; s.roundEnd = null; s.generation++; this.rounds++;
     try {
       let response: Buffer, outcome = 'ok';
       try {
@@ -283,12 +283,12 @@ export class Hub {
           await reloaded;
           const end = s.roundEnd as Session['roundEnd']; // set by the reload meanwhile
           if (end) { s.adopt(end); s.roundEnd = null; }
-          s.streaming = s.inRound = false;
+          s.inRound = false;
         }
         s.ws.send(Buffer.concat([Buffer.of(TAG_ROUND), chunks[i]]));
       }
     } finally {
-      s.streaming = s.inRound = false; this.rounds--;
+      s.inRound = false; this.rounds--;
       const p = this.partitions.get(s.partition);
       if (p && !s.busy && s.joined) this.schedule(p, ['pass']);
     }
@@ -383,7 +383,7 @@ export class Hub {
         // An ack, a reload or a round changed the session while the call ran: the next pass recomputes.
         if (s.state !== states[row.index] || s.generation !== gen || s.busy || s.inRound !== (keys[row.index][0] === 'r')) { rerun = true; continue; }
         Object.assign(s, { state: row.state, resume: row.resume });
-        if (row.message && !s.closing && !s.streaming && s.ws.bufferedAmount + row.message.length <= this.deltaBudget) {
+        if (row.message && !s.closing && !s.inRound && s.ws.bufferedAmount + row.message.length <= this.deltaBudget) {
           s.ws.send(row.message); // one buffer for the whole row
           this.metrics.inc('deltas_sent_total');
         } else if (row.message && row.overflow) { // the socket is backed up: a wake-up instead

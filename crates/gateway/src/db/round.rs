@@ -1,13 +1,14 @@
 //! One SSP2 sync round, persisted before it is acknowledged (contract §1, §2.3, §6.4).
 //!
-//! Every round is ONE transaction whose COMMIT precedes the first byte answered: a request with
-//! `PUSH_COMMIT` frames and a `PULL_HEADER` runs `syncular.sync` (socket rounds, buffered
-//! whole) or `syncular.sync_stream` read whole while it stays under [`WHOLE_ROUND_BYTES`]
-//! (`POST /sync`); a request without `PUSH_COMMIT` frames is one `syncular.pull` (or
-//! `pull_stream`) transaction; one whose frames cannot be scanned goes to `syncular.sync`
-//! (which answers its error). Only an HTTP round whose response outgrows
-//! [`WHOLE_ROUND_BYTES`] is run as two: `syncular.push` COMMITted first, then the pull
-//! streamed in a second transaction, the two spliced ([`crate::framing::splice_head`]). Transient failures (SQLSTATE 40/53/57/08, lost
+//! Every round is ONE transaction whose COMMIT precedes the first byte answered: a socket round
+//! is one `syncular.gateway_round` statement (buffered whole; it commits a request without
+//! `PUSH_COMMIT` frames asynchronously, one with pushes durably); `POST /sync` runs a request with
+//! pushes and a pull as `syncular.sync_stream` read whole while it stays under
+//! [`WHOLE_ROUND_BYTES`], one without `PUSH_COMMIT` frames as a `syncular.pull_stream`
+//! transaction, one whose frames cannot be scanned as `syncular.gateway_round` (which answers its
+//! error). Only an HTTP round whose response outgrows [`WHOLE_ROUND_BYTES`] is run as two:
+//! `syncular.push` COMMITted first, then the pull streamed in a second transaction, the two
+//! spliced ([`crate::framing::splice_head`]). Transient failures (SQLSTATE 40/53/57/08, lost
 //! connections) retry the failed transaction (the idempotency key makes a push retry safe),
 //! then answer `syncular.unavailable` (503). The same code serves `POST /sync` and socket
 //! rounds (§8.7), which pass `connection_client_id`.
@@ -15,7 +16,6 @@
 use bytes::Bytes;
 use deadpool_postgres::Pool;
 use tokio::sync::mpsc;
-use futures_util::future::join3;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
@@ -50,22 +50,22 @@ impl RoundArgs<'_> {
     }
 }
 
+/// The one-statement calls of a round: `syncular.gateway_round` (the whole round; it commits a
+/// request without `PUSH_COMMIT` frames asynchronously) or `syncular.push` (the push half of a
+/// round whose pull is streamed).
 #[derive(Debug, Clone, Copy)]
-enum Half {
+enum Call {
+    Round,
     Push,
-    Pull,
-    Both,
 }
 
-impl Half {
+impl Call {
     fn sql(self, with_client: bool) -> &'static str {
         match (self, with_client) {
-            (Half::Push, false) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb)",
-            (Half::Pull, false) => "SELECT syncular.pull($1::text, $2::text, $3::bytea, $4::jsonb)",
-            (Half::Both, false) => "SELECT syncular.sync($1::text, $2::text, $3::bytea, $4::jsonb)",
-            (Half::Push, true) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
-            (Half::Pull, true) => "SELECT syncular.pull($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
-            (Half::Both, true) => "SELECT syncular.sync($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
+            (Call::Round, false) => "SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb)",
+            (Call::Push, false) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb)",
+            (Call::Round, true) => "SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
+            (Call::Push, true) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
         }
     }
 }
@@ -76,15 +76,7 @@ impl Half {
 /// category's status; `syncular.unavailable` 503 after retries; `syncular.internal` 500 when
 /// the two halves cannot be spliced).
 pub async fn run_round(pool: &Pool, args: &RoundArgs<'_>) -> Result<Vec<u8>, ApiError> {
-    match framing::request_shape(args.request) {
-        // Push and pull in one transaction: the response is buffered whole anyway.
-        Some(shape) if shape.has_push && shape.has_pull => with_retry(|| call_in_tx(pool, Half::Both, args)).await,
-        Some(shape) if shape.has_push => with_retry(|| call_in_tx(pool, Half::Push, args)).await,
-        // No PUSH_COMMIT frame: `syncular.pull` serves the same response as `syncular.sync`
-        // (and would apply nothing even if the frame scan were wrong).
-        Some(_) => with_retry(|| call_in_tx(pool, Half::Pull, args)).await,
-        None => with_retry(|| call_in_tx(pool, Half::Both, args)).await,
-    }
+    with_retry(|| call(pool, Call::Round, args)).await
 }
 
 /// A round's response as `POST /sync` sends it.
@@ -119,7 +111,7 @@ pub const WHOLE_ROUND_BYTES: usize = 1 << 20;
 /// Errors: as [`run_round`].
 pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunks: usize) -> Result<RoundBody, ApiError> {
     let Some(shape) = framing::request_shape(args.request) else {
-        return with_retry(|| call_in_tx(pool, Half::Both, args)).await.map(RoundBody::Whole);
+        return with_retry(|| call(pool, Call::Round, args)).await.map(RoundBody::Whole);
     };
     if shape.has_push && shape.has_pull {
         if let Some(whole) = super::stream::whole_round(pool, args, WHOLE_ROUND_BYTES).await? {
@@ -127,7 +119,7 @@ pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunk
         }
     }
     let push = if shape.has_push {
-        let push = with_retry(|| call_in_tx(pool, Half::Push, args)).await?;
+        let push = with_retry(|| call(pool, Call::Push, args)).await?;
         if !shape.has_pull {
             return Ok(RoundBody::Whole(push));
         }
@@ -160,35 +152,16 @@ pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunk
     Ok(RoundBody::Stream { head, rest })
 }
 
-/// One half in its own transaction. A push (or push and pull) is ONE statement in its own
-/// implicit transaction, which commits durably at the statement's `Sync`: `query_one` returns
-/// only after `ReadyForQuery`, so the bytes are returned only when the COMMIT succeeded (a
-/// failed COMMIT is an error of the call). A pull: `BEGIN`, the call and `COMMIT` pipelined
-/// (sent back to back, in that order, on one connection — one network round trip instead of
-/// three); a failed call aborts the transaction, so the pipelined `COMMIT` only rolls it back.
-///
-/// The pull half commits with `synchronous_commit = off`: it writes only bookkeeping (the
-/// client record's cursor — a retention watermark whose loss only lowers it — and its
-/// subscription list, re-recorded by the next pull) and the partition's last-seen time, so a
-/// crash right after it loses nothing a client relies on, while a durable flush would double
-/// the WAL flushes of every round. Pushes (PUSH_RESULTs, §2.3/§6.4) always commit durably.
-async fn call_in_tx(pool: &Pool, half: Half, args: &RoundArgs<'_>) -> Result<Vec<u8>, ApiError> {
+/// One statement in its own implicit transaction, which commits at the statement's `Sync`:
+/// `query_one` returns only after `ReadyForQuery`, so the bytes are returned only when the COMMIT
+/// succeeded (a failed COMMIT is an error of the call). `syncular.gateway_round` commits a request
+/// without `PUSH_COMMIT` frames with `synchronous_commit = off` (it writes only bookkeeping: the
+/// client record's cursor — a retention watermark whose loss only lowers it — its subscription
+/// list, re-recorded by the next pull, and the partition's last-seen time), pushes
+/// (PUSH_RESULTs, §2.3/§6.4) durably.
+async fn call(pool: &Pool, which: Call, args: &RoundArgs<'_>) -> Result<Vec<u8>, ApiError> {
     let client = checkout(pool).await?;
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
-    let statement = client.prepare_cached(half.sql(args.connection_client_id.is_some())).await.map_err(pg)?;
-    let params = args.params();
-    if !matches!(half, Half::Pull) {
-        return client.query_one(&statement, &params).await.and_then(|row| row.try_get(0)).map_err(pg);
-    }
-    // join3 polls in argument order, and each future queues its message on its first poll.
-    let (begin, row, commit) = join3(
-        client.batch_execute("BEGIN; SET LOCAL synchronous_commit TO off"),
-        client.query_one(&statement, &params),
-        client.batch_execute("COMMIT"),
-    )
-    .await;
-    begin.map_err(pg)?;
-    let bytes: Vec<u8> = row.map_err(pg)?.try_get(0).map_err(pg)?;
-    commit.map_err(pg)?;
-    Ok(bytes)
+    let statement = client.prepare_cached(which.sql(args.connection_client_id.is_some())).await.map_err(pg)?;
+    client.query_one(&statement, &args.params()).await.and_then(|row| row.try_get(0)).map_err(pg)
 }
