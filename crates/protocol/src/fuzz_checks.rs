@@ -11,7 +11,7 @@ use crate::json_text::is_json_document;
 use crate::message::{decode_message, encode_message};
 use crate::primitives::validate_json;
 use crate::render::render_decoded;
-use crate::request::{decode_request, encode_request};
+use crate::request::{carries_push_commit, decode_request, encode_request};
 use crate::row_codec::{decode_row, encode_row, validate_row, ColumnLayout, ColumnType, TableLayout};
 use crate::segment::{decode_rows_segment, encode_rows_segment, render_rows_segment, validate_rows_segment};
 use crate::sparse_row::{decode_sparse_row, encode_sparse_row, render_sparse_row};
@@ -24,11 +24,15 @@ use crate::ErrorCode;
 /// exact input bytes (canonical encoding) and render (§11.1). Seeds cover
 /// wire versions 1–3 (`seed-v3-*`: the `tests/vectors_v3` request and
 /// response vectors, `ROUND_FAILURE`, `conflictColumns` and details among
-/// them).
+/// them). The frame-header scan `carries_push_commit` (which picks a gateway
+/// round's durability) must say `true` whenever the decoder finds a
+/// `PUSH_COMMIT`, and agree with it on every request that decodes.
 pub fn request_decode(data: &[u8]) {
+    let pushes = carries_push_commit(data);
     if let Ok(req) = decode_request(data) {
         let again = encode_request(&req).expect("a decoded request re-encodes");
         assert_eq!(again, data, "decode → encode must reproduce the input");
+        assert_eq!(pushes, !req.commits.is_empty(), "carries_push_commit disagrees with the decoder");
     }
     if let Ok(msg) = decode_message(data) {
         let again = encode_message(&msg).expect("a decoded message re-encodes");
