@@ -5,7 +5,7 @@
 //! `syncular_integration_tests::rtbench`).
 //!
 //! Once: the server's commit capacity (closed-loop single-row commits) and the
-//! send floor (CPU of one bare write per (message, socket), `rtbench::send_floor`). Then
+//! send floor (CPU of one bare write per (message, socket), `rtbench::floors::send`). Then
 //! one lane per gateway (`rtbench::lane`), each with its own gateway process:
 //! 1. Gateway memory per idle session: VmRSS before and after opening the
 //!    largest session count of `BENCH_RT_SESSIONS`.
@@ -38,7 +38,7 @@ use syncular_integration_tests::rtbench::procstat::postmaster_of;
 use syncular_integration_tests::rtbench::report;
 use syncular_integration_tests::rtbench::setup::{self, new_partition};
 use syncular_integration_tests::rtbench::lane;
-use syncular_integration_tests::rtbench::send_floor;
+use syncular_integration_tests::rtbench::floors::send as send_floor;
 
 /// The send floor's message payload (a one-row delta's size) and rounds over every socket.
 const FLOOR_PAYLOAD: usize = 200;

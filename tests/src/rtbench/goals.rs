@@ -7,7 +7,7 @@ use super::gateway::Kind;
 use super::lane::Lane;
 use super::report::{best_rounds, f, overhead, Cell};
 use super::rounds::{Layout, Path};
-use super::send_floor::SendFloor;
+use super::floors::send::SendFloor;
 
 /// Gateway CPU per (delta, session) delivery, µs, in the largest cell.
 pub const GOAL_FANOUT_US: f64 = 1.0;
@@ -104,7 +104,12 @@ pub fn print_goals(lanes: &[(Kind, Outcome)], capacity: &[(usize, f64)], floor: 
                 .filter(|r| r.path == Path::Http && r.layout == Layout::Own)
                 .max_by_key(|r| r.connections)?;
             let ratio = 1.0 + overhead(&best, http)?;
-            Some((format!("{}× ({} conns, own)", f(ratio), http.connections), yes(ratio <= GOAL_ROUND_RATIO)))
+            let floor = best
+                .iter()
+                .find(|r| r.path == Path::Relay && r.layout == Layout::Own && r.connections == http.connections)
+                .and_then(|relay| overhead(&best, relay))
+                .map_or(String::new(), |o| format!("; bare relay {}×", f(1.0 + o)));
+            Some((format!("{}× ({} conns, own{floor})", f(ratio), http.connections), yes(ratio <= GOAL_ROUND_RATIO)))
         }),
     ));
     rows.push((

@@ -159,7 +159,7 @@ pub fn run(
 }
 
 /// The round comparison: per connection count and layout, `repeat` times
-/// `SELECT syncular.sync`, this gateway's `POST /sync`, the split statements.
+/// `SELECT syncular.sync`, this gateway's `POST /sync`, the bare relay.
 fn run_rounds(
     cfg: &Config,
     rt: &tokio::runtime::Runtime,
@@ -177,7 +177,7 @@ fn run_rounds(
     let mut runs = Vec::new();
     for (connections, layout) in groups {
         for rep in 1..=cfg.round_repeat {
-            for path in [Path::Sql, Path::Http, Path::SqlSplit] {
+            for path in [Path::Sql, Path::Http, Path::Relay] {
                 say(&format!("rounds ({rep}/{}): {}, {connections} × {}", cfg.round_repeat, path.label(), layout.label()));
                 let c0 = probe.sample();
                 let mut run = rounds::run(&cfg.dsn, rt.handle(), gw.addr, path, layout, connections, cfg.round_secs)?;

@@ -10,14 +10,14 @@
 //! - [`setup`]: resolver, partitions, client records, the request shapes
 //! - [`commits`]: single-row pushes through `syncular.sync` at a fixed rate
 //! - [`notify_baseline`]: bare `pg_notify` → `LISTEN` latency at the same rate
-//! - [`send_floor`]: CPU of one bare write per (message, socket) to loopback sockets, the floor
-//!   under the fan-out goal on this machine
+//! - [`floors`]: what any gateway pays on this machine — one bare write per (message, socket) to
+//!   loopback sockets (under the fan-out goal), a bare blocking HTTP relay (under the round goal)
 //! - [`sessions`]: raw WebSocket sessions (hello, decode deltas, ack, catch up after a wake);
 //!   [`session_io`] their upgrade and catch-up pulls, [`decode`] the shared delta decoding
 //! - [`storm`]: the reconnect storm (reconnect → caught-up latency, lost / duplicated deliveries)
 //! - [`tally`]: per-cell latency percentiles and delivery accounting
 //! - [`http`]: a minimal HTTP/1.1 keep-alive client connection
-//! - [`rounds`]: `POST /sync` rounds/s next to `SELECT syncular.sync` rounds/s
+//! - [`rounds`]: `POST /sync` rounds/s next to `SELECT syncular.sync` rounds/s and the bare relay's
 //! - [`report`]: the per-lane tables; [`goals`]: issue 30's goals, one column per gateway
 //!
 //! Not a test: it never asserts on a timing. It fails only when a delivery is
@@ -26,6 +26,7 @@
 
 pub mod commits;
 pub mod decode;
+pub mod floors;
 pub mod config;
 pub mod gateway;
 pub mod goals;
@@ -35,7 +36,6 @@ pub mod notify_baseline;
 pub mod procstat;
 pub mod report;
 pub mod rounds;
-pub mod send_floor;
 pub mod session_io;
 pub mod sessions;
 pub mod setup;

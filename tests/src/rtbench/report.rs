@@ -227,7 +227,7 @@ pub fn print_capacity(capacity: &[(usize, f64)]) {
 }
 
 /// Prints the send floor.
-pub fn print_send_floor(fl: &super::send_floor::SendFloor) {
+pub fn print_send_floor(fl: &super::floors::send::SendFloor) {
     println!(
         "send floor (one thread writing a {}-byte frame to each of {} loopback sockets, {} writes): {} µs CPU per write (user {} + system {})",
         fl.bytes,

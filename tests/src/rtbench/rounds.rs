@@ -9,18 +9,15 @@
 //! ([`Layout::Shared`]: pushes queue on the partition's counter row, and each
 //! pull returns the other connections' commits).
 //!
-//! A third, diagnostic side runs the gateway's own statement sequence directly
-//! (`BEGIN; SELECT syncular.push(...); COMMIT; BEGIN; SELECT syncular.pull(...);
-//! COMMIT` — contract §1, persist before acknowledging), which splits the
-//! gateway's overhead into "two durable transactions instead of one" and
-//! "HTTP + the gateway process".
+//! A third side is the floor of the hop: the same rounds through a bare blocking
+//! HTTP relay ([`super::floors::relay`]: a thread and a `syncular.sync`
+//! statement per request, nothing else), which splits the gateway's overhead
+//! into "any process in between, on this machine" and "this gateway's own".
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
-
-use postgres::Client;
 
 use super::http::HttpConn;
 use super::setup::{applied_seq, new_partition, pull_outcome, push_pull_request};
@@ -36,10 +33,10 @@ const ACTOR: &str = "rt-rounds";
 pub enum Path {
     /// `SELECT syncular.sync(...)`, one autocommit statement.
     Sql,
-    /// `BEGIN; push; COMMIT; BEGIN; pull; COMMIT` — the gateway's statements, directly.
-    SqlSplit,
     /// `POST /sync` through the gateway.
     Http,
+    /// `POST /sync` through the bare relay (the floor of the hop).
+    Relay,
 }
 
 impl Path {
@@ -47,8 +44,8 @@ impl Path {
     pub fn label(self) -> &'static str {
         match self {
             Path::Sql => "direct SQL: SELECT syncular.sync",
-            Path::SqlSplit => "direct SQL: push tx + pull tx (gateway's statements)",
             Path::Http => "gateway: POST /sync",
+            Path::Relay => "floor: POST /sync to a bare relay (thread + SQL)",
         }
     }
 }
@@ -136,12 +133,17 @@ pub fn run(
         stop_at: measure_from + duration,
         tag,
     });
+    let relay = match path {
+        Path::Relay => Some(super::floors::relay::Relay::start(dsn)?),
+        _ => None,
+    };
+    let target = relay.as_ref().map_or(gateway, |r| r.addr);
     let results: Vec<Result<Vec<f64>, String>> = match path {
-        Path::Http => {
+        Path::Http | Path::Relay => {
             let futures: Vec<_> = cursors
                 .into_iter()
                 .enumerate()
-                .map(|(w, cursor)| rt.spawn(http_worker(gateway, plan.clone(), w, cursor)))
+                .map(|(w, cursor)| rt.spawn(http_worker(target, plan.clone(), w, cursor)))
                 .collect();
             rt.block_on(async {
                 let mut out = Vec::new();
@@ -151,13 +153,13 @@ pub fn run(
                 out
             })
         }
-        Path::Sql | Path::SqlSplit => {
+        Path::Sql => {
             let handles: Vec<_> = cursors
                 .into_iter()
                 .enumerate()
                 .map(|(w, cursor)| {
                     let (dsn, plan) = (dsn.to_owned(), plan.clone());
-                    thread::spawn(move || sql_worker(&dsn, &plan, path, w, cursor))
+                    thread::spawn(move || sql_worker(&dsn, &plan, w, cursor))
                 })
                 .collect();
             handles
@@ -243,16 +245,10 @@ async fn http_worker(addr: SocketAddr, plan: Arc<Plan>, w: usize, mut cursor: i6
     }
 }
 
-fn sql_worker(dsn: &str, plan: &Plan, path: Path, w: usize, mut cursor: i64) -> Result<Vec<f64>, String> {
+fn sql_worker(dsn: &str, plan: &Plan, w: usize, mut cursor: i64) -> Result<Vec<f64>, String> {
     let mut conn = crate::connect_to(dsn);
     let db = |e: postgres::Error| crate::wire::db_message(&e);
     let sync = conn.prepare(SYNC_SQL).map_err(db)?;
-    let push = conn
-        .prepare("SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb)")
-        .map_err(db)?;
-    let pull = conn
-        .prepare("SELECT syncular.pull($1::text, $2::text, $3::bytea, $4::jsonb)")
-        .map_err(db)?;
     plan.wait_start();
     let none = None::<serde_json::Value>;
     let mut latency = Vec::new();
@@ -264,25 +260,7 @@ fn sql_worker(dsn: &str, plan: &Plan, path: Path, w: usize, mut cursor: i64) -> 
         }
         let request = plan.request(w, k, cursor);
         let args: [&(dyn postgres::types::ToSql + Sync); 4] = [&plan.partitions[w].0, &ACTOR, &request, &none];
-        let response = match path {
-            Path::SqlSplit => {
-                let pushed = in_tx(&mut conn, &push, &args).map_err(db)?;
-                let pulled = in_tx(&mut conn, &pull, &args).map_err(db)?;
-                // Check both halves like the gateway would splice them.
-                applied_seq(&decode_response(&pushed)?)?;
-                let next = pull_outcome(&decode_response(&pulled)?)
-                    .next_cursor
-                    .ok_or("pull half without SUB_END")?;
-                let done = Instant::now();
-                cursor = next;
-                if began >= plan.measure_from && done <= plan.stop_at {
-                    latency.push(done.duration_since(began).as_secs_f64() * 1e3);
-                }
-                k += 1;
-                continue;
-            }
-            _ => conn.query_one(&sync, &args).map_err(db)?.get::<_, Vec<u8>>(0),
-        };
+        let response = conn.query_one(&sync, &args).map_err(db)?.get::<_, Vec<u8>>(0);
         let done = Instant::now();
         cursor = plan.check(&response)?;
         if began >= plan.measure_from && done <= plan.stop_at {
@@ -290,16 +268,4 @@ fn sql_worker(dsn: &str, plan: &Plan, path: Path, w: usize, mut cursor: i64) -> 
         }
         k += 1;
     }
-}
-
-/// `BEGIN; SELECT …; COMMIT` — the response once committed.
-fn in_tx(
-    conn: &mut Client,
-    stmt: &postgres::Statement,
-    args: &[&(dyn postgres::types::ToSql + Sync)],
-) -> Result<Vec<u8>, postgres::Error> {
-    let mut tx = conn.transaction()?;
-    let bytes = tx.query_one(stmt, args)?.get::<_, Vec<u8>>(0);
-    tx.commit()?;
-    Ok(bytes)
 }
