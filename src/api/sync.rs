@@ -158,18 +158,19 @@ fn pull(
 /// `syncular.gateway_round(partition text, actor_id text, request bytea,
 /// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL)
 /// returns bytea` — a gateway's whole round as ONE statement: [`sync`]'s
-/// response and errors, byte for byte; and when the request carries no
-/// `PUSH_COMMIT` frame and the statement runs in its own implicit transaction
-/// (not inside `BEGIN`), that transaction commits with
-/// `synchronous_commit = off`: its only writes are the pull's bookkeeping
-/// (the client's cursor and subscriptions, the partition's last-seen time, a
-/// lease), which a crash may lose without a client relying on it, while a
-/// durable flush would double the WAL flushes of every pull. A round with
-/// pushes commits durably (§2.3, §6.4: persisted before it is acknowledged —
-/// the statement returns after its COMMIT). So a gateway needs no frame scan
-/// and no transaction of its own (docs/src/sql/sync.md). Call it as a
-/// statement of its own: other writes made by the same statement (a CTE, a
-/// function of yours calling it) would commit asynchronously too.
+/// response and errors, byte for byte. When the request carries no
+/// `PUSH_COMMIT` frame and the call's writes are its transaction's only ones —
+/// a statement in its own implicit transaction (not inside `BEGIN`), nothing
+/// written before it (e.g. by a statement pipelined before the same `Sync`),
+/// no WAL written after it (checked at PRE_COMMIT) — that transaction commits
+/// with `synchronous_commit = off`: its only writes are the pull's
+/// bookkeeping (the client's cursor and subscriptions, the partition's
+/// last-seen time, a lease), which a crash may lose without a client relying
+/// on it, while a durable flush would double the WAL flushes of every pull.
+/// Anything else commits as the caller's settings say: a round with pushes
+/// durably (§2.3, §6.4: persisted before it is acknowledged — the statement
+/// returns after its COMMIT). So a gateway needs no frame scan and no
+/// transaction of its own (docs/src/sql/sync.md).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn gateway_round(
@@ -179,9 +180,10 @@ fn gateway_round(
     allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
+    let fresh = crate::store::round::transaction_is_fresh();
     let response = round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both);
-    if !request.is_some_and(syncular_protocol::request::carries_push_commit) {
-        crate::store::round::commit_asynchronously_when_alone().map_err(EngineError::from).or_raise();
+    if fresh && !request.is_some_and(syncular_protocol::request::carries_push_commit) {
+        crate::store::round::commit_asynchronously().map_err(EngineError::from).or_raise();
     }
     response
 }
