@@ -162,8 +162,9 @@ fn pull(
 /// `PUSH_COMMIT` frame and the call's writes are its transaction's only ones —
 /// a statement in its own implicit transaction (not inside `BEGIN`), nothing
 /// written before it (e.g. by a statement pipelined before the same `Sync`),
-/// no WAL written after it (checked at PRE_COMMIT) — that transaction commits
-/// with `synchronous_commit = off`: its only writes are the pull's
+/// no WAL written after it — that transaction commits with
+/// `synchronous_commit = off`, decided at its PRE_COMMIT (the setting is not
+/// touched before: a caller's own stays in force): its only writes are the pull's
 /// bookkeeping (the client's cursor and subscriptions, the partition's
 /// last-seen time, a lease), which a crash may lose without a client relying
 /// on it, while a durable flush would double the WAL flushes of every pull.
@@ -183,7 +184,7 @@ fn gateway_round(
     let fresh = crate::store::round::transaction_is_fresh();
     let response = round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both);
     if fresh && !request.is_some_and(syncular_protocol::request::carries_push_commit) {
-        crate::store::round::commit_asynchronously().map_err(EngineError::from).or_raise();
+        crate::store::round::commit_asynchronously_if_alone();
     }
     response
 }

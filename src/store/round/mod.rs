@@ -1,14 +1,10 @@
 //! The sync round's own statements (engine side: [`crate::engine::round`]):
 //! the one context read before anything else ([`context`]) and the wire-3
 //! `ROUND_FAILURE` reports ([`failures`]); the commit mode of a pull-only
-//! gateway round ([`commit_asynchronously`]).
+//! gateway round ([`commit_asynchronously_if_alone`]).
 
 use pgrx::callbacks::{register_xact_callback, PgXactCallbackEvent};
 use pgrx::pg_sys;
-use pgrx::spi::Spi;
-
-use crate::store::spi::plan_cache;
-use crate::store::{StoreError, StoreResult};
 
 pub mod context;
 pub mod failures;
@@ -22,32 +18,29 @@ pub fn transaction_is_fresh() -> bool {
     unsafe { !pg_sys::IsTransactionBlock() && pg_sys::GetTopTransactionIdIfAny() == pg_sys::InvalidTransactionId }
 }
 
-/// `SET LOCAL synchronous_commit TO off` for the current transaction, which the caller found
-/// fresh ([`transaction_is_fresh`]) before its own bookkeeping writes; and, at PRE_COMMIT, the
-/// value it had back when this backend wrote any WAL record after this call (a statement
-/// pipelined after it before one `Sync` — they share the transaction —, the rest of a `DO` block
-/// or function, a data-modifying CTE of the same statement, a deferred trigger). So only a
-/// transaction whose writes are all this call's commits asynchronously. Used by `syncular.gateway_round` for a request without `PUSH_COMMIT` frames,
-/// whose writes are bookkeeping only. Errors: SPI failures.
-pub fn commit_asynchronously() -> StoreResult<()> {
-    let before = Spi::connect_mut(|client| {
-        let t = plan_cache::execute(
-            client,
-            "SELECT pg_catalog.current_setting('synchronous_commit'), \
-                    pg_catalog.set_config('synchronous_commit', 'off', true)",
-            Some(1),
-            &[],
-        )?;
-        Ok(t.first().get::<String>(1)?.unwrap_or_else(|| "on".to_owned()))
-    })
-    .map_err(StoreError::spi("commit_asynchronously"))?;
+/// Has the current transaction commit with `synchronous_commit = off` — decided at its
+/// PRE_COMMIT, and only when this backend wrote no WAL record after this call (no statement
+/// pipelined after it before the same `Sync` — they share the transaction —, no rest of a `DO`
+/// block or function, no data-modifying CTE of the same statement, no deferred trigger wrote)
+/// and the transaction is still the call's (a `PREPARE TRANSACTION` leaves pgrx's callback
+/// registered for the connection's next transaction). The caller found the transaction fresh
+/// ([`transaction_is_fresh`]) before its own bookkeeping writes, so then this call's writes are
+/// the transaction's only ones. Nothing is changed before PRE_COMMIT: a caller's own setting
+/// (a later `SET LOCAL`, a function's `SET` clause) is never overridden. Used by
+/// `syncular.gateway_round` for a request without `PUSH_COMMIT` frames (bookkeeping writes only).
+pub fn commit_asynchronously_if_alone() {
+    // SAFETY: reads the backend's transaction state; no arguments.
+    let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() };
+    if xid == pg_sys::InvalidTransactionId {
+        return; // nothing written: nothing for a COMMIT to wait for
+    }
     let records = wal_records();
     register_xact_callback(PgXactCallbackEvent::PreCommit, move || {
-        if wal_records() != records {
-            restore_synchronous_commit(&before);
+        // SAFETY: as above; the transaction is still in progress at PRE_COMMIT.
+        if unsafe { pg_sys::GetTopTransactionIdIfAny() } == xid && wal_records() == records {
+            commit_asynchronously();
         }
     });
-    Ok(())
 }
 
 /// WAL records this backend has written (`pgWalUsage`, per backend, never reset).
@@ -56,18 +49,16 @@ fn wal_records() -> i64 {
     unsafe { (*std::ptr::addr_of!(pg_sys::pgWalUsage)).wal_records }
 }
 
-/// Puts `synchronous_commit` back to `value` for the rest of the transaction (its COMMIT). At
-/// PRE_COMMIT there is no snapshot for SPI: the GUC is set directly, as `set_config(…, true)`
-/// does; a failure is an ERROR, which fails the COMMIT (nothing commits asynchronously that
-/// must not).
-fn restore_synchronous_commit(value: &str) {
-    let value = std::ffi::CString::new(value).unwrap_or_else(|_| c"on".to_owned());
-    // SAFETY: NUL-terminated strings that outlive the call; a USERSET GUC set LOCAL for the
-    // transaction in progress; errors are raised as Postgres ERRORs (elevel ERROR).
+/// `synchronous_commit = off` for the rest of the transaction (its COMMIT). At PRE_COMMIT there
+/// is no snapshot for SPI: the GUC is set directly, as `set_config(…, true)` does; a failure is
+/// an ERROR, which fails the COMMIT.
+fn commit_asynchronously() {
+    // SAFETY: NUL-terminated static strings; a USERSET GUC set LOCAL for the transaction in
+    // progress; errors are raised as Postgres ERRORs (elevel ERROR).
     unsafe {
         pg_sys::set_config_option(
             c"synchronous_commit".as_ptr(),
-            value.as_ptr(),
+            c"off".as_ptr(),
             pg_sys::GucContext::PGC_USERSET,
             pg_sys::GucSource::PGC_S_SESSION,
             pg_sys::GucAction::GUC_ACTION_LOCAL,
