@@ -159,12 +159,13 @@ fn pull(
 /// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL)
 /// returns bytea` — a gateway's whole round as ONE statement: [`sync`]'s
 /// response and errors, byte for byte. When the request carries no
-/// `PUSH_COMMIT` frame and the call's writes are its transaction's only ones —
-/// a statement in its own implicit transaction (not inside `BEGIN`), nothing
+/// `PUSH_COMMIT` frame, the call's writes are its transaction's only ones — a
+/// statement in its own implicit transaction (not inside `BEGIN`), nothing
 /// written before it (e.g. by a statement pipelined before the same `Sync`),
-/// no WAL written after it — that transaction commits with
-/// `synchronous_commit = off`, decided at its PRE_COMMIT (the setting is not
-/// touched before: a caller's own stays in force): its only writes are the pull's
+/// no WAL written after it — and `synchronous_commit` is `on` (the default) at
+/// the call and at the COMMIT, that transaction commits with
+/// `synchronous_commit = off`, decided at its PRE_COMMIT (nothing is changed
+/// before; any other level, set by anyone, is left in force): its only writes are the pull's
 /// bookkeeping (the client's cursor and subscriptions, the partition's
 /// last-seen time, a lease), which a crash may lose without a client relying
 /// on it, while a durable flush would double the WAL flushes of every pull.

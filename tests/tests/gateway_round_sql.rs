@@ -257,3 +257,34 @@ fn pipelined_rounds_share_one_transaction_and_commit_durably() {
     assert_eq!(commits_of(&mut conn, &partition), 3);
     conn.batch_execute("DROP TABLE gwround_pipe_obs").unwrap();
 }
+
+#[test]
+fn a_level_other_than_on_is_left_in_force() {
+    let _slow = SlowWalWriter::new();
+    let (s, partition, allowed, _) = session("gwround-level");
+    let mut conn = connect();
+    let new_client_pull = |name: &str| {
+        request(name, s.log_epoch.as_deref(), vec![
+            pull_header(100, 100, 1, 0b0011),
+            subscription("s1", "tasks", &[("project_id", &["p1"])], 1, None),
+        ])
+    };
+    // The caller's SET LOCAL before the round, pipelined before the same Sync.
+    let before = insert_lsn(&mut conn);
+    pgbench_pipeline(&format!(
+        "SELECT pg_catalog.set_config('synchronous_commit', 'remote_apply', true);\nSELECT {};\n",
+        round_sql(&partition, &new_client_pull("gwround-level-1"), &allowed)
+    ));
+    assert_eq!(flushed_past(&mut conn, &before), (true, true), "remote_apply set before the round holds");
+
+    // The session's level off, the caller's SET LOCAL on after the round, in a DO block.
+    conn.batch_execute("SET synchronous_commit = off").unwrap();
+    let before = insert_lsn(&mut conn);
+    conn.batch_execute(&format!(
+        "DO $$ BEGIN PERFORM {}; SET LOCAL synchronous_commit = on; END $$",
+        round_sql(&partition, &new_client_pull("gwround-level-2"), &allowed)
+    ))
+    .expect("DO: the round, then SET LOCAL on");
+    conn.batch_execute("RESET synchronous_commit").unwrap();
+    assert_eq!(flushed_past(&mut conn, &before), (true, true), "SET LOCAL on after the round holds");
+}

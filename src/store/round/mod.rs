@@ -21,26 +21,36 @@ pub fn transaction_is_fresh() -> bool {
 /// Has the current transaction commit with `synchronous_commit = off` — decided at its
 /// PRE_COMMIT, and only when this backend wrote no WAL record after this call (no statement
 /// pipelined after it before the same `Sync` — they share the transaction —, no rest of a `DO`
-/// block or function, no data-modifying CTE of the same statement, no deferred trigger wrote)
-/// and the transaction is still the call's (a `PREPARE TRANSACTION` leaves pgrx's callback
-/// registered for the connection's next transaction). The caller found the transaction fresh
-/// ([`transaction_is_fresh`]) before its own bookkeeping writes, so then this call's writes are
-/// the transaction's only ones. Nothing is changed before PRE_COMMIT: a caller's own setting
-/// (a later `SET LOCAL`, a function's `SET` clause) is never overridden. Used by
+/// block or function, no data-modifying CTE of the same statement, no deferred trigger wrote),
+/// the transaction is still the call's (a `PREPARE TRANSACTION` leaves pgrx's callback
+/// registered for the connection's next transaction) and `synchronous_commit` is `on` (the
+/// default) both now and then: any other value — the session's, the role's, or the caller's
+/// `SET LOCAL` before or after the call — is a choice left in force. The caller found the
+/// transaction fresh ([`transaction_is_fresh`]) before its own bookkeeping writes, so then this
+/// call's writes are the transaction's only ones. Nothing is changed before PRE_COMMIT. Used by
 /// `syncular.gateway_round` for a request without `PUSH_COMMIT` frames (bookkeeping writes only).
 pub fn commit_asynchronously_if_alone() {
     // SAFETY: reads the backend's transaction state; no arguments.
     let xid = unsafe { pg_sys::GetTopTransactionIdIfAny() };
-    if xid == pg_sys::InvalidTransactionId {
-        return; // nothing written: nothing for a COMMIT to wait for
+    if xid == pg_sys::InvalidTransactionId || !synchronous_commit_is_on() {
+        return; // nothing written (nothing for a COMMIT to wait for), or another level chosen
     }
     let records = wal_records();
     register_xact_callback(PgXactCallbackEvent::PreCommit, move || {
         // SAFETY: as above; the transaction is still in progress at PRE_COMMIT.
-        if unsafe { pg_sys::GetTopTransactionIdIfAny() } == xid && wal_records() == records {
+        let same = unsafe { pg_sys::GetTopTransactionIdIfAny() } == xid;
+        if same && wal_records() == records && synchronous_commit_is_on() {
             commit_asynchronously();
         }
     });
+}
+
+/// Whether `synchronous_commit` is `on` (the default: a local flush and, with synchronous
+/// standbys, theirs) in this backend now.
+fn synchronous_commit_is_on() -> bool {
+    // SAFETY: a plain read of the backend's GUC variable.
+    let level = unsafe { *std::ptr::addr_of!(pg_sys::synchronous_commit) };
+    level == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH as i32
 }
 
 /// WAL records this backend has written (`pgWalUsage`, per backend, never reset).
