@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use postgres::Client;
 use serde_json::Value;
-use ssp2::model::PushStatus;
+use ssp2::model::{Frame, PushStatus};
 use syncular_integration_tests::fixtures::{allow_projects, partition_name, register_schema};
 use syncular_integration_tests::transport::call_sync;
 use syncular_integration_tests::wire::{
@@ -89,17 +89,26 @@ fn session(label: &str) -> (RawSession, String, Value, Vec<u8>) {
     s.acquire_epoch().expect("epoch");
     let out = s.push(vec![commit("c1", vec![upsert(&Task::new("a", "p1", "one"), None)])]).expect("push");
     assert_eq!(out[0].status, PushStatus::Applied);
-    let pull = s.encode(vec![pull_header(100, 100, 1, 0b0011), subscription("s1", "tasks", &[("project_id", &["p1"])], 1, None)]);
+    let pull = s.encode(pull_frames());
     (s, partition, allowed, pull)
+}
+
+/// The pull half of every request here: one subscription from cursor 1.
+fn pull_frames() -> Vec<Frame> {
+    vec![pull_header(100, 100, 1, 0b0011), subscription("s1", "tasks", &[("project_id", &["p1"])], 1, None)]
 }
 
 /// A push + pull request of `session` committing `id`.
 fn push_request(s: &RawSession, id: &str) -> Vec<u8> {
-    s.encode(vec![
-        commit(id, vec![upsert(&Task::new(id, "p1", id), None)]),
-        pull_header(100, 100, 1, 0b0011),
-        subscription("s1", "tasks", &[("project_id", &["p1"])], 1, None),
-    ])
+    let mut frames = vec![commit(id, vec![upsert(&Task::new(id, "p1", id), None)])];
+    frames.extend(pull_frames());
+    s.encode(frames)
+}
+
+/// A pull-only request of a client `client_id` has never used: its first pull writes the client
+/// record (a commit to flush, or not).
+fn new_client_pull(s: &RawSession, client_id: &str) -> Vec<u8> {
+    request(client_id, s.log_epoch.as_deref(), pull_frames())
 }
 
 fn commits_of(conn: &mut Client, partition: &str) -> i64 {
@@ -118,13 +127,7 @@ fn only_a_pull_only_round_of_its_own_commits_asynchronously() {
     assert_eq!(bytes, by_sync, "the bytes of syncular.sync for the same request and state");
     assert_eq!(setting, "on", "the setting is not touched during the statement");
 
-    // A new client's first pull writes its client record: a commit to flush, or not.
-    let new_client_pull = |i: usize| {
-        request(&format!("gwround-new-{i}"), s.log_epoch.as_deref(), vec![
-            pull_header(100, 100, 1, 0b0011),
-            subscription("s1", "tasks", &[("project_id", &["p1"])], 1, None),
-        ])
-    };
+    let new_client_pull = |i: usize| new_client_pull(&s, &format!("gwround-new-{i}"));
     let mut asynchronous = false;
     for i in 0..5 {
         let before = insert_lsn(&mut conn);
@@ -263,12 +266,7 @@ fn a_level_other_than_on_is_left_in_force() {
     let _slow = SlowWalWriter::new();
     let (s, partition, allowed, _) = session("gwround-level");
     let mut conn = connect();
-    let new_client_pull = |name: &str| {
-        request(name, s.log_epoch.as_deref(), vec![
-            pull_header(100, 100, 1, 0b0011),
-            subscription("s1", "tasks", &[("project_id", &["p1"])], 1, None),
-        ])
-    };
+    let new_client_pull = |name: &str| new_client_pull(&s, name);
     // The caller's SET LOCAL before the round, pipelined before the same Sync.
     let before = insert_lsn(&mut conn);
     pgbench_pipeline(&format!(
