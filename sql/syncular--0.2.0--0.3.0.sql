@@ -241,11 +241,12 @@ CREATE FUNCTION syncular."gateway_round"(
 	"actor_id" TEXT,
 	"request" bytea,
 	"allowed_scopes" jsonb DEFAULT NULL,
-	"connection_client_id" TEXT DEFAULT NULL
+	"connection_client_id" TEXT DEFAULT NULL,
+	"max_response_bytes" INT DEFAULT NULL
 ) RETURNS bytea
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'gateway_round_wrapper';
-REVOKE ALL ON FUNCTION syncular.gateway_round(text, text, bytea, jsonb, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION syncular.gateway_round(text, text, bytea, jsonb, text) TO syncular_gateway;
+REVOKE ALL ON FUNCTION syncular.gateway_round(text, text, bytea, jsonb, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION syncular.gateway_round(text, text, bytea, jsonb, text, integer) TO syncular_gateway;

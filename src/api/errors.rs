@@ -72,6 +72,7 @@ pub fn sqlstate_for_host(code: HostCode) -> PgSqlErrorCode {
         HostCode::InvalidRow => PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
         HostCode::BlobPending => PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
         HostCode::ObjectStoreUnavailable => PgSqlErrorCode::ERRCODE_CANNOT_CONNECT_NOW,
+        HostCode::ResponseTooLarge => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         HostCode::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     }
 }

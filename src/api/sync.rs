@@ -64,6 +64,7 @@ fn round(
     allowed_scopes: Option<Jsonb>,
     connection_client_id: Option<&str>,
     halves: Halves,
+    max_bytes: usize,
 ) -> Vec<u8> {
     let partition = required_text(partition, "partition");
     let actor_id = required_text(actor_id, "actor_id");
@@ -75,7 +76,7 @@ fn round(
         allowed_scopes: allowed.as_ref(),
         connection_client_id,
     };
-    round::run(&caller, request, halves).or_raise()
+    round::run_within(&caller, request, halves, max_bytes).or_raise()
 }
 
 /// `syncular.sync(partition text, actor_id text, request bytea,
@@ -116,7 +117,7 @@ fn sync(
     allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
-    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both)
+    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both, usize::MAX)
 }
 
 /// `syncular.push(partition text, actor_id text, request bytea,
@@ -135,7 +136,7 @@ fn push(
     allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
-    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PushOnly)
+    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PushOnly, usize::MAX)
 }
 
 /// `syncular.pull(partition text, actor_id text, request bytea,
@@ -152,13 +153,20 @@ fn pull(
     allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
 ) -> Vec<u8> {
-    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PullOnly)
+    round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::PullOnly, usize::MAX)
 }
 
 /// `syncular.gateway_round(partition text, actor_id text, request bytea,
-/// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL)
+/// allowed_scopes jsonb DEFAULT NULL, connection_client_id text DEFAULT NULL,
+/// max_response_bytes integer DEFAULT NULL)
 /// returns bytea` — a gateway's whole round as ONE statement: [`sync`]'s
-/// response and errors, byte for byte. When the request carries no
+/// response and errors, byte for byte. `max_response_bytes` (NULL: no limit)
+/// lets a gateway that can stream hold only small responses: a response that
+/// grows past it raises `syncular.response_too_large` (54000) as soon as it
+/// does (after the push half or a pull step), the transaction aborts and
+/// nothing of the round persists — run it again streamed (`syncular.push`,
+/// then `syncular.pull_stream`); < 1 is `syncular.invalid_argument` (22023).
+/// When the request carries no
 /// `PUSH_COMMIT` frame, the call's writes are its transaction's only ones — a
 /// statement in its own implicit transaction (not inside `BEGIN`), nothing
 /// written before it (e.g. by a statement pipelined before the same `Sync`),
@@ -181,9 +189,16 @@ fn gateway_round(
     request: Option<&[u8]>,
     allowed_scopes: default!(Option<Jsonb>, "NULL"),
     connection_client_id: default!(Option<&str>, "NULL"),
+    max_response_bytes: default!(Option<i32>, "NULL"),
 ) -> Vec<u8> {
+    let max_bytes = match max_response_bytes {
+        None => usize::MAX,
+        Some(n) => usize::try_from(n).ok().filter(|n| *n >= 1).unwrap_or_else(|| {
+            raise(EngineError::host(HostCode::InvalidArgument, format!("max_response_bytes must be at least 1 (got {n})")))
+        }),
+    };
     let fresh = crate::store::round::transaction_is_fresh();
-    let response = round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both);
+    let response = round(partition, actor_id, request, allowed_scopes, connection_client_id, Halves::Both, max_bytes);
     if fresh && !request.is_some_and(syncular_protocol::request::carries_push_commit) {
         crate::store::round::commit_asynchronously_if_alone();
     }

@@ -88,6 +88,11 @@ pub enum HostCode {
     /// configured the object store last: it is refused until restarted with the same settings.
     /// SQLSTATE 55000 (`object_not_in_prerequisite_state`).
     ObjectStoreConflict,
+    /// A round's response grew past the `max_response_bytes` its caller set
+    /// (`syncular.gateway_round`): the caller runs it again streamed. Raised as soon as the
+    /// response passes the limit; the transaction aborts, so nothing of the round persists.
+    /// SQLSTATE 54000 (`program_limit_exceeded`).
+    ResponseTooLarge,
     /// An invariant of the extension's own storage broke (a bug or a
     /// hand-edited catalog). SQLSTATE XX000 (`internal_error`).
     Internal,
@@ -115,6 +120,7 @@ impl HostCode {
             HostCode::BlobPending => "syncular.blob_pending",
             HostCode::ObjectStoreUnavailable => "syncular.object_store_unavailable",
             HostCode::ObjectStoreConflict => "syncular.object_store_conflict",
+            HostCode::ResponseTooLarge => "syncular.response_too_large",
             HostCode::Internal => "syncular.internal",
         }
     }
@@ -146,6 +152,7 @@ impl HostCode {
             | HostCode::CitusMissing
             | HostCode::CitusWorker
             | HostCode::ObjectStoreConflict
+            | HostCode::ResponseTooLarge
             | HostCode::Internal => {
                 (Category::Internal, false, RecommendedAction::InspectServer)
             }

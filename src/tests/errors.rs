@@ -54,6 +54,7 @@ mod tests {
             (HostCode::ValidatorMalformed, "syncular.validator_malformed", "39000"),
             (HostCode::ReactionPlannerFailed, "syncular.reaction_planner_failed", "39000"),
             (HostCode::WriteRejected, "syncular.write_rejected", "23514"),
+            (HostCode::ResponseTooLarge, "syncular.response_too_large", "54000"),
             (HostCode::Internal, "syncular.internal", "XX000"),
         ] {
             let (got_state, message) = raised(EngineError::host(code, "why"));

@@ -158,6 +158,41 @@ fn only_a_pull_only_round_of_its_own_commits_asynchronously() {
     assert!(db_message(&err).starts_with("sync.invalid_request"), "{}", db_message(&err));
 }
 
+/// `gateway_round` with `max_response_bytes` = `limit`: the bytes, or the error's SQLSTATE and message.
+fn round_within(conn: &mut Client, partition: &str, request: &[u8], allowed: &Value, limit: i32) -> Result<Vec<u8>, (String, String)> {
+    conn.query_one(
+        "SELECT syncular.gateway_round($1::text, 'alice', $2::bytea, $3::jsonb, NULL::text, $4::integer)",
+        &[&partition, &request, allowed, &limit],
+    )
+    .map(|row| row.get(0))
+    .map_err(|e| (e.code().map(|c| c.code().to_owned()).unwrap_or_default(), db_message(&e)))
+}
+
+#[test]
+fn max_response_bytes_answers_a_round_within_it_and_aborts_one_past_it() {
+    let (s, partition, allowed, pull) = session("gwlimit");
+    let mut conn = connect();
+    let whole = call_sync(&mut conn, &partition, "alice", &pull, Some(&allowed)).expect("syncular.sync");
+    let size = i32::try_from(whole.len()).expect("small");
+    assert_eq!(round_within(&mut conn, &partition, &pull, &allowed, size), Ok(whole.clone()), "exactly its size: answered");
+    let (state, message) = round_within(&mut conn, &partition, &pull, &allowed, size - 1).expect_err("one byte past");
+    assert_eq!(state, "54000", "{message}");
+    assert!(message.starts_with("syncular.response_too_large: "), "{message}");
+
+    // A round with a push whose response passes the limit: aborted, nothing of it stored.
+    let (state, message) = round_within(&mut conn, &partition, &push_request(&s, "c-big"), &allowed, 16).expect_err("past 16 bytes");
+    assert_eq!((state.as_str(), message.starts_with("syncular.response_too_large")), ("54000", true), "{message}");
+    assert_eq!(commits_of(&mut conn, &partition), 1, "the push of an aborted round is not stored");
+    let bytes = round_within(&mut conn, &partition, &push_request(&s, "c-big"), &allowed, 1 << 20).expect("within 1 MiB");
+    assert_eq!(push_outcomes(&decode_response(&bytes).expect("response"))[0].status, PushStatus::Applied);
+    assert_eq!(commits_of(&mut conn, &partition), 2, "the same push within the limit is stored");
+
+    for limit in [0, -1] {
+        let (state, message) = round_within(&mut conn, &partition, &pull, &allowed, limit).expect_err("not a limit");
+        assert_eq!((state.as_str(), message.starts_with("syncular.invalid_argument")), ("22023", true), "{message}");
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

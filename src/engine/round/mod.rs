@@ -18,7 +18,7 @@ use syncular_protocol::constants::WIRE_VERSION_1;
 use syncular_protocol::response::{RespEpoch, RespHeader, ResponseWriter};
 
 use crate::engine::auth::caller::Caller;
-use crate::engine::error::{EngineError, EngineResult};
+use crate::engine::error::{EngineError, EngineResult, HostCode};
 use crate::engine::pull;
 
 mod begin;
@@ -76,11 +76,34 @@ fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> 
 /// Not errors: an unserved `schemaVersion` (schema-floor response) and an
 /// absent/different v2 `logEpoch` (reset response).
 pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Vec<u8>> {
+    run_within(caller, request, halves, usize::MAX)
+}
+
+/// [`run`], failing with `syncular.response_too_large` as soon as the response under
+/// construction holds more than `max_bytes` bytes — checked after the push half and after each
+/// pull step (one subscription section or bootstrap segment), so the work thrown away is at most
+/// `max_bytes` plus one step. The caller's transaction aborts with the error: nothing of the
+/// round persists, and the caller can run it again streamed (`syncular.gateway_round`).
+///
+/// Errors: [`run`]'s, and `syncular.response_too_large` (54000).
+pub fn run_within(caller: &Caller<'_>, request: &[u8], halves: Halves, max_bytes: usize) -> EngineResult<Vec<u8>> {
+    let within = |written: usize| {
+        if written > max_bytes {
+            return Err(EngineError::host(
+                HostCode::ResponseTooLarge,
+                format!("the response passed max_response_bytes ({max_bytes} bytes): run the round streamed"),
+            ));
+        }
+        Ok(())
+    };
     match begin(caller, request, halves)? {
-        Begun::Complete(bytes) => Ok(bytes),
+        Begun::Complete(bytes) => within(bytes.len()).map(|()| bytes),
         Begun::Pulling(mut open) => {
-            while open.step()? {}
-            open.writer.finish().map_err(encoding)
+            while open.step()? {
+                within(usize::try_from(open.writer.bytes_written()).unwrap_or(usize::MAX))?;
+            }
+            let bytes = open.writer.finish().map_err(encoding)?;
+            within(bytes.len()).map(|()| bytes)
         }
     }
 }

@@ -174,6 +174,9 @@ fn run_rounds(
             groups.push((n, Layout::Shared));
         }
     }
+    if let Some(&n) = cfg.round_connections.iter().max() {
+        groups.push((n, Layout::PullOnly));
+    }
     let mut runs = Vec::new();
     for (connections, layout) in groups {
         for rep in 1..=cfg.round_repeat {

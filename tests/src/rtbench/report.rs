@@ -181,7 +181,7 @@ pub fn print_rounds(all: &[RoundRun]) {
     }
     println!();
     println!(
-        "sync rounds (1-row push + incremental pull), closed loop, same number of connections; best of {repeats} interleaved runs"
+        "sync rounds (1-row push + incremental pull; pull only where said), closed loop, same number of connections; best of {repeats} interleaved runs"
     );
     println!(
         "{:<54} {:>5} {:>8} {:>9} {:>20} {:>11}  CPU (every run's rounds/s)",

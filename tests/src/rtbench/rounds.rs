@@ -7,7 +7,9 @@
 //! fresh partition ([`Layout::Own`]: the per-round cost, no lock queue — the
 //! goal is about this one), and all connections on one fresh partition
 //! ([`Layout::Shared`]: pushes queue on the partition's counter row, and each
-//! pull returns the other connections' commits).
+//! pull returns the other connections' commits). A third layout,
+//! [`Layout::PullOnly`], is the commonest round of all: an incremental pull
+//! without a push that finds nothing new (own partition per connection).
 //!
 //! A third side is the floor of the hop: the same rounds through a bare blocking
 //! HTTP relay ([`super::floors::relay`]: a thread and a `syncular.sync`
@@ -20,7 +22,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::http::HttpConn;
-use super::setup::{applied_seq, new_partition, pull_outcome, push_pull_request};
+use super::setup::{applied_seq, new_partition, pull_outcome, pull_request, push_pull_request};
 use super::tally::Dist;
 use crate::transport::SYNC_SQL;
 use crate::wire::decode_response;
@@ -57,6 +59,9 @@ pub enum Layout {
     Own,
     /// One fresh partition for all connections.
     Shared,
+    /// One fresh partition per connection; every round an incremental pull without a push,
+    /// nothing new to pull.
+    PullOnly,
 }
 
 impl Layout {
@@ -65,6 +70,7 @@ impl Layout {
         match self {
             Layout::Own => "own partition per connection",
             Layout::Shared => "one shared partition",
+            Layout::PullOnly => "own partition per connection, pull only (nothing new)",
         }
     }
 }
@@ -105,7 +111,7 @@ pub fn run(
 ) -> Result<RoundRun, String> {
     let mut partitions = Vec::with_capacity(connections);
     for w in 0..connections {
-        if w == 0 || layout == Layout::Own {
+        if w == 0 || layout != Layout::Shared {
             partitions.push(new_partition(dsn, "rt-rounds")?);
         } else {
             partitions.push(partitions[0].clone());
@@ -132,6 +138,7 @@ pub fn run(
         measure_from,
         stop_at: measure_from + duration,
         tag,
+        pull_only: layout == Layout::PullOnly,
     });
     let relay = match path {
         Path::Relay => Some(super::floors::relay::Relay::start(dsn)?),
@@ -197,6 +204,8 @@ struct Plan {
     measure_from: Instant,
     stop_at: Instant,
     tag: String,
+    /// Rounds without a push ([`Layout::PullOnly`]).
+    pull_only: bool,
 }
 
 impl Plan {
@@ -204,13 +213,18 @@ impl Plan {
     fn request(&self, worker: usize, k: usize, cursor: i64) -> Vec<u8> {
         let id = format!("{}-{worker}-{k}", self.tag);
         let epoch = &self.partitions[worker].1;
+        if self.pull_only {
+            return pull_request(&client_id(&self.tag, worker), epoch, cursor);
+        }
         push_pull_request(&client_id(&self.tag, worker), epoch, &id, &id, cursor)
     }
 
     /// Checks a round response; returns the next cursor.
     fn check(&self, response: &[u8]) -> Result<i64, String> {
         let msg = decode_response(response)?;
-        applied_seq(&msg)?;
+        if !self.pull_only {
+            applied_seq(&msg)?;
+        }
         pull_outcome(&msg)
             .next_cursor
             .ok_or_else(|| format!("round response without SUB_END: {msg:?}"))

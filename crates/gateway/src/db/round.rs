@@ -1,17 +1,15 @@
 //! One SSP2 sync round, persisted before it is acknowledged (contract §1, §2.3, §6.4).
 //!
-//! Every round is ONE transaction whose COMMIT precedes the first byte answered: a socket round
-//! is one `syncular.gateway_round` statement (buffered whole; it commits a request without
-//! `PUSH_COMMIT` frames asynchronously, one with pushes durably); `POST /sync` runs a request with
-//! pushes and a pull as `syncular.sync_stream` read whole while it stays under
-//! [`WHOLE_ROUND_BYTES`], one without `PUSH_COMMIT` frames as a `syncular.pull_stream`
-//! transaction, one whose frames cannot be scanned as `syncular.gateway_round` (which answers its
-//! error). Only an HTTP round whose response outgrows [`WHOLE_ROUND_BYTES`] is run as two:
-//! `syncular.push` COMMITted first, then the pull streamed in a second transaction, the two
-//! spliced ([`crate::framing::splice_head`]). Transient failures (SQLSTATE 40/53/57/08, lost
-//! connections) retry the failed transaction (the idempotency key makes a push retry safe),
-//! then answer `syncular.unavailable` (503). The same code serves `POST /sync` and socket
-//! rounds (§8.7), which pass `connection_client_id`.
+//! Every round is ONE transaction whose COMMIT precedes the first byte answered: one
+//! `syncular.gateway_round` statement, buffered whole (it commits a request without
+//! `PUSH_COMMIT` frames asynchronously, one with pushes durably). A socket round holds any
+//! response; `POST /sync` passes `max_response_bytes` = [`WHOLE_ROUND_BYTES`], and only a round
+//! whose response passes it (`syncular.response_too_large`: that transaction aborted, nothing
+//! persisted) is run again as two: `syncular.push` COMMITted first, then the pull streamed in a
+//! second transaction, the two spliced ([`crate::framing::splice_head`]). Transient failures
+//! (SQLSTATE 40/53/57/08, lost connections) retry the failed transaction (the idempotency key
+//! makes a push retry safe), then answer `syncular.unavailable` (503). The same code serves
+//! `POST /sync` and socket rounds (§8.7), which pass `connection_client_id`.
 
 use bytes::Bytes;
 use deadpool_postgres::Pool;
@@ -51,11 +49,13 @@ impl RoundArgs<'_> {
 }
 
 /// The one-statement calls of a round: `syncular.gateway_round` (the whole round; it commits a
-/// request without `PUSH_COMMIT` frames asynchronously) or `syncular.push` (the push half of a
-/// round whose pull is streamed).
+/// request without `PUSH_COMMIT` frames asynchronously), the same with `max_response_bytes`
+/// (`POST /sync`: [`WHOLE_ROUND_BYTES`]), or `syncular.push` (the push half of a round whose pull
+/// is streamed).
 #[derive(Debug, Clone, Copy)]
 enum Call {
     Round,
+    RoundWithin(i32),
     Push,
 }
 
@@ -63,8 +63,14 @@ impl Call {
     fn sql(self, with_client: bool) -> &'static str {
         match (self, with_client) {
             (Call::Round, false) => "SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb)",
+            (Call::RoundWithin(_), false) => {
+                "SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb, NULL::text, $5::integer)"
+            }
             (Call::Push, false) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb)",
             (Call::Round, true) => "SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
+            (Call::RoundWithin(_), true) => {
+                "SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb, $5::text, $6::integer)"
+            }
             (Call::Push, true) => "SELECT syncular.push($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)",
         }
     }
@@ -93,31 +99,30 @@ pub enum RoundBody {
     },
 }
 
-/// Largest response of a `POST /sync` round with pushes that is answered from one
-/// transaction ([`super::stream::whole_round`]), bytes. A larger one (a bootstrap sent
-/// together with pushes) is computed again as two transactions, its pull streamed: the
-/// first attempt's work up to this size is the price of never holding more in memory.
+/// Largest response of a `POST /sync` round answered from one transaction, bytes
+/// (`max_response_bytes` of its `syncular.gateway_round`). A larger one (a bootstrap) is
+/// computed again as two transactions, its pull streamed: the first attempt's work — up to this
+/// size plus one pull step — is the price of never holding more in memory.
 pub const WHOLE_ROUND_BYTES: usize = 1 << 20;
 
-/// [`run_round`] with the pull half streamed (`POST /sync`): a round with pushes and a pull is
-/// answered from one transaction while its response stays under [`WHOLE_ROUND_BYTES`];
-/// otherwise the push half (when present) runs and COMMITs first; then the pull half is opened with
+/// [`run_round`] for `POST /sync`: one `syncular.gateway_round` transaction, answered whole,
+/// while the response stays within [`WHOLE_ROUND_BYTES`]. Past it, the round runs again as two:
+/// the push half (when present) runs and COMMITs first; then the pull half is opened with
 /// `syncular.pull_stream` and its first chunk read — a failure up to here is answered as a
 /// §10.1 error like any round. A first chunk that is the whole response is answered whole,
 /// after the pull's COMMIT. The rest of the pull is pumped by a task into a channel of
-/// `channel_chunks` chunks. A request whose frames cannot be scanned is answered whole
-/// (`syncular.sync`, which reports its error).
+/// `channel_chunks` chunks.
 ///
 /// Errors: as [`run_round`].
 pub async fn run_round_streamed(pool: &Pool, args: &RoundArgs<'_>, channel_chunks: usize) -> Result<RoundBody, ApiError> {
-    let Some(shape) = framing::request_shape(args.request) else {
-        return with_retry(|| call(pool, Call::Round, args)).await.map(RoundBody::Whole);
-    };
-    if shape.has_push && shape.has_pull {
-        if let Some(whole) = super::stream::whole_round(pool, args, WHOLE_ROUND_BYTES).await? {
-            return Ok(RoundBody::Whole(whole));
-        }
+    let within = Call::RoundWithin(WHOLE_ROUND_BYTES as i32);
+    match with_retry(|| call(pool, within, args)).await {
+        Err(e) if e.code_str() == "syncular.response_too_large" => {}
+        answered => return answered.map(RoundBody::Whole),
     }
+    // The request decoded (the call got as far as the response), so its frames scan.
+    let shape = framing::request_shape(args.request)
+        .ok_or_else(|| ApiError::internal("a request the round decoded does not scan"))?;
     let push = if shape.has_push {
         let push = with_retry(|| call(pool, Call::Push, args)).await?;
         if !shape.has_pull {
@@ -163,5 +168,13 @@ async fn call(pool: &Pool, which: Call, args: &RoundArgs<'_>) -> Result<Vec<u8>,
     let client = checkout(pool).await?;
     let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
     let statement = client.prepare_cached(which.sql(args.connection_client_id.is_some())).await.map_err(pg)?;
-    client.query_one(&statement, &args.params()).await.and_then(|row| row.try_get(0)).map_err(pg)
+    let limit = match which {
+        Call::RoundWithin(limit) => Some(limit),
+        Call::Round | Call::Push => None,
+    };
+    let mut params = args.params();
+    if let Some(limit) = &limit {
+        params.push(limit);
+    }
+    client.query_one(&statement, &params).await.and_then(|row| row.try_get(0)).map_err(pg)
 }

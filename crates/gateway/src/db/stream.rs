@@ -1,5 +1,5 @@
 //! The pull half of an HTTP round, streamed (SPEC §1.4; docs/src/sql/sync.md "Streaming rounds"),
-//! and a whole round in one transaction while its response is small ([`whole_round`]).
+//! for a round whose response is too large to hold ([`super::round::run_round_streamed`]).
 //!
 //! `SELECT syncular.pull_stream(…)` in its own transaction (`synchronous_commit = off`, like
 //! the buffered pull): a value-per-call set-returning function in the select list, so
@@ -22,7 +22,7 @@
 use std::pin::Pin;
 
 use bytes::Bytes;
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::Pool;
 use futures_util::future::join;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
@@ -47,56 +47,6 @@ fn sql(with_client: bool) -> &'static str {
     } else {
         "SELECT syncular.pull_stream($1::text, $2::text, $3::bytea, $4::jsonb)"
     }
-}
-
-fn whole_sql(with_client: bool) -> &'static str {
-    if with_client {
-        "SELECT syncular.sync_stream($1::text, $2::text, $3::bytea, $4::jsonb, $5::text)"
-    } else {
-        "SELECT syncular.sync_stream($1::text, $2::text, $3::bytea, $4::jsonb)"
-    }
-}
-
-/// The whole round — push and pull — in ONE transaction when its response fits in `limit`
-/// bytes: `SELECT syncular.sync_stream(…)` as one statement in its own implicit transaction
-/// (extended protocol: the transaction commits, durably, at the statement's `Sync`, before
-/// `ReadyForQuery`), its rows read and kept until the last; `Some(response)` is returned only
-/// once the row stream ended with `ReadyForQuery`, i.e. after the COMMIT succeeded (persist
-/// before acknowledging; a failed COMMIT arrives as an error in the stream). One statement:
-/// no `BEGIN`/`COMMIT` messages and answers to wait for. A response that outgrows `limit` is
-/// given up before its end: the query is cancelled so the transaction rolls back (the
-/// connection is discarded) and `None` is returned — the caller then runs the round in two
-/// transactions, the pull streamed (a push that committed anyway is replayed by its
-/// idempotency key). Transient failures retry the whole transaction.
-///
-/// Errors: the §10.1 error of the call or of the COMMIT.
-pub async fn whole_round(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Result<Option<Vec<u8>>, ApiError> {
-    with_retry(|| whole_round_once(pool, args, limit)).await
-}
-
-async fn whole_round_once(pool: &Pool, args: &RoundArgs<'_>, limit: usize) -> Result<Option<Vec<u8>>, ApiError> {
-    let client = checkout(pool).await?;
-    let pg = |e: tokio_postgres::Error| ApiError::from_pg(&e);
-    let statement = client.prepare_cached(whole_sql(args.connection_client_id.is_some())).await.map_err(pg)?;
-    let params = args.params();
-    let rows = client.query_raw(&statement, params.iter().map(|p| *p as &dyn ToSql)).await.map_err(pg)?;
-    let mut rows = Box::pin(rows);
-    let mut whole = Vec::new();
-    while let Some(row) = rows.next().await {
-        let chunk: Vec<u8> = row.and_then(|r| r.try_get(0)).map_err(pg)?;
-        if whole.len().saturating_add(chunk.len()) > limit {
-            // Too large to hold: cancel the query, so its transaction rolls back. Should the
-            // statement have finished first and committed, the push is replayed by its
-            // idempotency key in the two-transaction round that follows. The connection is
-            // discarded (a cancel request may land later).
-            let _ = client.cancel_token().cancel_query(NoTls).await;
-            drop(rows);
-            drop(Object::take(client));
-            return Ok(None);
-        }
-        whole.extend_from_slice(&chunk);
-    }
-    Ok(Some(whole))
 }
 
 /// Opens the stream and reads its first chunk, retrying transient failures like any round
