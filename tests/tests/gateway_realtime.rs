@@ -235,6 +235,55 @@ fn presence_crosses_gateways_through_the_relay() {
     carol.pump_until("dave expires", |p| presence_events(p).iter().any(|e| e.1 == "leave" && e.2 == "dave"));
 }
 
+/// Alice's presence fanouts `bob` received on `key`: `(kind, doc["cursor"], timestamp ms)`.
+fn fanouts_of_alice(bob: &Peer, key: &str) -> Vec<(String, Option<i64>, i64)> {
+    bob.received
+        .iter()
+        .filter_map(|r| match r {
+            Received::Text(v) if v["event"] == "presence" && v["data"]["scopeKey"] == key && v["data"]["actorId"] == "alice" => Some((
+                v["data"]["kind"].as_str().unwrap_or("").to_owned(),
+                v["data"]["doc"]["cursor"].as_i64(),
+                v["data"]["timestamp"].as_i64().unwrap_or(0),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_leave_resets_the_presence_rate_cap_and_a_flush_held_before_it_fans_out_nothing() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-presence-leave-rate");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let gw = Gateway::start(&["--presence-min-interval-ms", "600"]);
+    let mut alice = Peer::connected(&gw, &partition, "alice", "a-leave-rate", &["p1"]);
+    let mut bob = Peer::connected(&gw, &partition, "bob", "b-leave-rate", &["p1"]);
+    let key = "project:p1";
+    let publish = |alice: &mut Peer, doc: Option<i64>| {
+        let doc = doc.map(|cursor| json!({ "cursor": cursor }));
+        alice.client.set_presence(&mut alice.transport, key, doc.as_ref()).unwrap();
+    };
+    // 1 fans out at once; 2 is held for the window's end (600 ms after 1); the leave (300 ms
+    // later) drops it and resets the cap: 3 fans out at once, 4 is held for 3's window — not
+    // flushed at 1's window end by the flush scheduled for 2.
+    publish(&mut alice, Some(1));
+    publish(&mut alice, Some(2));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    publish(&mut alice, None);
+    publish(&mut alice, Some(3));
+    publish(&mut alice, Some(4));
+    bob.pump_until("the latest document", |p| p.client.presence(key).first().is_some_and(|peer| peer.doc == json!({"cursor": 4})));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    bob.pump();
+    let seen = fanouts_of_alice(&bob, key);
+    let docs: Vec<_> = seen.iter().map(|(kind, cursor, _)| (kind.as_str(), *cursor)).collect();
+    assert_eq!(docs, [("join", Some(1)), ("leave", None), ("join", Some(3)), ("update", Some(4))], "{seen:?}");
+    let (three, four) = (seen[2].2, seen[3].2);
+    assert!(four - three >= 590, "4 fanned out {} ms after 3, inside 3's 600 ms window: {seen:?}", four - three);
+}
+
 #[test]
 fn the_presence_rate_cap_coalesces_to_the_latest_document() {
     let mut conn = connect();

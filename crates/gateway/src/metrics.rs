@@ -68,7 +68,7 @@ pub struct NodeLabel {
     pub node: String,
 }
 
-/// Label `kind` (presence events: join, update, leave, rejected, relayed).
+/// Label `kind` (presence events: join, update, leave, rejected).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     /// Event kind.

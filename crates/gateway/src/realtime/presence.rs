@@ -169,15 +169,23 @@ pub fn publish(hub: &Arc<Hub>, session: &Arc<Session>, key: String, doc: Option<
     if rate.pending.replace(doc).is_some() {
         return; // its flush is scheduled already
     }
+    let flush = session.closed.child_token();
+    rate.flush = Some(flush.clone());
     drop(st);
     let (hub, session) = (hub.clone(), session.clone());
     tokio::spawn(async move {
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
-            _ = session.closed.cancelled() => return,
+            _ = flush.cancelled() => return,
         }
-        let pending = session.state().presence_rate.get_mut(&key).and_then(|rate| rate.pending.take());
-        if let Some(doc) = pending.filter(|_| session.state().scope_keys.contains(&key)) {
+        // Under the state lock, which a leave holds while it cancels: a cancelled flush takes
+        // nothing (the key's entry may be a newer one, with its own flush).
+        let pending = {
+            let mut st = session.state();
+            let pending = if flush.is_cancelled() { None } else { st.presence_rate.get_mut(&key).and_then(|rate| rate.pending.take()) };
+            pending.filter(|_| st.scope_keys.contains(&key))
+        };
+        if let Some(doc) = pending {
             fanout_publish(&hub, &session, &key, doc);
         }
     });
@@ -198,7 +206,9 @@ fn fanout_publish(hub: &Arc<Hub>, session: &Arc<Session>, key: &str, doc: Map<St
 
 /// Clears the session's document on `key` and fans out a leave (when it had one).
 pub fn leave(hub: &Arc<Hub>, session: &Arc<Session>, key: &str) {
-    session.state().presence_rate.remove(key);
+    if let Some(flush) = session.state().presence_rate.remove(key).and_then(|rate| rate.flush) {
+        flush.cancel(); // its held-back document is dropped with the entry
+    }
     if let Some(peer) = hub.presence.clear(&session.partition, key, &local_peer(hub, session)) {
         deliver_local(hub, &session.partition, key, Some(session.id), PresenceKind::Leave, &peer);
         hub.relay.leave(&session.partition, key, &session.session_id, &peer);

@@ -145,6 +145,9 @@ pub struct PresenceRate {
     pub last_fanout: Option<std::time::Instant>,
     /// The newest document held back in the current window (a flush of it is scheduled).
     pub pending: Option<Map<String, Value>>,
+    /// The scheduled flush's token (a child of the session's `closed`): a leave cancels it, so a
+    /// flush scheduled before a leave never fans out a document published after it early.
+    pub flush: Option<CancellationToken>,
 }
 
 /// A pass's hold on one delta it queued: a clone of the pass's sender, dropped once the delta
