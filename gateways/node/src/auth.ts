@@ -18,7 +18,7 @@ export interface AuthOptions {
 }
 
 const denied = (message: string) => apiError('sync.auth_required', message);
-const utf8 = new TextDecoder('utf-8', { fatal: true });
+export const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** A header's value as UTF-8 (Node reads header bytes as Latin-1): undefined when absent, null when not UTF-8. */
 export const header = (h: IncomingHttpHeaders, name: string) => {
   const v = h[name], s = Array.isArray(v) ? v[0] : v;

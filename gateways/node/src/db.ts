@@ -22,11 +22,9 @@ const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
 
 /** One SSP2 round: ONE statement in its own implicit transaction, so the bytes arrive once its COMMIT
  *  did (durably with pushes, asynchronously without: syncular.gateway_round decides). Buffered whole. */
-export function runRound(pool: Pool, a: RoundArgs): Promise<Buffer> {
-  const client = a.clientId === undefined ? [] : [a.clientId];
-  return withRetry(async () => (await pool.query(`SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb${
-    client.length ? ', $5::text' : ''}) AS r`, [a.partition, a.actorId, a.request, json(a.allowedScopes), ...client])).rows[0].r);
-}
+export const runRound = (pool: Pool, a: RoundArgs): Promise<Buffer> => withRetry(async () => (await pool.query(
+  'SELECT syncular.gateway_round($1::text, $2::text, $3::bytea, $4::jsonb, $5::text) AS r',
+  [a.partition, a.actorId, a.request, json(a.allowedScopes), a.clientId ?? null])).rows[0].r);
 
 const rows = async (pool: Pool, sql: string, params: unknown[]) => (await withRetry(() => pool.query(sql, params))).rows;
 

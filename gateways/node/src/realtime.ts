@@ -10,7 +10,7 @@ import type { IncomingMessage } from 'http';
 import type { Duplex } from 'stream';
 import { Client, Pool } from 'pg';
 import WebSocket, { WebSocketServer } from 'ws';
-import type { Authenticate, Identity } from './auth';
+import { utf8, type Authenticate, type Identity } from './auth';
 import * as db from './db';
 import { ApiError, apiError, fromPg, rawResponse } from './errors';
 import { FramingError, RequestScanner, roundChunks, TAG_ROUND } from './framing';
@@ -28,7 +28,7 @@ class Session {
   roundEnd: { state: string; resume: db.Resume; logEpoch: string } | null = null; // the round-end reload's answer, kept at END
   busy = 0; // the connect reload not finished: the session sits out passes meanwhile
   generation = 0; refreshIssued = 0; refreshApplied = 0; // bumped by rounds, reloads, scopes notifications; reload tickets
-  joined = false; closing = false; gone = false; timers: NodeJS.Timeout[] = [];
+  closing = false; timers: NodeJS.Timeout[] = [];
   rate = new Map<string, { last: number; pending?: object; timer?: NodeJS.Timeout }>(); // presence rate cap per scope key
   constructor(readonly id: number, readonly partition: string, readonly actorId: string, readonly clientId: string,
               readonly allowedScopes: unknown | null, readonly ws: WebSocket, readonly scanner: RequestScanner) {}
@@ -56,7 +56,6 @@ class Partition {
 }
 
 const now = () => Date.now(), sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 const LONE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** JSON a serde reader (the Rust gateway, the clients) takes too: finite numbers, well-formed strings, depth ≤ 127. */
 const portable = (v: unknown, depth = 0): boolean => typeof v === 'number' ? Number.isFinite(v) : typeof v === 'string' ? !LONE.test(v)
@@ -150,7 +149,7 @@ export class Hub {
     ws.on('message', (data: WebSocket.RawData, binary) => { idle.refresh(); binary ? this.onBinary(s, data as Buffer) : this.onText(s, data.toString()); });
     this.sendText(s, opened.hello);
     p.restartTimeline(s.logEpoch, opened.latestCursor);
-    p.sessions.set(s.id, s); p.joining--; s.joined = true;
+    p.sessions.set(s.id, s); p.joining--; // before any wait: the socket's close event (always later) finds it here
     this.metrics.inc('sessions_open');
     if (this.shutting) this.end(s, 1001, 'gateway shutting down');
     for (const key of s.scopeKeys) this.snapshot(s, key);
@@ -163,20 +162,20 @@ export class Hub {
     if (id.expiresAtMs) this.closeAt(s, id.expiresAtMs, 'sync.auth_required: the credential expired; reconnect with a fresh one');
     if (opened.leaseExpiresAtMs) this.closeAt(s, opened.leaseExpiresAtMs, 'sync.auth_lease_required: the auth lease expired');
   }
+  /** Ends the session at `at` (ms) — unless it is closing already (its timers are cleared then). */
   private closeAt(s: Session, at: number, reason: string) {
+    if (s.closing) return;
     const left = at - now();
     s.timers.push(setTimeout(() => (left > 2 ** 30 ? this.closeAt(s, at, reason) : this.end(s, 1008, reason)), Math.min(left, 2 ** 30)));
   }
+  /** The socket closed (once): the session leaves its partition and its presence. */
   private remove(s: Session, p: Partition, release: () => void) {
-    if (s.gone) return;
-    s.gone = s.closing = true;
+    s.closing = true;
     s.timers.forEach(t => clearTimeout(t));
     release();
-    if (s.joined) {
-      p.sessions.delete(s.id);
-      this.metrics.inc('sessions_open', {}, -1);
-      for (const k of this.presence.keys()) if (k.startsWith(`${s.partition}\0`)) this.leave(s, k.slice(s.partition.length + 1));
-    } else p.joining--;
+    p.sessions.delete(s.id);
+    this.metrics.inc('sessions_open', {}, -1);
+    for (const k of this.presence.keys()) if (k.startsWith(`${s.partition}\0`)) this.leave(s, k.slice(s.partition.length + 1));
     s.rate.forEach(r => clearTimeout(r.timer));
     this.forget(p);
   }
@@ -290,7 +289,7 @@ export class Hub {
     } finally {
       s.inRound = false; this.rounds--;
       const p = this.partitions.get(s.partition);
-      if (p && !s.busy && s.joined) this.schedule(p, ['pass']);
+      if (p && !s.busy) this.schedule(p, ['pass']);
     }
   }
   /** realtime_reload: keeps the state when `changed`, sends `send`, swaps the presence grant; the

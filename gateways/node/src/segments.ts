@@ -4,7 +4,6 @@
 // them. 304 for the ETag, after authorization; gzip on the direct endpoint when asked, a signed URL's bytes
 // verbatim and cacheable for the URL's lifetime.
 import type { IncomingMessage, ServerResponse } from 'http';
-import { Readable } from 'stream';
 import { pipeline } from 'stream/promises';
 import { createGzip } from 'zlib';
 import type { Pool } from 'pg';
@@ -27,6 +26,6 @@ export async function serveSegment(pool: Pool, auth: Authenticate, req: Incoming
     : { etag, 'cache-control': meta.urlExpiresAtMs ? `public, max-age=${Math.max(0, Math.floor((meta.urlExpiresAtMs - Date.now()) / 1000))}, immutable` : 'no-store' };
   if (String(req.headers['if-none-match'] ?? '').split(',').some(t => ['*', etag, `W/${etag}`].includes(t.trim()))) return void res.writeHead(304, headers).end();
   res.writeHead(200, { ...headers, 'content-type': 'application/octet-stream', ...(zip ? { 'content-encoding': 'gzip' } : { 'content-length': String(meta.byteLength) }) });
-  const chunks = Readable.from((async function* () { for (let idx = 0; idx < meta.chunkCount; idx++) yield await segmentChunk(pool, partition, meta.segmentId, idx); })());
+  const chunks = (async function* () { for (let idx = 0; idx < meta.chunkCount; idx++) yield await segmentChunk(pool, partition, meta.segmentId, idx); })();
   await (zip ? pipeline(chunks, createGzip(), res) : pipeline(chunks, res)).catch(() => res.destroy()); // a failed chunk ends the body early
 }
