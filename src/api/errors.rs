@@ -23,6 +23,7 @@
 //! | `syncular.partition_required` | 55000 | object_not_in_prerequisite_state |
 //! | `syncular.write_refused` | 0A000 | feature_not_supported |
 //! | `syncular.invalid_row` | 22000 | data_exception |
+//! | `syncular.response_too_large` | 54000 | program_limit_exceeded |
 //! | `syncular.internal` | XX000 | internal_error |
 //!
 //! Every ERROR also carries the §10.1 object as JSON in its DETAIL

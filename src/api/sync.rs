@@ -163,7 +163,7 @@ fn pull(
 /// response and errors, byte for byte. `max_response_bytes` (NULL: no limit)
 /// lets a gateway that can stream hold only small responses: a response that
 /// grows past it raises `syncular.response_too_large` (54000) as soon as it
-/// does (after the push half or a pull step), the transaction aborts and
+/// does (checked after each step of the round), the transaction aborts and
 /// nothing of the round persists — run it again streamed (`syncular.push`,
 /// then `syncular.pull_stream`); < 1 is `syncular.invalid_argument` (22023).
 /// When the request carries no

@@ -285,6 +285,55 @@ fn a_leave_resets_the_presence_rate_cap_and_a_flush_held_before_it_fans_out_noth
 }
 
 #[test]
+fn a_publish_at_the_windows_end_supersedes_the_document_held_for_it() {
+    let mut conn = connect();
+    setup(&mut conn);
+    let partition = partition_name("gw-presence-boundary");
+    grant(&mut conn, &partition, "alice", &["p1"]);
+    grant(&mut conn, &partition, "bob", &["p1"]);
+    let gw = Gateway::start(&["--presence-min-interval-ms", "100"]);
+    let mut alice = Peer::connected(&gw, &partition, "alice", "a-boundary", &["p1"]);
+    let mut bob = Peer::connected(&gw, &partition, "bob", "b-boundary", &["p1"]);
+    let key = "project:p1";
+    let publish = |alice: &mut Peer, doc: Option<i64>| {
+        let doc = doc.map(|cursor| json!({ "cursor": cursor }));
+        alice.client.set_presence(&mut alice.transport, key, doc.as_ref()).unwrap();
+    };
+    // Each round: a leave (the cap starts over), 1 fans out, 2 is held for the window's end, 3 is
+    // published right at that end — just before or after the held flush runs (timers fire a
+    // little late) — so 3 must be the last document either way, and no two documents may go out
+    // inside one window.
+    let rounds = 40;
+    for i in 0..rounds {
+        let base = 3 * i;
+        publish(&mut alice, None);
+        let t0 = std::time::Instant::now();
+        publish(&mut alice, Some(base + 1));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        publish(&mut alice, Some(base + 2));
+        let at = std::time::Duration::from_micros(99_500 + 75 * i as u64);
+        while t0.elapsed() < at {
+            std::hint::spin_loop();
+        }
+        publish(&mut alice, Some(base + 3));
+        std::thread::sleep(std::time::Duration::from_millis(130));
+        bob.pump();
+    }
+    let last = 3 * (rounds - 1) + 3;
+    bob.pump_until("the last document", |p| p.client.presence(key).first().is_some_and(|peer| peer.doc == json!({ "cursor": last })));
+    let seen = fanouts_of_alice(&bob, key);
+    for window in seen.split(|(kind, _, _)| kind == "leave").filter(|w| !w.is_empty()) {
+        let docs: Vec<i64> = window.iter().filter_map(|(_, cursor, _)| *cursor).collect();
+        let newest = docs.iter().max().copied();
+        assert_eq!(docs.last().copied(), newest, "an older document followed a newer one: {window:?}");
+        assert_eq!(newest.map(|d| d % 3), Some(0), "the round's last document (3) is the one left: {window:?}");
+        for pair in window.windows(2) {
+            assert!(pair[1].2 - pair[0].2 >= 99, "two documents inside one 100 ms window: {window:?}");
+        }
+    }
+}
+
+#[test]
 fn the_presence_rate_cap_coalesces_to_the_latest_document() {
     let mut conn = connect();
     setup(&mut conn);

@@ -413,6 +413,8 @@ export class Hub {
       }, wait);
       return;
     }
+    clearTimeout(r.timer); // the window is over: a document held for its end (a late timer) must not follow this one
+    r.timer = r.pending = undefined;
     this.fanout(s, key, doc);
   }
   private fanout(s: Session, key: string, doc: object) {

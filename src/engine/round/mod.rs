@@ -80,9 +80,9 @@ pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<
 }
 
 /// [`run`], failing with `syncular.response_too_large` as soon as the response under
-/// construction holds more than `max_bytes` bytes — checked after the push half and after each
-/// pull step (one subscription section or bootstrap segment), so the work thrown away is at most
-/// `max_bytes` plus one step. The caller's transaction aborts with the error: nothing of the
+/// construction holds more than `max_bytes` bytes — checked after each step of the round (the
+/// push half with the pull's first section, then each subscription section or bootstrap
+/// segment), so the work thrown away is at most `max_bytes` plus one step. The caller's transaction aborts with the error: nothing of the
 /// round persists, and the caller can run it again streamed (`syncular.gateway_round`).
 ///
 /// Errors: [`run`]'s, and `syncular.response_too_large` (54000).
@@ -91,7 +91,7 @@ pub fn run_within(caller: &Caller<'_>, request: &[u8], halves: Halves, max_bytes
         if written > max_bytes {
             return Err(EngineError::host(
                 HostCode::ResponseTooLarge,
-                format!("the response passed max_response_bytes ({max_bytes} bytes): run the round streamed"),
+                format!("the response passed max_response_bytes = {max_bytes}: run the round streamed"),
             ));
         }
         Ok(())

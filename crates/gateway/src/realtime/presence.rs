@@ -163,6 +163,12 @@ pub fn publish(hub: &Arc<Hub>, session: &Arc<Session>, key: String, doc: Option<
     let rate = st.presence_rate.entry(key.clone()).or_default();
     let wait = rate.last_fanout.map_or(Duration::ZERO, |last| hub.settings.presence_min_interval.saturating_sub(last.elapsed()));
     if wait.is_zero() {
+        // The window is over: this document goes out now, and supersedes one held for the
+        // window's end whose flush has not run yet (a timer fires late) — it must not follow.
+        rate.pending = None;
+        if let Some(flush) = rate.flush.take() {
+            flush.cancel();
+        }
         drop(st);
         return fanout_publish(hub, session, &key, doc);
     }
