@@ -145,8 +145,9 @@ pub struct PresenceRate {
     pub last_fanout: Option<std::time::Instant>,
     /// The newest document held back in the current window (a flush of it is scheduled).
     pub pending: Option<Map<String, Value>>,
-    /// The scheduled flush's token (a child of the session's `closed`): a leave cancels it, so a
-    /// flush scheduled before a leave never fans out a document published after it early.
+    /// The scheduled flush's token (a child of the session's `closed`): a leave, or a publish
+    /// after the window ended, cancels it, so a flush never fans out a document early or after a
+    /// newer one.
     pub flush: Option<CancellationToken>,
 }
 
