@@ -250,21 +250,30 @@ fn fanouts_of_alice(bob: &Peer, key: &str) -> Vec<(String, Option<i64>, i64)> {
         .collect()
 }
 
-#[test]
-fn a_leave_resets_the_presence_rate_cap_and_a_flush_held_before_it_fans_out_nothing() {
+/// A gateway with the presence rate cap at `interval_ms`, and alice and bob both on `project:p1`
+/// of a fresh partition (`label`).
+fn alice_and_bob(label: &str, interval_ms: u64) -> (Gateway, Peer, Peer) {
     let mut conn = connect();
     setup(&mut conn);
-    let partition = partition_name("gw-presence-leave-rate");
+    let partition = partition_name(label);
     grant(&mut conn, &partition, "alice", &["p1"]);
     grant(&mut conn, &partition, "bob", &["p1"]);
-    let gw = Gateway::start(&["--presence-min-interval-ms", "600"]);
-    let mut alice = Peer::connected(&gw, &partition, "alice", "a-leave-rate", &["p1"]);
-    let mut bob = Peer::connected(&gw, &partition, "bob", "b-leave-rate", &["p1"]);
+    let gw = Gateway::start(&["--presence-min-interval-ms", &interval_ms.to_string()]);
+    let alice = Peer::connected(&gw, &partition, "alice", &format!("a-{label}"), &["p1"]);
+    let bob = Peer::connected(&gw, &partition, "bob", &format!("b-{label}"), &["p1"]);
+    (gw, alice, bob)
+}
+
+/// Alice publishes `{"cursor": n}` on `project:p1`, or leaves it (`None`).
+fn publish(alice: &mut Peer, cursor: Option<i64>) {
+    let doc = cursor.map(|cursor| json!({ "cursor": cursor }));
+    alice.client.set_presence(&mut alice.transport, "project:p1", doc.as_ref()).unwrap();
+}
+
+#[test]
+fn a_leave_resets_the_presence_rate_cap_and_a_flush_held_before_it_fans_out_nothing() {
+    let (_gw, mut alice, mut bob) = alice_and_bob("gw-presence-leave-rate", 600);
     let key = "project:p1";
-    let publish = |alice: &mut Peer, doc: Option<i64>| {
-        let doc = doc.map(|cursor| json!({ "cursor": cursor }));
-        alice.client.set_presence(&mut alice.transport, key, doc.as_ref()).unwrap();
-    };
     // 1 fans out at once; 2 is held for the window's end (600 ms after 1); the leave (300 ms
     // later) drops it and resets the cap: 3 fans out at once, 4 is held for 3's window — not
     // flushed at 1's window end by the flush scheduled for 2.
@@ -286,19 +295,8 @@ fn a_leave_resets_the_presence_rate_cap_and_a_flush_held_before_it_fans_out_noth
 
 #[test]
 fn a_publish_at_the_windows_end_supersedes_the_document_held_for_it() {
-    let mut conn = connect();
-    setup(&mut conn);
-    let partition = partition_name("gw-presence-boundary");
-    grant(&mut conn, &partition, "alice", &["p1"]);
-    grant(&mut conn, &partition, "bob", &["p1"]);
-    let gw = Gateway::start(&["--presence-min-interval-ms", "100"]);
-    let mut alice = Peer::connected(&gw, &partition, "alice", "a-boundary", &["p1"]);
-    let mut bob = Peer::connected(&gw, &partition, "bob", "b-boundary", &["p1"]);
+    let (_gw, mut alice, mut bob) = alice_and_bob("gw-presence-boundary", 100);
     let key = "project:p1";
-    let publish = |alice: &mut Peer, doc: Option<i64>| {
-        let doc = doc.map(|cursor| json!({ "cursor": cursor }));
-        alice.client.set_presence(&mut alice.transport, key, doc.as_ref()).unwrap();
-    };
     // Each round: a leave (the cap starts over), 1 fans out, 2 is held for the window's end, 3 is
     // published right at that end — just before or after the held flush runs (timers fire a
     // little late) — so 3 must be the last document either way, and no two documents may go out
@@ -335,20 +333,13 @@ fn a_publish_at_the_windows_end_supersedes_the_document_held_for_it() {
 
 #[test]
 fn the_presence_rate_cap_coalesces_to_the_latest_document() {
-    let mut conn = connect();
-    setup(&mut conn);
-    let partition = partition_name("gw-presence-rate");
-    grant(&mut conn, &partition, "alice", &["p1"]);
-    grant(&mut conn, &partition, "bob", &["p1"]);
-    let gw = Gateway::start(&["--presence-min-interval-ms", "400"]);
-    let mut alice = Peer::connected(&gw, &partition, "alice", "a-rate", &["p1"]);
-    let mut bob = Peer::connected(&gw, &partition, "bob", "b-rate", &["p1"]);
+    let (_gw, mut alice, mut bob) = alice_and_bob("gw-presence-rate", 400);
     let key = "project:p1";
     // 30 publishes in a burst (well inside one window): the first fans out at once, the rest
     // coalesce — never an error, never a stale document, at most one update per window.
     let started = std::time::Instant::now();
     for i in 0..30 {
-        alice.client.set_presence(&mut alice.transport, key, Some(&json!({"cursor": i}))).unwrap();
+        publish(&mut alice, Some(i));
     }
     let burst = started.elapsed();
     bob.pump_until("the latest document", |p| p.client.presence(key).first().is_some_and(|peer| peer.doc == json!({"cursor": 29})));
