@@ -76,7 +76,7 @@ fn round(
         allowed_scopes: allowed.as_ref(),
         connection_client_id,
     };
-    round::run_within(&caller, request, halves, max_bytes).or_raise()
+    round::run(&caller, request, halves, max_bytes).or_raise()
 }
 
 /// `syncular.sync(partition text, actor_id text, request bytea,

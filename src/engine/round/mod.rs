@@ -57,7 +57,12 @@ fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> 
     writer.finish().map_err(encoding)
 }
 
-/// Runs one SSP2 request for `caller` and returns the encoded response.
+/// Runs one SSP2 request for `caller` and returns the encoded response. With `max_bytes`
+/// (`usize::MAX`: no limit) it fails as soon as the response under construction holds more:
+/// checked after each step of the round (the push half with the pull's first section, then each
+/// subscription section or bootstrap segment), so the work thrown away is at most `max_bytes`
+/// plus one step; the caller's transaction aborts with the error, so nothing of the round
+/// persists and the caller can run it again streamed (`syncular.gateway_round`).
 ///
 /// Errors (the whole request fails; raised by the API as a Postgres ERROR):
 /// - any §1.7 decode error: `sync.invalid_request` / `sync.empty_commit`;
@@ -71,22 +76,12 @@ fn header_only(wire_version: u16, header: &RespHeader) -> EngineResult<Vec<u8>> 
 /// - `sync.invalid_subscription` / `sync.unknown_table` (subscriptions,
 ///   allowed-map keys);
 /// - `syncular.no_schema`, `syncular.invalid_argument` (malformed
-///   `allowed_scopes`), `syncular.resolver_malformed`, `syncular.internal`.
+///   `allowed_scopes`), `syncular.resolver_malformed`, `syncular.internal`;
+/// - `syncular.response_too_large` (54000) past `max_bytes`.
 ///
 /// Not errors: an unserved `schemaVersion` (schema-floor response) and an
 /// absent/different v2 `logEpoch` (reset response).
-pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves) -> EngineResult<Vec<u8>> {
-    run_within(caller, request, halves, usize::MAX)
-}
-
-/// [`run`], failing with `syncular.response_too_large` as soon as the response under
-/// construction holds more than `max_bytes` bytes — checked after each step of the round (the
-/// push half with the pull's first section, then each subscription section or bootstrap
-/// segment), so the work thrown away is at most `max_bytes` plus one step. The caller's transaction aborts with the error: nothing of the
-/// round persists, and the caller can run it again streamed (`syncular.gateway_round`).
-///
-/// Errors: [`run`]'s, and `syncular.response_too_large` (54000).
-pub fn run_within(caller: &Caller<'_>, request: &[u8], halves: Halves, max_bytes: usize) -> EngineResult<Vec<u8>> {
+pub fn run(caller: &Caller<'_>, request: &[u8], halves: Halves, max_bytes: usize) -> EngineResult<Vec<u8>> {
     let within = |written: usize| {
         if written > max_bytes {
             return Err(EngineError::host(

@@ -165,10 +165,7 @@ pub fn publish(hub: &Arc<Hub>, session: &Arc<Session>, key: String, doc: Option<
     if wait.is_zero() {
         // The window is over: this document goes out now, and supersedes one held for the
         // window's end whose flush has not run yet (a timer fires late) — it must not follow.
-        rate.pending = None;
-        if let Some(flush) = rate.flush.take() {
-            flush.cancel();
-        }
+        rate.drop_held();
         drop(st);
         return fanout_publish(hub, session, &key, doc);
     }
@@ -212,8 +209,8 @@ fn fanout_publish(hub: &Arc<Hub>, session: &Arc<Session>, key: &str, doc: Map<St
 
 /// Clears the session's document on `key` and fans out a leave (when it had one).
 pub fn leave(hub: &Arc<Hub>, session: &Arc<Session>, key: &str) {
-    if let Some(flush) = session.state().presence_rate.remove(key).and_then(|rate| rate.flush) {
-        flush.cancel(); // its held-back document is dropped with the entry
+    if let Some(mut rate) = session.state().presence_rate.remove(key) {
+        rate.drop_held();
     }
     if let Some(peer) = hub.presence.clear(&session.partition, key, &local_peer(hub, session)) {
         deliver_local(hub, &session.partition, key, Some(session.id), PresenceKind::Leave, &peer);

@@ -151,6 +151,17 @@ pub struct PresenceRate {
     pub flush: Option<CancellationToken>,
 }
 
+impl PresenceRate {
+    /// Drops the held document and cancels its scheduled flush (a leave; a publish after the
+    /// window ended, which goes out itself).
+    pub fn drop_held(&mut self) {
+        self.pending = None;
+        if let Some(flush) = self.flush.take() {
+            flush.cancel();
+        }
+    }
+}
+
 /// A pass's hold on one delta it queued: a clone of the pass's sender, dropped once the delta
 /// was written, refused or discarded. The partition worker waits (bounded) until every clone
 /// of its pass is gone before the next pass, so passes follow the sockets' pace — commits that
