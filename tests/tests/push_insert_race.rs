@@ -14,6 +14,7 @@
 //! 40001 (retryable) and stores no rejection, so the retry of the same
 //! commit applies.
 
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,8 +23,14 @@ use syncular_integration_tests::connect;
 use syncular_integration_tests::fixtures::{allow_all_projects, partition_name, register_schema};
 use syncular_integration_tests::wire::{commit, upsert, RawSession, Task};
 
+/// One test at a time: the first one watches `pg_stat_activity` for its push's lock wait, which
+/// the other one's schema registration and pushes, run in parallel, can get in the way of (once,
+/// in CI on Postgres 15, the push was never seen waiting on the insert within 20 s).
+static SERIAL: Mutex<()> = Mutex::new(());
+
 #[test]
 fn a_push_never_overwrites_a_row_a_plain_sql_insert_created_meanwhile() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut admin = connect();
     register_schema(&mut admin).unwrap();
     let partition = partition_name("insert-race");
@@ -99,6 +106,7 @@ fn a_push_never_overwrites_a_row_a_plain_sql_insert_created_meanwhile() {
 
 #[test]
 fn under_repeatable_read_a_row_committed_after_the_snapshot_fails_the_push_retryably() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut admin = connect();
     register_schema(&mut admin).unwrap();
     let partition = partition_name("insert-race-rr");
